@@ -1,0 +1,127 @@
+"""JSON form of the project's frozen value types.
+
+Every scenario, configuration and preprocessor is a frozen dataclass; this module turns them
+into plain JSON values and back, guided by the dataclass type hints. Fractions are written as
+``"p/q"`` strings so that no rational ever passes through a float. Unions of dataclasses are
+told apart by their ``kind`` field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import types
+import typing
+from fractions import Fraction
+from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
+
+from refimpl.errors import ConfigError
+
+__all__ = ["canonical_json", "from_jsonable", "parse_fraction", "to_jsonable"]
+
+T = TypeVar("T")
+
+
+def parse_fraction(field: str, value: object) -> Fraction:
+    """An exact rational from an int, a Fraction or a ``"p/q"``/decimal string.
+
+    Floats are refused: ``0.1`` is not one tenth, and the spec's schedules are exact.
+    """
+    if isinstance(value, bool):
+        raise ConfigError(field, value, "a non-negative rational such as 2, '1/4' or '0.25'")
+    if isinstance(value, (int, Fraction)):
+        return Fraction(value)
+    if isinstance(value, str):
+        try:
+            return Fraction(value.strip())
+        except (ValueError, ZeroDivisionError):
+            pass
+    raise ConfigError(field, value, "an exact rational such as 2, '1/4' or '0.25' (not a float)")
+
+
+def to_jsonable(value: Any) -> Any:
+    """A JSON-ready form of ``value`` (dataclasses, tuples, fractions, enums and scalars)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Fraction):
+        return str(value)
+    if isinstance(value, (tuple, list)):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return value
+    raise TypeError(f"cannot serialise {type(value).__name__}: {value!r}")
+
+
+def canonical_json(value: Any) -> str:
+    """One deterministic JSON text for ``value``: sorted keys, no spaces."""
+    return json.dumps(to_jsonable(value), sort_keys=True, separators=(",", ":"))
+
+
+def _kind_of(cls: type) -> str | None:
+    for f in dataclasses.fields(cls):
+        if f.name == "kind" and isinstance(f.default, str):
+            return f.default
+    return None
+
+
+def from_jsonable(tp: Any, data: Any, field: str = "value") -> Any:
+    """Rebuild a value of type ``tp`` from its JSON form; errors name the field path."""
+    origin = get_origin(tp)
+    if tp is Any:
+        return data
+    if tp is Fraction:
+        return parse_fraction(field, data)
+    if origin is Literal:
+        if data not in get_args(tp):
+            raise ConfigError(field, data, " or ".join(repr(a) for a in get_args(tp)))
+        return data
+    if origin in (Union, types.UnionType):
+        options = [a for a in get_args(tp) if a is not type(None)]
+        if data is None and len(options) < len(get_args(tp)):
+            return None
+        classes = [a for a in options if dataclasses.is_dataclass(a)]
+        if classes and isinstance(data, dict):
+            kinds = {_kind_of(c): c for c in classes}
+            if data.get("kind") in kinds:
+                return from_jsonable(kinds[data["kind"]], data, field)
+            raise ConfigError(f"{field}.kind", data.get("kind"), f"one of {sorted(k for k in kinds if k)}")
+        for option in options:
+            try:
+                return from_jsonable(option, data, field)
+            except (ConfigError, TypeError):
+                continue
+        raise ConfigError(field, data, " or ".join(getattr(o, "__name__", str(o)) for o in options))
+    if origin is tuple:
+        args = get_args(tp)
+        if not isinstance(data, list):
+            raise ConfigError(field, data, "a list")
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(from_jsonable(args[0], v, f"{field}[{i}]") for i, v in enumerate(data))
+        if len(args) != len(data):
+            raise ConfigError(field, data, f"a list of {len(args)} values")
+        return tuple(from_jsonable(a, v, f"{field}[{i}]") for i, (a, v) in enumerate(zip(args, data)))
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(data, dict):
+            raise ConfigError(field, data, f"an object ({tp.__name__})")
+        module = sys.modules[tp.__module__]
+        hints = get_type_hints(tp, vars(module))
+        names = {f.name for f in dataclasses.fields(tp) if f.init}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ConfigError(f"{field}.{unknown[0]}", data[unknown[0]], f"a field of {tp.__name__} ({', '.join(sorted(names))})")
+        kwargs = {k: from_jsonable(hints[k], v, f"{field}.{k}") for k, v in data.items()}
+        return tp(**kwargs)
+    if tp is float:
+        if isinstance(data, bool) or not isinstance(data, (int, float)):
+            raise ConfigError(field, data, "a number")
+        return float(data)
+    if tp in (int, str, bool):
+        if type(data) is not tp:
+            raise ConfigError(field, data, f"a {tp.__name__}")
+        return data
+    if isinstance(tp, typing.TypeVar) or tp is object:
+        return data
+    raise TypeError(f"{field}: no JSON rule for type {tp!r}")

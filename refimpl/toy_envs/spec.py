@@ -1,0 +1,81 @@
+"""The toy env's definition, shared by every face of it (clauses ``toyenv.*``).
+
+Dynamics of env ``e`` (all faces implement exactly this):
+
+- time steps are named ``(e, k, t)``: ``k`` counts the env's episodes from 0 and ``t`` the
+  steps within the episode; the observation is float32 ``[e, k, t]``;
+- episode ``k`` has ``L = plan.length`` transitions: ``t = 0`` is FIRST, ``0 < t < L`` MID,
+  ``t = L`` LAST; a terminated LAST has discount 0, a truncated one discount 1, every other
+  step discount 1;
+- the step after LAST is FIRST of episode ``k + 1`` with reward 0; the action given at LAST
+  is discarded (clause ``timestep.auto-reset``);
+- the reward at step ``t > 0`` is ``float(t)``, or with goals ``0.0`` when the achieved goal
+  equals the desired goal and ``-1.0`` otherwise;
+- with goals, the achieved goal is ``[e, k, t]`` and the desired goal ``[e, k, g]`` with
+  ``g = L`` for a terminated episode and ``g = L + 1`` (never reached) for a truncated one,
+  so a terminated episode is exactly a successful one;
+- the task id of episode ``k`` of env ``e`` is ``(e + k) % num_tasks``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from refimpl.errors import ConfigError
+from refimpl.identity import MAX_COORDINATE
+from refimpl.toy_envs.schedule import EpisodePlan, FixedSchedule, Schedule
+
+__all__ = ["EnvSpec", "goal_reward"]
+
+
+def goal_reward(achieved: tuple[float, ...], desired: tuple[float, ...]) -> float:
+    """The sparse goal reward: 0.0 iff the goals are equal, else -1.0."""
+    return 0.0 if tuple(achieved) == tuple(desired) else -1.0
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """``num_envs`` toy envs; ``schedules`` has one entry shared by all or one per env."""
+
+    num_envs: int = 1
+    schedules: tuple[Schedule, ...] = (FixedSchedule(4),)
+    goals: bool = False
+    num_tasks: int = 1
+    num_actions: int = 2
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.num_envs, int) or not 1 <= self.num_envs < MAX_COORDINATE:
+            raise ConfigError("env.num_envs", self.num_envs, "an integer >= 1")
+        if len(self.schedules) not in (1, self.num_envs):
+            raise ConfigError(
+                "env.schedules",
+                len(self.schedules),
+                f"1 shared schedule or one per env ({self.num_envs})",
+            )
+        if not isinstance(self.num_tasks, int) or self.num_tasks < 1:
+            raise ConfigError("env.num_tasks", self.num_tasks, "an integer >= 1")
+        if not isinstance(self.num_actions, int) or self.num_actions < 1:
+            raise ConfigError("env.num_actions", self.num_actions, "an integer >= 1")
+
+    def schedule(self, env: int) -> Schedule:
+        return self.schedules[env if len(self.schedules) > 1 else 0]
+
+    def episode(self, seed: int, env: int, k: int) -> EpisodePlan:
+        """The plan of episode ``k`` of env ``env`` under ``seed``."""
+        return self.schedule(env).episode(seed, env, k)
+
+    def task_id(self, env: int, k: int) -> int:
+        return (env + k) % self.num_tasks
+
+    def desired_goal(self, seed: int, env: int, k: int) -> tuple[float, float, float]:
+        plan = self.episode(seed, env, k)
+        g = plan.length if plan.ending == "terminated" else plan.length + 1
+        return (float(env), float(k), float(g))
+
+    def reward(self, seed: int, env: int, k: int, t: int) -> float:
+        """Reward carried by time step ``(env, k, t)``."""
+        if t == 0:
+            return 0.0
+        if self.goals:
+            return goal_reward((float(env), float(k), float(t)), self.desired_goal(seed, env, k))
+        return float(t)
