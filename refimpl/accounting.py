@@ -1,0 +1,114 @@
+"""Unroll and train-call accounting, in exact rational arithmetic.
+
+Clauses: ``unroll.fractional-schedule``, ``unroll.alf-float-carry`` (variant),
+``train.synced-schedule``, ``train.identity-reduces-to-plain``, ``train.excluded-earn-nothing``,
+``train.utd-converges``, ``train.bounded-lag``, ``train.alf-pr1768-floor`` (variant).
+
+Unroll schedule. With ``u = unroll_length`` (an exact rational), iteration ``k`` (1-based)
+unrolls ``n_k = floor(k*u) - floor((k-1)*u)`` steps per env, so after ``k`` iterations exactly
+``floor(k*u)`` steps per env have been unrolled: no drift, ever. ALF accumulates ``u`` in an
+IEEE double instead; :class:`FloatCarrySchedule` reproduces that (``0.1`` first unrolls on
+iteration 11, not 10).
+
+Synced train schedule. The plain trainer makes one train call per iteration and unrolls
+``u*B`` steps per iteration on average. Under preprocessing, training should follow the data
+actually stored, not the data unrolled. With ``U_k = B*floor(k*u)`` unrolled and ``S_k``
+stored items after iteration ``k``, the effective iteration count is
+
+    E_k = k - (U_k - S_k) / (u*B)          (drain mode, u = 0:  E_k = k - (U_k - S_k) / B)
+
+and the cumulative number of train calls is ``C_k = max(C_{k-1}, floor(E_k))``. Identity
+preprocessing (``S_k = U_k``) gives ``E_k = k``: the plain schedule exactly. Excluded items
+never raise ``E``; held items raise it when they are released; calls per stored item tend to
+``1/(u*B)``; and the lag behind the plain schedule is the pending count over ``u*B``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+__all__ = [
+    "AlfFloorTrainSchedule",
+    "ExactSchedule",
+    "FloatCarrySchedule",
+    "PlainTrainSchedule",
+    "SyncedTrainSchedule",
+    "exact_unroll_steps",
+]
+
+
+def exact_unroll_steps(k: int, unroll_length: Fraction) -> int:
+    """Steps per env unrolled on iteration ``k`` (1-based) under the exact schedule."""
+    return math.floor(k * unroll_length) - math.floor((k - 1) * unroll_length)
+
+
+@dataclass
+class ExactSchedule:
+    """The spec's schedule: ``n_k = floor(k*u) - floor((k-1)*u)`` (``unroll.fractional-schedule``)."""
+
+    unroll_length: Fraction
+    iteration: int = 0
+
+    def next_length(self) -> int:
+        self.iteration += 1
+        return exact_unroll_steps(self.iteration, self.unroll_length)
+
+
+@dataclass
+class FloatCarrySchedule:
+    """ALF's carry: ``x = r + u; n = int(x); r = x - n`` in IEEE doubles (``unroll.alf-float-carry``)."""
+
+    unroll_length: float
+    remainder: float = 0.0
+
+    def next_length(self) -> int:
+        total = self.remainder + self.unroll_length
+        n = int(total)
+        self.remainder = total - n
+        return n
+
+
+@dataclass
+class SyncedTrainSchedule:
+    """Train calls owed after each iteration under the synced rule (module docstring)."""
+
+    unroll_length: Fraction
+    num_envs: int
+    calls: int = 0
+    iteration: int = 0
+    unrolled: int = 0
+    stored: int = 0
+
+    def calls_for_iteration(self, unrolled: int, stored: int) -> int:
+        """Record one iteration that unrolled and stored the given item counts; return the
+        number of train calls it makes."""
+        self.iteration += 1
+        self.unrolled += unrolled
+        self.stored += stored
+        unit = self.unroll_length * self.num_envs if self.unroll_length else Fraction(self.num_envs)
+        effective = self.iteration - Fraction(self.unrolled - self.stored) / unit
+        owed = max(self.calls, math.floor(effective))
+        new_calls, self.calls = owed - self.calls, owed
+        return new_calls
+
+
+@dataclass
+class PlainTrainSchedule:
+    """One train call per iteration whatever was stored (ALF without PR 1768)."""
+
+    def calls_for_iteration(self, unrolled: int, stored: int) -> int:
+        return 1
+
+
+@dataclass
+class AlfFloorTrainSchedule:
+    """ALF PR 1768's proposal (``train.alf-pr1768-floor``): on an iteration that unrolled
+    ``n`` steps per env, ``floor(stored / (B*n))`` calls with no carry; an iteration that
+    unrolled nothing makes one call. Fractions of an iteration stored by one env are lost."""
+
+    def calls_for_iteration(self, unrolled: int, stored: int) -> int:
+        if unrolled == 0:
+            return 1
+        return stored // unrolled

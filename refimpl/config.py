@@ -1,0 +1,115 @@
+"""Trainer configuration: every knob the spec covers, validated on construction.
+
+Defaults are the spec's defaults; every named variant reproduces one framework's behaviour
+and cites it. Counts are in items (one item = one time step of one env) unless a name says
+otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Literal, Optional
+
+from refimpl.errors import ConfigError
+from refimpl.serial import parse_fraction
+
+__all__ = ["DrainSpec", "TrainerConfig"]
+
+
+def _check_int(name: str, value: object, minimum: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ConfigError(name, value, f"an integer >= {minimum}")
+
+
+@dataclass(frozen=True)
+class DrainSpec:
+    """The asynchronous unroller of ``unroll_length == 0`` (clause ``unroll.drain``).
+
+    Between iteration ``k-1`` and ``k`` the unroller completes ``arrivals[(k-1) % len]``
+    vector steps into its queue, never holding more than ``queue_size`` (it blocks when
+    full); iteration ``k`` drains ``min(queued, max_unroll_length)`` of them.
+    """
+
+    arrivals: tuple[int, ...] = (1,)
+    max_unroll_length: int = 8
+    queue_size: int = 200
+
+    def __post_init__(self) -> None:
+        if not self.arrivals:
+            raise ConfigError("drain.arrivals", self.arrivals, "a non-empty list of integers >= 0")
+        for i, a in enumerate(self.arrivals):
+            _check_int(f"drain.arrivals[{i}]", a, 0)
+        _check_int("drain.max_unroll_length", self.max_unroll_length, 1)
+        _check_int("drain.queue_size", self.queue_size, 1)
+
+
+@dataclass(frozen=True)
+class TrainerConfig:
+    """The knobs of a train run (clauses named in each field's comment)."""
+
+    mode: Literal["off-policy", "on-policy"] = "off-policy"
+    # unroll.fractional-schedule: steps per env per iteration, an exact rational.
+    unroll_length: Fraction = Fraction(1)
+    unroll_carry: Literal["exact", "alf-float"] = "exact"
+    drain: Optional[DrainSpec] = None
+    num_iterations: int = 0
+    num_env_steps: int = 0
+    # unroll.env-step-count: which unrolled items count toward num_env_steps.
+    env_step_count: Literal["all", "non-first"] = "all"
+    # train.*: train calls per iteration under preprocessing.
+    train_accounting: Literal["synced", "plain", "alf-pr1768-floor"] = "synced"
+    num_updates_per_train_iter: int = 1
+    mini_batch_size: Optional[int] = None
+    mini_batch_length: int = 1
+    # warmup.*: train only once enough items are stored.
+    initial_collect_steps: int = 0
+    warmup_gate: Literal["stored>=", "stored>", "size>="] = "stored>="
+    counter_mode: Literal["per-iteration", "per-mini-batch"] = "per-iteration"
+    capacity: int = 1024
+    whole_buffer: bool = False
+    clear: Literal["none", "all", "keep-one-step"] = "none"
+    mask_last: bool = True
+    pending_at_end: Literal["report", "flush"] = "report"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "unroll_length", parse_fraction("unroll_length", self.unroll_length))
+        u = self.unroll_length
+        if u < 0:
+            raise ConfigError("unroll_length", str(u), "a rational >= 0")
+        if u == 0 and self.drain is None:
+            raise ConfigError("drain", None, "a DrainSpec when unroll_length is 0 (drain mode)")
+        if u != 0 and self.drain is not None:
+            raise ConfigError("drain", self.drain, "None unless unroll_length is 0")
+        if self.mode == "on-policy" and u.denominator != 1:
+            raise ConfigError("unroll_length", str(u), "an integer >= 1 in on-policy mode")
+        if self.mode == "on-policy" and u == 0:
+            raise ConfigError("unroll_length", "0", "an integer >= 1 in on-policy mode")
+        for name in ("num_iterations", "num_env_steps", "initial_collect_steps"):
+            _check_int(name, getattr(self, name), 0)
+        if self.num_iterations == 0 and self.num_env_steps == 0:
+            raise ConfigError("num_iterations", 0, "num_iterations or num_env_steps > 0")
+        _check_int("num_updates_per_train_iter", self.num_updates_per_train_iter, 1)
+        if self.mini_batch_size is not None:
+            _check_int("mini_batch_size", self.mini_batch_size, 1)
+        _check_int("mini_batch_length", self.mini_batch_length, 1)
+        _check_int("capacity", self.capacity, 1)
+        if self.mini_batch_length > self.capacity:
+            raise ConfigError(
+                "mini_batch_length", self.mini_batch_length, f"at most capacity ({self.capacity})"
+            )
+        if self.clear != "none" and not self.whole_buffer:
+            raise ConfigError("clear", self.clear, "'none' unless whole_buffer is true")
+        _literal("mode", self.mode, ("off-policy", "on-policy"))
+        _literal("unroll_carry", self.unroll_carry, ("exact", "alf-float"))
+        _literal("env_step_count", self.env_step_count, ("all", "non-first"))
+        _literal("train_accounting", self.train_accounting, ("synced", "plain", "alf-pr1768-floor"))
+        _literal("warmup_gate", self.warmup_gate, ("stored>=", "stored>", "size>="))
+        _literal("counter_mode", self.counter_mode, ("per-iteration", "per-mini-batch"))
+        _literal("clear", self.clear, ("none", "all", "keep-one-step"))
+        _literal("pending_at_end", self.pending_at_end, ("report", "flush"))
+
+
+def _literal(name: str, value: object, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ConfigError(name, value, " or ".join(repr(a) for a in allowed))

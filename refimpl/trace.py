@@ -1,0 +1,252 @@
+"""The trace: the ordered, typed record of what a trainer did with experience.
+
+Every event names the items it concerns by ``(env, episode, t)`` (decoded from the toy
+env's observations), so traces from different implementations can be compared item by item.
+Columnar events hold one tuple per coordinate. A trace serialises to JSON Lines: a header
+line, then one canonical line per event; the same trace always gives the same bytes
+(clause ``trace.deterministic``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal, Union
+
+from refimpl.serial import canonical_json, from_jsonable, to_jsonable
+
+__all__ = [
+    "TRACE_FORMAT",
+    "EnvStep",
+    "Event",
+    "Exclude",
+    "Hold",
+    "Hook",
+    "Item",
+    "IterationEnd",
+    "IterationStart",
+    "RunEnd",
+    "Sampled",
+    "Store",
+    "Trace",
+    "TrainCall",
+    "Update",
+]
+
+TRACE_FORMAT = "xpspec-trace/1"
+
+Item = tuple[int, int, int]
+"""``(env, episode, t)``."""
+
+Ints = tuple[int, ...]
+Floats = tuple[float, ...]
+Window = tuple[Union[tuple[int, int, int], None], ...]
+
+
+@dataclass(frozen=True)
+class IterationStart:
+    """A train iteration begins; ``unroll_steps`` is the planned steps per env."""
+
+    iteration: int
+    counter: int
+    unroll_steps: int
+    kind: Literal["iteration"] = "iteration"
+
+
+@dataclass(frozen=True)
+class EnvStep:
+    """One vector step as the trainer saw it (the pre-step time step of each env)."""
+
+    iteration: int
+    env: Ints
+    episode: Ints
+    t: Ints
+    step_type: Ints
+    reward: Floats
+    discount: Floats
+    policy_state: Ints
+    action: Ints
+    kind: Literal["env_step"] = "env_step"
+
+
+@dataclass(frozen=True)
+class Store:
+    """Items written to the replay buffer, in write order, with their stored fields."""
+
+    iteration: int
+    env: Ints
+    episode: Ints
+    t: Ints
+    step_type: Ints
+    reward: Floats
+    discount: Floats
+    annotation: Floats
+    kind: Literal["store"] = "store"
+
+
+@dataclass(frozen=True)
+class Exclude:
+    """Items the preprocessing excluded from storage, with the reason."""
+
+    iteration: int
+    env: Ints
+    episode: Ints
+    t: Ints
+    reason: str
+    kind: Literal["exclude"] = "exclude"
+
+
+@dataclass(frozen=True)
+class Hold:
+    """Items the preprocessing holds back for later release."""
+
+    iteration: int
+    env: Ints
+    episode: Ints
+    t: Ints
+    kind: Literal["hold"] = "hold"
+
+
+@dataclass(frozen=True)
+class TrainCall:
+    """One train call; ``status`` says whether it trained or why it did not."""
+
+    iteration: int
+    call: int
+    counter: int
+    status: Literal["trained", "warmup", "no-data"]
+    stored_total: int
+    kind: Literal["train_call"] = "train_call"
+
+
+@dataclass(frozen=True)
+class Update:
+    """One gradient update: the sampled windows (``None`` marks padding) and the loss mask."""
+
+    iteration: int
+    call: int
+    index: int
+    counter: int
+    windows: tuple[Window, ...]
+    loss_mask: tuple[Ints, ...]
+    kind: Literal["update"] = "update"
+
+
+@dataclass(frozen=True)
+class Sampled:
+    """Windows drawn by a replay-sampling operation (no training attached)."""
+
+    draw: int
+    windows: tuple[Window, ...]
+    kind: Literal["sampled"] = "sampled"
+
+
+@dataclass(frozen=True)
+class Hook:
+    """A call of an algorithm hook (``after_update`` or ``after_train_iter``)."""
+
+    iteration: int
+    name: Literal["after_update", "after_train_iter"]
+    kind: Literal["hook"] = "hook"
+
+
+@dataclass(frozen=True)
+class IterationEnd:
+    """Counters at the end of an iteration."""
+
+    iteration: int
+    counter: int
+    env_steps: int
+    stored_total: int
+    pending: int
+    kind: Literal["iteration_end"] = "iteration_end"
+
+
+@dataclass(frozen=True)
+class RunEnd:
+    """The run ended; ``pending`` items were still held and met ``pending_policy``."""
+
+    iterations: int
+    env_steps: int
+    pending_policy: str
+    env: Ints
+    episode: Ints
+    t: Ints
+    kind: Literal["run_end"] = "run_end"
+
+
+Event = Union[
+    IterationStart,
+    EnvStep,
+    Store,
+    Exclude,
+    Hold,
+    TrainCall,
+    Update,
+    Sampled,
+    Hook,
+    IterationEnd,
+    RunEnd,
+]
+EVENT_KINDS = tuple(cls.kind for cls in Event.__args__)  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class Trace:
+    """An ordered tuple of events plus a header (format, producer, scenario)."""
+
+    events: tuple[Event, ...]
+    header: dict[str, Any] = field(default_factory=dict)
+
+    def of_kind(self, kind: str) -> Iterator[Any]:
+        """The events of one kind, in order."""
+        return (e for e in self.events if e.kind == kind)
+
+    def to_jsonl(self) -> str:
+        """The JSON Lines text: header line, then one canonical line per event."""
+        header = {"format": TRACE_FORMAT, **self.header}
+        lines = [canonical_json(header)]
+        lines.extend(canonical_json(e) for e in self.events)
+        return "\n".join(lines) + "\n"
+
+    @classmethod
+    def from_jsonl(cls, text: str) -> Trace:
+        """Parse JSON Lines; errors name the line number and what is wrong."""
+        return cls.from_records(_records(text.splitlines()))
+
+    @classmethod
+    def from_records(cls, records: Iterable[tuple[int, Any]]) -> Trace:
+        header: dict[str, Any] | None = None
+        events: list[Event] = []
+        for lineno, data in records:
+            if header is None:
+                if not isinstance(data, dict) or data.get("format") != TRACE_FORMAT:
+                    raise ValueError(
+                        f"line {lineno}: expected a header with format {TRACE_FORMAT!r}, got {data!r}"
+                    )
+                header = {k: v for k, v in data.items() if k != "format"}
+                continue
+            if not isinstance(data, dict) or data.get("kind") not in EVENT_KINDS:
+                kind = data.get("kind") if isinstance(data, dict) else data
+                raise ValueError(f"line {lineno}: expected an event kind in {EVENT_KINDS}, got {kind!r}")
+            try:
+                events.append(from_jsonable(Event, data, f"line {lineno}"))
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"line {lineno}: malformed {data['kind']} event: {exc}") from exc
+        if header is None:
+            raise ValueError("empty trace: expected a header line")
+        return cls(tuple(events), header)
+
+    def to_jsonable(self) -> list[Any]:
+        return [to_jsonable(e) for e in self.events]
+
+
+def _records(lines: Iterable[str]) -> Iterator[tuple[int, Any]]:
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            yield lineno, json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"line {lineno}: not JSON ({exc.msg})") from exc

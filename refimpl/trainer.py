@@ -1,0 +1,308 @@
+"""The reference trainer: unroll, preprocess, store, train — exactly as the spec says.
+
+One :class:`Trainer` run is a sequence of iterations (clauses ``iteration.*``):
+
+1. the global counter is incremented (``counter_mode='per-iteration'``);
+2. the unroll length ``n_k`` of this iteration is computed (``unroll.*``); if interaction is
+   still allowed (``num_env_steps``), ``n_k`` vector steps are taken. For each step: the
+   policy state is reset where the time step is FIRST (``timestep.state-reset``), the policy
+   acts, the env steps, and the pre-step time step with its action and state goes through
+   the preprocessing hook, whose verdicts are stored, excluded or held (``preprocess.*``);
+3. the train accounting says how many train calls the iteration owes (``train.*``); each
+   call passes the warm-up gate (``warmup.*``) and then makes its gradient updates;
+4. ``after_train_iter`` is called if the iteration unrolled anything.
+
+At the end, rows still held by the preprocessing follow ``pending_at_end``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from fractions import Fraction
+from typing import Any
+
+import torch
+
+from refimpl.accounting import (
+    AlfFloorTrainSchedule,
+    ExactSchedule,
+    FloatCarrySchedule,
+    PlainTrainSchedule,
+    SyncedTrainSchedule,
+)
+from refimpl.config import TrainerConfig
+from refimpl.errors import ConfigError
+from refimpl.preprocess import Identity, PreprocessorSpec, Rows, build
+from refimpl.recorder import Recorder
+from refimpl.replay import NoValidWindow, ReplayBuffer, SamplingSpec
+from refimpl.step_type import StepType
+from refimpl.toy_envs.batched import TimeStep, ToyBatchEnv
+from refimpl.toy_envs.spec import EnvSpec
+from refimpl.trace import Trace
+
+__all__ = ["RunResult", "Trainer", "train"]
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """Counters of a finished run and its trace (empty when recording was off)."""
+
+    iterations: int
+    env_steps: int
+    stored_total: int
+    train_calls: int
+    updates: int
+    trace: Trace
+
+
+class Trainer:
+    """A train run of ``config`` on the toy env ``env`` with a preprocessing hook."""
+
+    def __init__(
+        self,
+        env: EnvSpec,
+        config: TrainerConfig,
+        preprocess: PreprocessorSpec = Identity(),
+        sampling: SamplingSpec = SamplingSpec(),
+        seed: int = 0,
+        record: bool = True,
+    ) -> None:
+        if config.mode == "on-policy":
+            if not isinstance(preprocess, Identity):
+                raise ConfigError("preprocess", preprocess, "identity in on-policy mode")
+            n = int(config.unroll_length)
+            config = replace(config, whole_buffer=True, clear="all", capacity=n, initial_collect_steps=0)
+        self.env_spec, self.config, self.seed = env, config, seed
+        self.preprocess_spec = preprocess
+        self.sampling = replace(sampling, window_length=config.mini_batch_length)
+        self.recorder = Recorder(record)
+        self.env = ToyBatchEnv(env, seed)
+        self.num_envs = env.num_envs
+        fields: dict[str, tuple[tuple[int, ...], torch.dtype]] = {
+            "observation": ((3,), torch.float32),
+            "step_type": ((), torch.int64),
+            "reward": ((), torch.float32),
+            "discount": ((), torch.float32),
+            "action": ((), torch.int64),
+            "policy_state": ((), torch.int64),
+            "task_id": ((), torch.int64),
+            "annotation": ((), torch.float32),
+        }
+        if env.goals:
+            fields["achieved_goal"] = ((3,), torch.float32)
+            fields["desired_goal"] = ((3,), torch.float32)
+        self.buffer = ReplayBuffer(self.num_envs, config.capacity, fields)
+        self._fields = tuple(fields)
+        self._identity = isinstance(preprocess, Identity)
+        self._runtime = build(preprocess)
+        self._generator = torch.Generator().manual_seed(seed)
+        self._schedule = self._unroll_schedule()
+        self._accounting = self._train_schedule()
+        # run state
+        self.counter = 0
+        self.env_steps = 0
+        self.stored_total = 0
+        self.stored_since_clear = 0
+        self.train_calls = 0
+        self.updates = 0
+        self._queue = 0
+
+    # -- schedules ----------------------------------------------------------------------------
+    def _unroll_schedule(self) -> ExactSchedule | FloatCarrySchedule | None:
+        if self.config.drain is not None:
+            return None
+        if self.config.unroll_carry == "alf-float":
+            return FloatCarrySchedule(float(self.config.unroll_length))
+        return ExactSchedule(self.config.unroll_length)
+
+    def _train_schedule(self) -> Any:
+        kind = self.config.train_accounting
+        if kind == "plain" or self.config.mode == "on-policy":
+            return PlainTrainSchedule()
+        if kind == "alf-pr1768-floor":
+            return AlfFloorTrainSchedule()
+        return SyncedTrainSchedule(Fraction(self.config.unroll_length), self.num_envs)
+
+    def _unroll_length(self, iteration: int) -> int:
+        if self._schedule is not None:
+            return self._schedule.next_length()
+        drain = self.config.drain
+        assert drain is not None
+        arrivals = drain.arrivals[(iteration - 1) % len(drain.arrivals)]
+        self._queue = min(self._queue + arrivals, drain.queue_size)
+        n = min(self._queue, drain.max_unroll_length)
+        self._queue -= n
+        return n
+
+    # -- the run ------------------------------------------------------------------------------
+    def run(self) -> RunResult:
+        """Run to the end (``num_iterations``, else ``num_env_steps``) and return the result."""
+        cfg = self.config
+        time_step = self.env.reset()
+        state = torch.zeros(self.num_envs, dtype=torch.int64)
+        iteration = 0
+        while True:
+            iteration += 1
+            if cfg.counter_mode == "per-iteration":
+                self.counter += 1
+            n = self._unroll_length(iteration)
+            if cfg.num_env_steps and self.env_steps >= cfg.num_env_steps:
+                n = 0
+            self.recorder.iteration_start(iteration, self.counter, n)
+            stored_before = self.stored_total
+            for _ in range(n):
+                time_step, state = self._unroll_step(iteration, time_step, state)
+            calls = self._accounting.calls_for_iteration(
+                n * self.num_envs, self.stored_total - stored_before
+            )
+            for _ in range(calls):
+                self._train_call(iteration)
+            if n > 0:
+                self.recorder.hook(iteration, "after_train_iter")
+            self.recorder.iteration_end(
+                iteration, self.counter, self.env_steps, self.stored_total, self._pending_count()
+            )
+            if cfg.num_iterations:
+                if iteration >= cfg.num_iterations:
+                    break
+            elif self.env_steps >= cfg.num_env_steps:
+                break
+        self._finish(iteration)
+        header = {"producer": "refimpl", "seed": self.seed}
+        return RunResult(
+            iteration, self.env_steps, self.stored_total, self.train_calls, self.updates,
+            self.recorder.trace(header),
+        )
+
+    def _unroll_step(
+        self, iteration: int, time_step: TimeStep, state: torch.Tensor
+    ) -> tuple[TimeStep, torch.Tensor]:
+        is_first = time_step.step_type == StepType.FIRST
+        state = torch.where(is_first, 0, state)
+        action = state % self.env_spec.num_actions
+        rows: Rows = {
+            "observation": time_step.observation,
+            "step_type": time_step.step_type,
+            "reward": time_step.reward,
+            "discount": time_step.discount,
+            "action": action,
+            "policy_state": state,
+            "task_id": time_step.task_id,
+            "annotation": torch.zeros(self.num_envs),
+            "env_id": time_step.env_id,
+        }
+        if self.env_spec.goals:
+            rows["achieved_goal"] = time_step.achieved_goal  # type: ignore[assignment]
+            rows["desired_goal"] = time_step.desired_goal  # type: ignore[assignment]
+        next_step = self.env.step(action)
+        self.recorder.env_step(iteration, rows)
+        if self.config.env_step_count == "non-first":
+            self.env_steps += int((~is_first).sum())
+        else:
+            self.env_steps += self.num_envs
+        if self._identity:
+            self.buffer.add_row({k: rows[k] for k in self._fields})
+            self._stored(iteration, rows, self.num_envs)
+        else:
+            for verdict in self._runtime.step(rows):
+                self._apply(iteration, verdict.action, verdict.rows, verdict.reason)
+        return next_step, state + 1
+
+    def _apply(self, iteration: int, action: str, rows: Rows, reason: str) -> None:
+        if action == "store":
+            self.buffer.add_items(rows["env_id"], {k: rows[k] for k in self._fields})
+            self._stored(iteration, rows, rows["env_id"].shape[0])
+        elif action == "exclude":
+            self.recorder.exclude(iteration, rows, reason)
+        else:
+            self.recorder.hold(iteration, rows)
+
+    def _stored(self, iteration: int, rows: Rows, count: int) -> None:
+        self.recorder.store(iteration, rows)
+        self.stored_total += count
+        self.stored_since_clear += count
+
+    def _pending_count(self) -> int:
+        pending = self._runtime.pending()
+        return 0 if pending is None else int(pending["env_id"].shape[0])
+
+    def _finish(self, iterations: int) -> None:
+        pending = self._runtime.pending()
+        if pending is not None and self.config.pending_at_end == "flush":
+            self._apply(iterations, "store", pending, "")
+        obs = None if pending is None else pending["observation"]
+        self.recorder.run_end(iterations, self.env_steps, self.config.pending_at_end, obs)
+
+    # -- training -----------------------------------------------------------------------------
+    def _warm(self) -> bool:
+        ics, gate = self.config.initial_collect_steps, self.config.warmup_gate
+        if gate == "stored>":
+            return self.stored_total > ics
+        if gate == "size>=":
+            return self.buffer.total_size >= ics
+        return self.stored_total >= ics
+
+    def _train_call(self, iteration: int) -> None:
+        call = self.train_calls
+        self.train_calls += 1
+        cfg = self.config
+        fresh = self.stored_since_clear > 0 if cfg.clear != "none" else self.buffer.total_size > 0
+        if not fresh:
+            status = "no-data"
+        elif not self._warm():
+            status = "warmup"
+        else:
+            status = "trained"
+        batches = self._batches() if status == "trained" else []
+        if status == "trained" and not batches:
+            status = "no-data"
+        self.recorder.train_call(iteration, call, self.counter, status, self.stored_total)
+        for index, (observation, valid, step_type) in enumerate(batches):
+            if cfg.counter_mode == "per-mini-batch":
+                self.counter += 1
+            loss_mask = valid & (step_type != StepType.LAST) if cfg.mask_last else valid
+            self.recorder.update(iteration, call, index, self.counter, observation, valid, loss_mask)
+            self.updates += 1
+            self.recorder.hook(iteration, "after_update")
+        if status == "trained" and cfg.clear != "none":
+            self.buffer.clear(keep_last=1 if cfg.clear == "keep-one-step" else 0)
+            self.stored_since_clear = 0
+
+    def _batches(self) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+        """The mini-batches of one train call: (observation, valid mask, step_type)."""
+        cfg = self.config
+        size = cfg.mini_batch_size or self.num_envs
+        if not cfg.whole_buffer:
+            out = []
+            for _ in range(cfg.num_updates_per_train_iter):
+                try:
+                    s = self.buffer.sample(size, self.sampling, self._generator)
+                except NoValidWindow:
+                    return []
+                out.append((s.data["observation"], s.mask, s.data["step_type"]))
+            return out
+        chunks = self.buffer.chunks(cfg.mini_batch_length)
+        count = int(chunks.env_ids.shape[0])
+        if count == 0:
+            return []
+        out = []
+        for _ in range(cfg.num_updates_per_train_iter):
+            order = torch.randperm(count, generator=self._generator) if size < count else torch.arange(count)
+            for start in range(0, count, size):
+                idx = order[start : start + size]
+                out.append(
+                    (chunks.data["observation"][idx], chunks.mask[idx], chunks.data["step_type"][idx])
+                )
+        return out
+
+
+def train(
+    env: EnvSpec,
+    config: TrainerConfig,
+    preprocess: PreprocessorSpec = Identity(),
+    sampling: SamplingSpec = SamplingSpec(),
+    seed: int = 0,
+    record: bool = True,
+) -> RunResult:
+    """Run the reference trainer once; see :class:`Trainer`."""
+    return Trainer(env, config, preprocess, sampling, seed, record).run()
