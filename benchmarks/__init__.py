@@ -1,0 +1,1 @@
+"""Throughput benchmarks of the reference trainer (``python -m benchmarks.<name>``)."""
