@@ -11,6 +11,7 @@ from typing import NamedTuple
 
 import torch
 
+from refimpl.errors import ConfigError
 from refimpl.step_type import StepType
 from refimpl.toy_envs.spec import EnvSpec
 
@@ -78,7 +79,9 @@ class ToyBatchEnv:
         if self._current is None:
             raise RuntimeError("step() before reset(): call reset() first")
         if action.shape[:1] != (self.num_envs,):
-            raise ValueError(f"action: expected a leading dimension {self.num_envs}, got {tuple(action.shape)}")
+            raise ConfigError(
+                "action.shape", tuple(action.shape), f"a leading dimension of {self.num_envs}"
+            )
         self._steps += 1
         # An env advances at most one episode per two steps; keep the table ahead of that.
         if self._steps // 2 + 2 >= self._lengths.shape[1]:
@@ -105,7 +108,7 @@ class ToyBatchEnv:
         observation = ids.to(torch.float32)
         achieved = desired = None
         if self.spec.goals:
-            achieved = observation
+            achieved = observation.clone()  # never alias the observation: buffers write in place
             desired = observation.clone()
             desired[:, 2] = self._goal_t[self._env_ids, episode].to(torch.float32)
             reward = (t == self._goal_t[self._env_ids, episode]).to(torch.float32) - 1.0
@@ -113,7 +116,10 @@ class ToyBatchEnv:
             reward = t.to(torch.float32)
         reward = torch.where(t == 0, 0.0, reward)
         task_id = (self._env_ids + episode) % self.spec.num_tasks
-        return TimeStep(step_type, reward, discount, observation, self._env_ids, task_id, achieved, desired)
+        env_id = self._env_ids.clone()
+        return TimeStep(
+            step_type, reward, discount, observation, env_id, task_id, achieved, desired
+        )
 
     @property
     def current(self) -> TimeStep:

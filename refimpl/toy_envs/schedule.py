@@ -9,9 +9,10 @@ env in any order sees the same episodes.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Union
+from typing import Literal
 
 from refimpl.errors import ConfigError
+from refimpl.identity import MAX_COORDINATE
 
 __all__ = [
     "CycleSchedule",
@@ -24,6 +25,12 @@ __all__ = [
 Ending = Literal["terminated", "truncated"]
 _ENDINGS = ("terminated", "truncated")
 _MASK64 = (1 << 64) - 1
+_MAX_LENGTH = MAX_COORDINATE - 2
+"""The longest episode: ``t`` and a truncated episode's goal ``L + 1`` stay below 2**24."""
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)
@@ -34,8 +41,8 @@ class EpisodePlan:
     ending: Ending
 
     def __post_init__(self) -> None:
-        if not isinstance(self.length, int) or isinstance(self.length, bool) or self.length < 1:
-            raise ConfigError("length", self.length, "an integer >= 1")
+        if not _is_int(self.length) or not 1 <= self.length <= _MAX_LENGTH:
+            raise ConfigError("length", self.length, f"an integer in [1, {_MAX_LENGTH}]")
         if self.ending not in _ENDINGS:
             raise ConfigError("ending", self.ending, "'terminated' or 'truncated'")
 
@@ -68,7 +75,7 @@ class CycleSchedule:
             raise ConfigError("episodes", self.episodes, "a non-empty list of episode plans")
         if not all(isinstance(p, EpisodePlan) for p in self.episodes):
             raise ConfigError("episodes", self.episodes, "EpisodePlan values")
-        if not isinstance(self.offset, int) or self.offset < 0:
+        if not _is_int(self.offset) or self.offset < 0:
             raise ConfigError("offset", self.offset, "an integer >= 0")
 
     def episode(self, seed: int, env: int, k: int) -> EpisodePlan:
@@ -93,11 +100,14 @@ class RandomSchedule:
     kind: Literal["random"] = "random"
 
     def __post_init__(self) -> None:
-        if not isinstance(self.min_length, int) or self.min_length < 1:
-            raise ConfigError("min_length", self.min_length, "an integer >= 1")
-        if not isinstance(self.max_length, int) or self.max_length < self.min_length:
-            raise ConfigError("max_length", self.max_length, f"an integer >= {self.min_length}")
-        if not isinstance(self.truncate_per_mille, int) or not 0 <= self.truncate_per_mille <= 1000:
+        if not _is_int(self.min_length) or not 1 <= self.min_length <= _MAX_LENGTH:
+            raise ConfigError("min_length", self.min_length, f"an integer in [1, {_MAX_LENGTH}]")
+        if not _is_int(self.max_length) or not self.min_length <= self.max_length <= _MAX_LENGTH:
+            raise ConfigError(
+                "max_length", self.max_length, f"an integer in [{self.min_length}, {_MAX_LENGTH}]"
+            )
+        tpm = self.truncate_per_mille
+        if not _is_int(tpm) or not 0 <= tpm <= 1000:
             raise ConfigError("truncate_per_mille", self.truncate_per_mille, "0..1000")
 
     def episode(self, seed: int, env: int, k: int) -> EpisodePlan:
@@ -108,4 +118,4 @@ class RandomSchedule:
         return EpisodePlan(length, "truncated" if truncated else "terminated")
 
 
-Schedule = Union[FixedSchedule, CycleSchedule, RandomSchedule]
+Schedule = FixedSchedule | CycleSchedule | RandomSchedule

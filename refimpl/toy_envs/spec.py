@@ -23,7 +23,13 @@ from dataclasses import dataclass
 
 from refimpl.errors import ConfigError
 from refimpl.identity import MAX_COORDINATE
-from refimpl.toy_envs.schedule import EpisodePlan, FixedSchedule, Schedule
+from refimpl.toy_envs.schedule import (
+    CycleSchedule,
+    EpisodePlan,
+    FixedSchedule,
+    RandomSchedule,
+    Schedule,
+)
 
 __all__ = ["EnvSpec", "goal_reward"]
 
@@ -31,6 +37,10 @@ __all__ = ["EnvSpec", "goal_reward"]
 def goal_reward(achieved: tuple[float, ...], desired: tuple[float, ...]) -> float:
     """The sparse goal reward: 0.0 iff the goals are equal, else -1.0."""
     return 0.0 if tuple(achieved) == tuple(desired) else -1.0
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)
@@ -44,17 +54,24 @@ class EnvSpec:
     num_actions: int = 2
 
     def __post_init__(self) -> None:
-        if not isinstance(self.num_envs, int) or not 1 <= self.num_envs < MAX_COORDINATE:
-            raise ConfigError("env.num_envs", self.num_envs, "an integer >= 1")
+        if not _is_int(self.num_envs) or not 1 <= self.num_envs < MAX_COORDINATE:
+            raise ConfigError("env.num_envs", self.num_envs, f"an integer in [1, {MAX_COORDINATE})")
         if len(self.schedules) not in (1, self.num_envs):
             raise ConfigError(
                 "env.schedules",
                 len(self.schedules),
                 f"1 shared schedule or one per env ({self.num_envs})",
             )
-        if not isinstance(self.num_tasks, int) or self.num_tasks < 1:
+        for schedule in self.schedules:
+            if not isinstance(schedule, (FixedSchedule, CycleSchedule, RandomSchedule)):
+                raise ConfigError(
+                    "env.schedules", schedule, "FixedSchedule, CycleSchedule or RandomSchedule"
+                )
+        if not isinstance(self.goals, bool):
+            raise ConfigError("env.goals", self.goals, "True or False")
+        if not _is_int(self.num_tasks) or self.num_tasks < 1:
             raise ConfigError("env.num_tasks", self.num_tasks, "an integer >= 1")
-        if not isinstance(self.num_actions, int) or self.num_actions < 1:
+        if not _is_int(self.num_actions) or self.num_actions < 1:
             raise ConfigError("env.num_actions", self.num_actions, "an integer >= 1")
 
     def schedule(self, env: int) -> Schedule:
