@@ -1,0 +1,107 @@
+"""The named scenarios the suite runs. Names are stable: reports and expectations refer to
+them. Each covers a knob or a mode of the spec; the Hypothesis strategies in
+:mod:`conformance.strategies` add generated scenarios on top."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from conformance.scenario import EnvScenario, ReplayScenario, Scenario, TrainerScenario
+from refimpl.config import DrainSpec, TrainerConfig
+from refimpl.preprocess import (
+    EpisodeDelayed,
+    ExcludeEpisodes,
+    ExcludeSteps,
+    ExcludeTasks,
+    OverwriteStepType,
+    RewardTransform,
+)
+from refimpl.replay import SamplingSpec
+from refimpl.toy_envs.schedule import CycleSchedule, EpisodePlan, FixedSchedule, RandomSchedule
+from refimpl.toy_envs.spec import EnvSpec
+
+__all__ = ["CATALOG", "scenarios_for"]
+
+_MIXED = CycleSchedule((EpisodePlan(3, "terminated"), EpisodePlan(5, "truncated"), EpisodePlan(2, "terminated")), offset=1)
+_ENV1 = EnvSpec(1, (FixedSchedule(4),))
+_ENV3 = EnvSpec(3, (_MIXED,), num_tasks=2)
+_RANDOM4 = EnvSpec(4, (RandomSchedule(1, 6, 400),), num_tasks=3)
+
+
+def _t(env: EnvSpec, seed: int = 0, preprocess=None, sampling=None, **knobs) -> TrainerScenario:  # type: ignore[no-untyped-def]
+    cfg = TrainerConfig(**knobs)
+    kwargs = {}
+    if preprocess is not None:
+        kwargs["preprocess"] = preprocess
+    if sampling is not None:
+        kwargs["sampling"] = sampling
+    return TrainerScenario(env, cfg, seed=seed, **kwargs)  # type: ignore[arg-type]
+
+
+CATALOG: dict[str, Scenario] = {
+    # unroll accounting
+    "plain-u1-b1": _t(_ENV1, num_iterations=12),
+    "plain-u2-b3": _t(_ENV3, unroll_length=Fraction(2), num_iterations=10, mini_batch_length=2),
+    "fractional-u1/4-b1": _t(_ENV1, unroll_length=Fraction(1, 4), num_iterations=16),
+    "fractional-u1/10-b2": _t(EnvSpec(2, (FixedSchedule(2),)), unroll_length=Fraction(1, 10), num_iterations=25),
+    "fractional-u3/10-b3": _t(_ENV3, unroll_length=Fraction(3, 10), num_iterations=30),
+    "fractional-u3/2-b4": _t(_RANDOM4, unroll_length=Fraction(3, 2), num_iterations=12, mini_batch_length=2),
+    "alf-float-u1/10": _t(_ENV1, unroll_length=Fraction(1, 10), unroll_carry="alf-float", num_iterations=25),
+    "drain-b2": _t(EnvSpec(2, (_MIXED,)), unroll_length=0, drain=DrainSpec((0, 3, 1, 5), 2, 4), num_iterations=12),
+    "env-steps-limit-b3": _t(_ENV3, unroll_length=Fraction(2), num_env_steps=20),
+    "env-steps-then-train": _t(_ENV3, unroll_length=Fraction(2), num_env_steps=12, num_iterations=6),
+    "counter-per-mini-batch": _t(_ENV3, num_iterations=8, counter_mode="per-mini-batch", num_updates_per_train_iter=2),
+    # warm-up and updates
+    "warmup-b3": _t(_ENV3, num_iterations=10, initial_collect_steps=10, mini_batch_size=4, num_updates_per_train_iter=3),
+    "warmup-strict": _t(_ENV3, num_iterations=8, initial_collect_steps=9, warmup_gate="stored>"),
+    "long-windows": _t(_ENV3, num_iterations=10, mini_batch_length=4, capacity=6),
+    "small-capacity": _t(_RANDOM4, unroll_length=Fraction(3), num_iterations=10, capacity=5, mini_batch_length=3),
+    # sampling policies
+    "forbid-boundaries": _t(_ENV3, unroll_length=Fraction(2), num_iterations=10, mini_batch_length=3,
+                            sampling=SamplingSpec(boundary="forbid")),
+    "pad-boundaries": _t(_ENV3, unroll_length=Fraction(2), num_iterations=10, mini_batch_length=3,
+                         sampling=SamplingSpec(boundary="pad")),
+    "period-absolute": _t(_ENV3, unroll_length=Fraction(2), num_iterations=12, mini_batch_length=2, capacity=7,
+                          sampling=SamplingSpec(period=2)),
+    "period-oldest": _t(_ENV3, unroll_length=Fraction(2), num_iterations=12, mini_batch_length=2, capacity=7,
+                        sampling=SamplingSpec(period=2, anchor="oldest")),
+    # whole buffer
+    "whole-buffer": _t(_ENV3, unroll_length=Fraction(4), num_iterations=6, whole_buffer=True, capacity=16,
+                       mini_batch_length=2, mini_batch_size=4, num_updates_per_train_iter=2),
+    "whole-buffer-clear": _t(_ENV3, unroll_length=Fraction(4), num_iterations=6, whole_buffer=True, capacity=8,
+                             mini_batch_length=2, clear="all"),
+    "whole-buffer-keep-one": _t(_ENV3, unroll_length=Fraction(3), num_iterations=6, whole_buffer=True, capacity=8,
+                                mini_batch_length=2, clear="keep-one-step"),
+    "whole-buffer-clear-fractional": _t(_ENV3, unroll_length=Fraction(1, 2), num_iterations=8, whole_buffer=True,
+                                        capacity=8, clear="keep-one-step"),
+    "on-policy": _t(_ENV3, mode="on-policy", unroll_length=Fraction(4), num_iterations=5, mini_batch_length=2),
+    # preprocessing modes
+    "reward-transform": _t(_ENV3, num_iterations=8, preprocess=RewardTransform(Fraction(1, 2), Fraction(-1))),
+    "overwrite-truncated": _t(_ENV3, unroll_length=Fraction(2), num_iterations=8, mini_batch_length=2,
+                              preprocess=OverwriteStepType("MID", "truncated-last")),
+    "exclude-steps": _t(_ENV3, unroll_length=Fraction(2), num_iterations=10, preprocess=ExcludeSteps(3, 1)),
+    "exclude-episodes": _t(_ENV3, num_iterations=16, preprocess=ExcludeEpisodes(2, 0)),
+    "exclude-tasks-fractional": _t(_RANDOM4, unroll_length=Fraction(1, 3), num_iterations=30, preprocess=ExcludeTasks((1,))),
+    "delayed-b1": _t(_ENV1, num_iterations=14, preprocess=EpisodeDelayed()),
+    "delayed-mixed-b3": _t(_ENV3, num_iterations=14, preprocess=EpisodeDelayed()),
+    "delayed-success-only": _t(_ENV3, unroll_length=Fraction(2), num_iterations=10, preprocess=EpisodeDelayed("success")),
+    "delayed-fractional": _t(_RANDOM4, unroll_length=Fraction(2, 3), num_iterations=20, preprocess=EpisodeDelayed()),
+    "delayed-flush": _t(_ENV3, num_iterations=7, preprocess=EpisodeDelayed(), pending_at_end="flush"),
+    "delayed-plain-accounting": _t(_ENV3, num_iterations=12, preprocess=EpisodeDelayed(), train_accounting="plain"),
+    "delayed-alf-floor": _t(_ENV3, num_iterations=12, preprocess=EpisodeDelayed(), train_accounting="alf-pr1768-floor"),
+    # replay sampling on its own
+    "replay-uniform": ReplayScenario(EnvSpec(2, (_MIXED,)), capacity=8, fill_steps=11, batch_size=64, draws=40,
+                                     sampling=SamplingSpec(window_length=3)),
+    "replay-forbid": ReplayScenario(EnvSpec(2, (_MIXED,)), capacity=8, fill_steps=11, batch_size=64, draws=10,
+                                    sampling=SamplingSpec(window_length=2, boundary="forbid")),
+    "replay-period-oldest": ReplayScenario(EnvSpec(2, (_MIXED,)), capacity=7, fill_steps=12, batch_size=64, draws=10,
+                                           sampling=SamplingSpec(window_length=2, period=2, anchor="oldest")),
+    # env stepping
+    "env-mixed": EnvScenario(EnvSpec(3, (_MIXED,)), steps=20),
+    "env-random": EnvScenario(_RANDOM4, steps=30, seed=7),
+}
+
+
+def scenarios_for(kind: str) -> list[tuple[str, Scenario]]:
+    """The catalogue's scenarios of one kind (``trainer``, ``replay`` or ``env``)."""
+    return [(name, s) for name, s in CATALOG.items() if s.kind == kind]

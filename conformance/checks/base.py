@@ -1,0 +1,68 @@
+"""What a check is, and the failure it raises.
+
+A check is a pure function of a scenario and the trace an adapter produced for it (plus, for
+exact checks, the reference trace). It returns nothing when the trace conforms and raises
+:class:`CheckFailure` naming what was expected and what was found.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from conformance.scenario import Scenario
+from refimpl.trace import Trace
+
+__all__ = ["Check", "CheckFailure", "Context", "Projection"]
+
+
+class CheckFailure(AssertionError):
+    """A trace violates a clause: ``what`` went wrong, ``expected`` vs ``actual``."""
+
+    def __init__(self, what: str, expected: Any, actual: Any) -> None:
+        self.what, self.expected, self.actual = what, expected, actual
+        super().__init__(f"{what}\n  expected: {_short(expected)}\n  actual:   {_short(actual)}")
+
+
+def _short(value: Any, limit: int = 600) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} chars)"
+
+
+class Context:
+    """What a check may ask for beyond its own trace: the reference trace of a scenario, and
+    another run of the adapter under test (for checks that compare two scenarios)."""
+
+    def __init__(
+        self,
+        reference: Callable[[Scenario], Trace],
+        rerun: Callable[[Scenario], Trace],
+        fresh: Callable[[Scenario], Trace] | None = None,
+    ) -> None:
+        self.reference = reference
+        self.rerun = rerun
+        self.fresh = fresh or rerun
+
+
+Projection = Callable[[Scenario, Trace], Any]
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check of one or more clauses, for one capability.
+
+    ``verify(scenario, trace, context)`` raises :class:`CheckFailure` on violation.
+    ``applies(scenario)`` says whether the check concerns a scenario at all; a check that
+    does not apply is not reported for that scenario. Exact checks also expose their
+    ``projection`` so a declared variant can be confirmed against refimpl run as that variant.
+    """
+
+    name: str
+    clauses: tuple[str, ...]
+    capability: Literal["env", "trainer", "replay"]
+    kind: Literal["exact", "invariant", "statistical"]
+    verify: Callable[[Scenario, Trace, Context], None]
+    applies: Callable[[Scenario], bool] = lambda scenario: True
+    projection: Projection | None = None
+    doc: str = ""

@@ -1,0 +1,109 @@
+"""Checks of env stepping and of replay sampling on its own, and of determinism."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Any
+
+from conformance.checks.base import Check, CheckFailure, Context
+from conformance.checks.trainer import check_auto_reset, check_identity, check_step_fields
+from conformance.checks.views import BufferModel
+from conformance.scenario import ReplayScenario, Scenario
+from refimpl.step_type import StepType
+from refimpl.trace import Trace
+
+__all__ = ["ENV_CHECKS", "REPLAY_CHECKS", "DETERMINISM"]
+
+
+def _replay(scenario: Scenario, trace: Trace) -> tuple[ReplayScenario, BufferModel, list[Any]]:
+    assert isinstance(scenario, ReplayScenario)
+    model = BufferModel(scenario.capacity)
+    for e in trace.of_kind("store"):
+        model.add(e)
+    return scenario, model, list(trace.of_kind("sampled"))
+
+
+def _start(model: BufferModel, window: tuple[Any, ...]) -> tuple[int, int]:
+    located = model.locate(window)
+    if located is None:
+        raise CheckFailure(f"sampled window {window}", "starts at an item still in the buffer", "evicted or never stored")
+    return located
+
+
+def check_replay_windows(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """replay.window-validity, replay.eviction, replay.boundary-policy, replay.period-anchor."""
+    sc, model, draws = _replay(scenario, trace)
+    if len(draws) != sc.draws:
+        raise CheckFailure("sampled batches", sc.draws, len(draws))
+    s = sc.sampling
+    for d in draws:
+        if len(d.windows) != sc.batch_size:
+            raise CheckFailure(f"windows in draw {d.draw}", sc.batch_size, len(d.windows))
+        for window in d.windows:
+            if len(window) != s.window_length:
+                raise CheckFailure("window length", s.window_length, len(window))
+            env, index = _start(model, window)
+            live = model.live(env)
+            real = [tuple(w) for w in window if w is not None]
+            if real != live[index : index + len(real)]:
+                raise CheckFailure("sampled window vs the stored sequence", live[index : index + len(window)], window)
+            crosses = any(model.step_type[a] == StepType.LAST or model.step_type[b] == StepType.FIRST for a, b in zip(real, real[1:]))
+            if s.boundary != "cross" and crosses:
+                raise CheckFailure(f"window under boundary policy {s.boundary!r}", "no boundary inside", window)
+            if s.boundary != "pad" and len(real) != len(window):
+                raise CheckFailure(f"padding under boundary policy {s.boundary!r}", "none", window)
+            position = model.start[env] + index
+            anchor = 0 if s.anchor == "absolute" else model.start[env]
+            if (position - anchor) % s.period:
+                raise CheckFailure(f"start of {window[0]} (period {s.period}, anchor {s.anchor})", f"≡ {anchor % s.period} mod {s.period}", position)
+
+
+def check_uniform(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """replay.uniform-windows: every valid window equally likely. Each window's count is
+    Binomial(N, 1/W); the check fails if any count is more than 5 standard deviations from
+    N/W (false alarm below W * 6e-7 per run; a window twice as likely as it should be is
+    caught whenever N/W >= 100)."""
+    sc, model, draws = _replay(scenario, trace)
+    length = sc.sampling.window_length
+    valid = [(env, i) for env in model.stored for i in range(len(model.live(env)) - length + 1)]
+    counts = Counter(_start(model, w) for d in draws for w in d.windows)
+    n, w = sum(counts.values()), len(valid)
+    mean, sd = n / w, math.sqrt(n * (1 / w) * (1 - 1 / w))
+    for window in valid:
+        if abs(counts[window] - mean) > 5 * sd:
+            raise CheckFailure(f"draws of window {window} out of {n} over {w} valid windows", f"{mean:.1f} ± {5 * sd:.1f}", counts[window])
+    outside = set(counts) - set(valid)
+    if outside:
+        raise CheckFailure("windows drawn that are not valid", [], sorted(outside)[:5])
+
+
+def check_deterministic(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """trace.deterministic: a second run of the same scenario gives the same bytes."""
+    again = ctx.fresh(scenario)
+    a, b = trace.to_jsonl(), again.to_jsonl()
+    if a != b:
+        first = next(i for i, (x, y) in enumerate(zip(a.splitlines(), b.splitlines())) if x != y) if a.splitlines() != b.splitlines()[: len(a.splitlines())] else 0
+        raise CheckFailure(f"second run of the same scenario (first differing line {first})", a.splitlines()[first:first + 1], b.splitlines()[first:first + 1])
+
+
+def _uniform(s: Scenario) -> bool:
+    return isinstance(s, ReplayScenario) and s.sampling.distribution == "uniform-windows" and s.sampling.boundary == "cross" and s.sampling.period == 1
+
+
+ENV_CHECKS: tuple[Check, ...] = (
+    Check("env-identity", ("timestep.identity",), "env", "invariant", check_identity),
+    Check("env-step-fields", ("timestep.step-types", "timestep.discount"), "env", "invariant", check_step_fields),
+    Check("env-auto-reset", ("timestep.auto-reset",), "env", "invariant", check_auto_reset),
+)
+
+REPLAY_CHECKS: tuple[Check, ...] = (
+    Check("replay-windows", ("replay.window-validity", "replay.eviction", "replay.boundary-policy", "replay.period-anchor"),
+          "replay", "invariant", check_replay_windows),
+    Check("replay-uniform", ("replay.uniform-windows",), "replay", "statistical", check_uniform, _uniform),
+)
+
+DETERMINISM: tuple[Check, ...] = (
+    Check("deterministic-trainer", ("trace.deterministic",), "trainer", "exact", check_deterministic),
+    Check("deterministic-replay", ("trace.deterministic",), "replay", "exact", check_deterministic),
+)

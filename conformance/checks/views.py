@@ -1,0 +1,93 @@
+"""Read-only views of a trace that several checks share (items, per-iteration counts, and
+the per-env buffer contents implied by the stores)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from refimpl.trace import Item, Trace
+
+__all__ = ["BufferModel", "items_of", "iterations", "per_iteration", "windows_with_state"]
+
+
+def items_of(event: Any) -> list[Item]:
+    """The ``(env, episode, t)`` items of a columnar event."""
+    return list(zip(event.env, event.episode, event.t))
+
+
+def iterations(trace: Trace) -> list[int]:
+    return [e.iteration for e in trace.of_kind("iteration")]
+
+
+def per_iteration(trace: Trace, kind: str, weight: Any = None) -> dict[int, int]:
+    """Count events of ``kind`` per iteration (or sum ``weight(event)``)."""
+    counts: dict[int, int] = defaultdict(int)
+    for it in iterations(trace):
+        counts[it] += 0
+    for e in trace.of_kind(kind):
+        counts[e.iteration] += 1 if weight is None else weight(e)
+    return dict(counts)
+
+
+@dataclass
+class BufferModel:
+    """Per-env stored sequences implied by Store events, with per-env capacity.
+
+    ``stored[env]`` lists every item ever stored for that env; ``start[env]`` is the index of
+    the oldest item still in the buffer (eviction and clearing move it forward).
+    """
+
+    capacity: int
+    stored: dict[int, list[Item]] = field(default_factory=lambda: defaultdict(list))
+    start: dict[int, int] = field(default_factory=lambda: defaultdict(int))
+    step_type: dict[Item, int] = field(default_factory=dict)
+
+    def add(self, event: Any) -> None:
+        for item, st in zip(items_of(event), event.step_type):
+            seq = self.stored[item[0]]
+            seq.append(item)
+            self.step_type[item] = st
+            self.start[item[0]] = max(self.start[item[0]], len(seq) - self.capacity)
+
+    def clear(self, keep_last: int) -> None:
+        for env, seq in self.stored.items():
+            self.start[env] = max(self.start[env], len(seq) - keep_last)
+
+    def live(self, env: int) -> list[Item]:
+        """The items of ``env`` currently in the buffer, oldest first."""
+        return self.stored[env][self.start[env] :]
+
+    def locate(self, window: tuple[Any, ...]) -> tuple[int, int] | None:
+        """``(env, index into live(env))`` of the window's first item, or None."""
+        first = window[0]
+        if first is None:
+            return None
+        live = self.live(first[0])
+        try:
+            return first[0], live.index(tuple(first))
+        except ValueError:
+            return None
+
+
+def windows_with_state(trace: Trace, capacity: int, clear: str) -> Iterator[tuple[Any, BufferModel]]:
+    """Each Update event with the buffer model as it was when the update sampled.
+
+    Clearing (clause ``replay.clear``) takes effect when a call that trained is over, i.e. at
+    the first event after it that is neither an update nor an ``after_update`` hook.
+    """
+    model = BufferModel(capacity)
+    clear_pending = False
+    for e in trace.events:
+        in_call = e.kind == "update" or (e.kind == "hook" and e.name == "after_update")
+        if clear_pending and not in_call:
+            model.clear(1 if clear == "keep-one-step" else 0)
+            clear_pending = False
+        if e.kind == "store":
+            model.add(e)
+        elif e.kind == "update":
+            yield e, model
+        elif e.kind == "train_call":
+            clear_pending = clear != "none" and e.status == "trained"

@@ -1,0 +1,196 @@
+"""Evaluate checks against an adapter: run the operation (cached, under a timeout), verify,
+and classify the outcome as pass, fail, error, deviation or not applicable.
+
+This is the one place where outcomes are decided; the pytest suite, the command line and
+the mutant zoo all call :func:`Session.evaluate`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from conformance.checks.base import Check, CheckFailure, Context
+from conformance.expectations import Expectations
+from conformance.protocol import Adapter, Unsupported
+from conformance.scenario import Scenario, scenario_to_json
+from conformance.validate import TraceError, validate_trace
+from refimpl.trace import Trace
+
+__all__ = ["AdapterError", "Outcome", "Session", "load_adapter"]
+
+Status = Literal["pass", "fail", "error", "deviation", "not-applicable"]
+
+
+class AdapterError(Exception):
+    """The adapter broke: it raised, hung, or returned a malformed trace."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The verdict of one check on one scenario."""
+
+    check: str
+    clauses: tuple[str, ...]
+    scenario: str
+    status: Status
+    message: str = ""
+    variant: str = ""
+    stale: bool = False
+    seconds: float = 0.0
+
+
+def load_adapter(spec: str) -> Adapter:
+    """An adapter from a registered name or a ``package.module:object`` path. The object may
+    be an adapter instance, or a class or factory called without arguments."""
+    from adapters import REGISTERED
+
+    path = REGISTERED.get(spec, spec)
+    if ":" not in path:
+        raise ValueError(
+            f"adapter: expected a registered name ({', '.join(sorted(REGISTERED))}) or 'package.module:object', got {spec!r}"
+        )
+    module_name, _, attr = path.partition(":")
+    module = importlib.import_module(module_name)
+    try:
+        obj = getattr(module, attr)
+    except AttributeError:
+        raise ValueError(f"adapter: module {module_name!r} has no attribute {attr!r}") from None
+    adapter = obj() if callable(obj) and not hasattr(obj, "info") or isinstance(obj, type) else obj
+    for method in ("info", "smoke"):
+        if not callable(getattr(adapter, method, None)):
+            raise ValueError(f"adapter {spec!r}: expected a method {method}(), got none")
+    return adapter  # type: ignore[no-any-return]
+
+
+class OperationTimeout(AdapterError):
+    pass
+
+
+@contextmanager
+def _time_limit(seconds: float) -> Iterator[None]:
+    """Interrupt the operation after ``seconds`` (main thread only; elsewhere no limit)."""
+    if seconds <= 0 or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_alarm(signum: int, frame: Any) -> None:
+        raise OperationTimeout(f"operation exceeded {seconds:g} s")
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def repro(name: str, scenario: Scenario, adapter: str) -> str:
+    """A copy-pasteable reproduction of a scenario run."""
+    return (
+        f"scenario {name!r}:\n  {scenario_to_json(scenario)}\n"
+        f"  reproduce: save the JSON above as s.json, then `xpspec trace s.json --adapter {adapter}`"
+    )
+
+
+class Session:
+    """One adapter under test, with its expectations, a trace cache and the reference."""
+
+    def __init__(
+        self,
+        adapter: Adapter,
+        adapter_name: str,
+        expectations: Expectations | None = None,
+        timeout: float = 120.0,
+        reference: Adapter | None = None,
+    ) -> None:
+        self.adapter, self.adapter_name = adapter, adapter_name
+        self.info = adapter.info()
+        self.expectations = expectations or Expectations()
+        self.timeout = timeout
+        self._cache: dict[tuple[str, str], Trace | BaseException] = {}
+        if reference is None:
+            from adapters.refimpl import RefimplAdapter
+
+            reference = RefimplAdapter()
+        self._reference = reference
+
+    # -- running operations ---------------------------------------------------------------------
+    def _operation(self, adapter: Adapter, scenario: Scenario) -> Callable[[Scenario], Trace]:
+        return getattr(adapter, f"run_{scenario.kind}")  # type: ignore[no-any-return]
+
+    def run(self, scenario: Scenario, who: str = "adapter") -> Trace:
+        """The trace of ``scenario`` (cached). Raises Unsupported or AdapterError."""
+        key = (who, scenario_to_json(scenario))
+        if key not in self._cache:
+            adapter = self.adapter if who == "adapter" else self._reference
+            try:
+                with _time_limit(self.timeout):
+                    trace = self._operation(adapter, scenario)(scenario)
+                if not isinstance(trace, Trace):
+                    raise AdapterError(f"run_{scenario.kind} returned {type(trace).__name__}, expected a Trace")
+                validate_trace(scenario, trace)
+                self._cache[key] = trace
+            except Unsupported as exc:
+                self._cache[key] = exc
+            except TraceError as exc:
+                self._cache[key] = AdapterError(f"malformed trace: {exc}")
+            except AdapterError as exc:
+                self._cache[key] = exc
+            except Exception as exc:  # the adapter broke: report, never crash the suite
+                self._cache[key] = AdapterError(f"{type(exc).__name__}: {exc}")
+        result = self._cache[key]
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    def _fresh(self, scenario: Scenario) -> Trace:
+        """Run ``scenario`` again, bypassing the cache (for the determinism check)."""
+        with _time_limit(self.timeout):
+            return self._operation(self.adapter, scenario)(scenario)
+
+    def reference(self, scenario: Scenario) -> Trace:
+        return self.run(scenario, "reference")
+
+    # -- evaluating -----------------------------------------------------------------------------
+    def evaluate(self, check: Check, name: str, scenario: Scenario) -> Outcome:
+        start = time.perf_counter()
+        outcome = self._evaluate(check, name, scenario)
+        return Outcome(**{**outcome.__dict__, "seconds": round(time.perf_counter() - start, 4)})
+
+    def _evaluate(self, check: Check, name: str, scenario: Scenario) -> Outcome:
+        def out(status: Status, message: str = "", **kw: Any) -> Outcome:
+            return Outcome(check.name, check.clauses, name, status, message, **kw)
+
+        if check.capability not in self.info.capabilities:
+            return out("not-applicable", f"adapter declares no capability {check.capability!r}")
+        try:
+            trace = self.run(scenario)
+        except Unsupported as exc:
+            return out("not-applicable", f"unsupported: {exc.reason}")
+        except AdapterError as exc:
+            return out("error", f"{self.adapter_name} broke on {repro(name, scenario, self.adapter_name)}\n{exc}")
+        context = Context(self.reference, self.run, self._fresh)
+        deviation = self.expectations.find(check.clauses, name)
+        try:
+            check.verify(scenario, trace, context)
+        except CheckFailure as exc:
+            message = f"[{', '.join(check.clauses)}] {check.name}: {exc}\n{repro(name, scenario, self.adapter_name)}"
+            if deviation is None:
+                return out("fail", message)
+            note = f"known deviation ({deviation.variant or 'no variant'}): {deviation.reason}"
+            return out("deviation", f"{note}\n{message}", variant=deviation.variant)
+        except (Unsupported, AdapterError) as exc:  # a re-run inside the check
+            status: Status = "not-applicable" if isinstance(exc, Unsupported) else "error"
+            return out(status, str(exc))
+        if deviation is not None:
+            return out("pass", f"stale expectation: {deviation.clause} is declared but passes", stale=True)
+        return out("pass")

@@ -1,0 +1,70 @@
+"""Expectations files: the deviations an adapter declares up front.
+
+An adapter ``NAME`` may ship ``adapters/NAME.expectations.toml`` (or pass any path)::
+
+    [[deviation]]
+    clause = "unroll.fractional-schedule"
+    variant = "alf-float-carry"        # optional: the spec variant the framework follows
+    reason = "ALF carries the fraction in an IEEE double"
+    link = "https://..."
+    scenarios = ["alf-float-u1/10"]    # optional: limit to these catalogue scenarios
+
+A failing check whose clause is declared becomes a *known deviation*; a declared entry that
+matches no failure is *stale* and reported as a warning. SHOULD-level clauses may also be
+listed under ``[[silence]]`` to turn their warnings off.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+__all__ = ["Deviation", "Expectations"]
+
+
+@dataclass(frozen=True)
+class Deviation:
+    clause: str
+    reason: str
+    variant: str = ""
+    link: str = ""
+    scenarios: tuple[str, ...] = ()
+
+    def matches(self, clause: str, scenario: str) -> bool:
+        return self.clause == clause and (not self.scenarios or scenario in self.scenarios)
+
+
+@dataclass(frozen=True)
+class Expectations:
+    deviations: tuple[Deviation, ...] = ()
+    source: str = ""
+
+    @classmethod
+    def load(cls, path: Path | None) -> Expectations:
+        """Read a TOML expectations file; a missing ``path`` means no expectations."""
+        if path is None or not path.exists():
+            return cls()
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        out = []
+        for i, entry in enumerate(data.get("deviation", [])):
+            for required in ("clause", "reason"):
+                if not isinstance(entry.get(required), str) or not entry[required]:
+                    raise ValueError(f"{path}: deviation[{i}].{required}: expected a non-empty string, got {entry.get(required)!r}")
+            unknown = set(entry) - {"clause", "reason", "variant", "link", "scenarios"}
+            if unknown:
+                raise ValueError(f"{path}: deviation[{i}]: unknown keys {sorted(unknown)}")
+            out.append(Deviation(entry["clause"], entry["reason"], entry.get("variant", ""),
+                                 entry.get("link", ""), tuple(entry.get("scenarios", ()))))
+        return cls(tuple(out), str(path))
+
+    def find(self, clauses: tuple[str, ...], scenario: str) -> Deviation | None:
+        for d in self.deviations:
+            if any(d.matches(c, scenario) for c in clauses):
+                return d
+        return None

@@ -1,0 +1,82 @@
+"""The adapter protocol, version 1.
+
+An adapter drives one real implementation on the spec's scenarios. It declares itself with
+:meth:`Adapter.info`, proves it can run with :meth:`Adapter.smoke`, and offers one operation
+per capability it declares. An operation that cannot express a scenario raises
+:class:`Unsupported` (the check is *not applicable*); anything else it raises is an *error*.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from conformance.scenario import EnvScenario, ReplayScenario, TrainerScenario
+from refimpl.trace import Trace
+
+__all__ = [
+    "CAPABILITIES",
+    "PROTOCOL_VERSION",
+    "Adapter",
+    "AdapterInfo",
+    "Unsupported",
+]
+
+PROTOCOL_VERSION = 1
+
+CAPABILITIES = ("env", "trainer", "replay")
+"""The closed vocabulary of capability families (one operation each)."""
+
+
+class Unsupported(Exception):
+    """The implementation cannot express this scenario: the check is not applicable."""
+
+    def __init__(self, reason: str, link: str = "") -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.link = link
+
+
+@dataclass(frozen=True)
+class AdapterInfo:
+    """Who the adapter is and what it can do."""
+
+    name: str
+    framework: str
+    framework_version: str
+    protocol_version: int = PROTOCOL_VERSION
+    capabilities: tuple[str, ...] = ()
+    issue_tracker: str = ""
+    notes: str = ""
+    extra_versions: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        unknown = [c for c in self.capabilities if c not in CAPABILITIES]
+        if unknown:
+            raise ValueError(f"capabilities: expected values from {CAPABILITIES}, got {unknown!r}")
+        if self.protocol_version != PROTOCOL_VERSION:
+            raise ValueError(
+                f"protocol_version: expected {PROTOCOL_VERSION}, got {self.protocol_version!r}"
+            )
+
+
+@runtime_checkable
+class Adapter(Protocol):
+    """What the suite calls. Operations for undeclared capabilities are never called."""
+
+    def info(self) -> AdapterInfo: ...
+
+    def smoke(self) -> None:
+        """Raise if the implementation cannot run at all (missing install, broken import)."""
+
+    def run_env(self, scenario: EnvScenario) -> Trace:
+        """EnvStep events for ``scenario.steps`` vector steps (iteration 0)."""
+        ...
+
+    def run_trainer(self, scenario: TrainerScenario) -> Trace:
+        """The full event trace of one train run."""
+        ...
+
+    def run_replay(self, scenario: ReplayScenario) -> Trace:
+        """Store events for the fill, then one Sampled event per draw."""
+        ...

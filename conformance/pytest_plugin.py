@@ -1,0 +1,179 @@
+"""pytest plugin: ``--adapter`` / ``XPSPEC_ADAPTER`` selects the implementation under test,
+``--xpspec-report PATH`` writes the JSON Lines report, ``--xpspec-profile`` picks the
+Hypothesis profile. Registered as the ``xpspec`` pytest11 entry point, so
+``pytest --pyargs conformance.suite --adapter NAME`` works wherever xpspec is installed."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+__all__ = ["XpspecSession"]
+
+REPORT_FORMAT = "xpspec-report/1"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("xpspec")
+    group.addoption("--adapter", default=None, help="registered adapter name or package.module:object (default: $XPSPEC_ADAPTER or refimpl)")
+    group.addoption("--expectations", default=None, help="expectations TOML (default: adapters/<name>.expectations.toml if present)")
+    group.addoption("--xpspec-report", default=None, help="write the JSON Lines report here")
+    group.addoption("--xpspec-profile", default=None, help="Hypothesis profile: ci (default) or thorough")
+    group.addoption("--xpspec-timeout", default=120.0, type=float, help="seconds per adapter operation")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "clause(*ids): the spec clauses a test checks")
+    from hypothesis import settings
+
+    import conformance.strategies  # noqa: F401  (registers the profiles)
+
+    profile = config.getoption("--xpspec-profile", None) or os.environ.get("XPSPEC_PROFILE", "ci")
+    settings.load_profile(profile)
+    config._xpspec_profile = profile  # type: ignore[attr-defined]
+
+
+def _adapter_name(config: pytest.Config) -> str:
+    return config.getoption("--adapter", None) or os.environ.get("XPSPEC_ADAPTER") or "refimpl"
+
+
+def _expectations_path(config: pytest.Config, name: str) -> Path | None:
+    given = config.getoption("--expectations", None)
+    if given:
+        return Path(given)
+    import adapters
+
+    candidate = Path(adapters.__file__).parent / f"{name}.expectations.toml"
+    return candidate if candidate.exists() else None
+
+
+class XpspecSession:
+    """The session fixture's value: evaluates a check and turns its outcome into a pytest
+    result (pass, failure, skip for not applicable, xfail for a known deviation)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        from conformance.engine import Session, load_adapter
+        from conformance.expectations import Expectations
+
+        self.name = _adapter_name(config)
+        adapter = load_adapter(self.name)
+        adapter.smoke()
+        self.engine = Session(adapter, self.name, Expectations.load(_expectations_path(config, self.name)),
+                              timeout=config.getoption("--xpspec-timeout", 120.0))
+        self.node: Any = None
+
+    def assert_outcome(self, check: Any, name: str, scenario: Any) -> None:
+        outcome = self.engine.evaluate(check, name, scenario)
+        if self.node is not None:
+            self.node.user_properties[:] = [p for p in self.node.user_properties if p[0] != "xpspec"]
+            self.node.user_properties.append(("xpspec", outcome.__dict__))
+        if outcome.stale:
+            warnings.warn(outcome.message, stacklevel=2)
+        if outcome.status == "not-applicable":
+            pytest.skip(outcome.message)
+        if outcome.status == "deviation":
+            pytest.xfail(outcome.message)
+        if outcome.status in ("fail", "error"):
+            pytest.fail(f"{outcome.status.upper()}: {outcome.message}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def _xpspec(request: pytest.FixtureRequest) -> XpspecSession:
+    return XpspecSession(request.config)
+
+
+@pytest.fixture
+def xpspec_session(_xpspec: XpspecSession, request: pytest.FixtureRequest) -> XpspecSession:
+    _xpspec.node = request.node
+    return _xpspec
+
+
+# -- JSON Lines report ----------------------------------------------------------------------------
+def _versions() -> dict[str, str]:
+    import hypothesis
+    import torch
+
+    return {"python": platform.python_version(), "torch": torch.__version__, "hypothesis": hypothesis.__version__}
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    path = session.config.getoption("--xpspec-report", None)
+    session.config._xpspec_report = None  # type: ignore[attr-defined]
+    if path:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        session.config._xpspec_report = open(path, "w", encoding="utf-8")  # type: ignore[attr-defined]
+        session.config._xpspec_counts = {}  # type: ignore[attr-defined]
+        session.config._xpspec_header_written = False  # type: ignore[attr-defined]
+
+
+def _write(config: pytest.Config, record: dict[str, Any]) -> None:
+    handle = getattr(config, "_xpspec_report", None)
+    if handle is not None:
+        handle.write(json.dumps(record, sort_keys=True) + "\n")
+
+
+def _header(config: pytest.Config, item_session: XpspecSession | None) -> None:
+    if getattr(config, "_xpspec_header_written", True):
+        return
+    from conformance import __version__, spec_version
+
+    info = item_session.engine.info if item_session else None
+    _write(config, {
+        "type": "header", "format": REPORT_FORMAT, "suite": f"xpspec {__version__}", "spec": spec_version(),
+        "adapter": _adapter_name(config), "framework": info.framework if info else "",
+        "framework_version": info.framework_version if info else "",
+        "capabilities": list(info.capabilities) if info else [],
+        "profile": getattr(config, "_xpspec_profile", "ci"), "seed": 0, "versions": _versions(),
+    })
+    config._xpspec_header_written = True  # type: ignore[attr-defined]
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    props = dict(report.user_properties)
+    outcome = props.get("xpspec")
+    if outcome is None or (report.when != "call" and not report.skipped):
+        return
+    if report.when == "teardown":
+        return
+    config = _CONFIG.get("config")
+    if config is None:
+        return
+    _header(config, _SESSION.get("session"))
+    record = {"type": "result", "test": report.nodeid.split("::")[-1], **outcome}
+    record["clauses"] = list(record["clauses"])
+    _write(config, record)
+    counts = config._xpspec_counts  # type: ignore[attr-defined]
+    counts[outcome["status"]] = counts.get(outcome["status"], 0) + 1
+
+
+_CONFIG: dict[str, Any] = {}
+_SESSION: dict[str, Any] = {}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    _CONFIG["config"] = session.config
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Any:
+    outcome = yield
+    fixture = getattr(item, "funcargs", {}).get("_xpspec")
+    if fixture is not None:
+        _SESSION["session"] = fixture
+    return outcome
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    handle = getattr(session.config, "_xpspec_report", None)
+    if handle is None:
+        return
+    _header(session.config, _SESSION.get("session"))
+    _write(session.config, {"type": "footer", "counts": session.config._xpspec_counts, "exitstatus": int(exitstatus)})  # type: ignore[attr-defined]
+    handle.close()

@@ -1,0 +1,63 @@
+"""Sessions of xpspec. Every session installs torch through constraints/torch.txt: any other
+torch would pull several GB of CUDA packages.
+
+- ``tests`` (default): the project's own tests, the executable docs and spec, and the
+  conformance suite against the reference implementation.
+- ``suite``: the main job — the conformance suite against refimpl, with its report and matrix.
+- ``lint``: ruff format --check, ruff check, mypy.
+- ``docs``: build the site in strict mode.
+- ``bench``: throughput of the reference trainer and sampler beside minimal torch loops.
+"""
+
+from __future__ import annotations
+
+import nox
+
+nox.needs_version = ">=2024.3"
+nox.options.sessions = ["tests"]
+nox.options.default_venv_backend = "virtualenv"
+
+CONSTRAINTS = ("-c", "constraints/torch.txt")
+THREADS = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def install(session: nox.Session, *extras: str) -> None:
+    spec = f".[{','.join(extras)}]" if extras else "."
+    session.install("-e", spec, *CONSTRAINTS)
+
+
+@nox.session(python="3.11")
+def tests(session: nox.Session) -> None:
+    """Unit tests, docs and spec examples, and the suite against refimpl (in parallel)."""
+    install(session, "test")
+    session.run("pytest", "-n", "2", "-p", "no:cacheprovider", "tests", "spec", "docs",
+                "--pyargs", "conformance.suite", *session.posargs, env=THREADS)
+
+
+@nox.session(python="3.11", default=False)
+def suite(session: nox.Session) -> None:
+    """The main job: run the suite against refimpl, write the report and the matrix."""
+    install(session)
+    session.run("xpspec", "run", "--adapter", "refimpl", "--report", "reports/refimpl.jsonl", *session.posargs, env=THREADS)
+    session.run("xpspec", "report", "reports/refimpl.jsonl", "--out", "reports")
+
+
+@nox.session(python="3.11", default=False)
+def lint(session: nox.Session) -> None:
+    install(session, "lint")
+    session.run("ruff", "format", "--check", ".")
+    session.run("ruff", "check", ".")
+    session.run("mypy", "refimpl", "conformance", "adapters")
+
+
+@nox.session(python="3.11", default=False)
+def docs(session: nox.Session) -> None:
+    install(session, "docs")
+    session.run("mkdocs", "build", "--strict")
+
+
+@nox.session(python="3.11", default=False)
+def bench(session: nox.Session) -> None:
+    """Throughput medians over repeats, torch pinned to one thread, ratios to minimal loops."""
+    install(session)
+    session.run("python", "-m", "benchmarks.bench_sampling", *session.posargs, env=THREADS)
