@@ -105,6 +105,7 @@ def _versions() -> dict[str, str]:
 def pytest_sessionstart(session: pytest.Session) -> None:
     path = session.config.getoption("--xpspec-report", None)
     session.config._xpspec_report = None  # type: ignore[attr-defined]
+    session.config._xpspec_counts = {}  # type: ignore[attr-defined]
     if path:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         session.config._xpspec_report = open(path, "w", encoding="utf-8")  # type: ignore[attr-defined]

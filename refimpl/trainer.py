@@ -178,7 +178,7 @@ class Trainer:
         self, iteration: int, time_step: TimeStep, state: torch.Tensor
     ) -> tuple[TimeStep, torch.Tensor]:
         is_first = time_step.step_type == StepType.FIRST
-        state = torch.where(is_first, 0, state)
+        state = self._reset_state(is_first, state)
         action = state % self.env_spec.num_actions
         rows: Rows = {
             "observation": time_step.observation,
@@ -208,6 +208,11 @@ class Trainer:
                 self._apply(iteration, verdict.action, verdict.rows, verdict.reason)
         return next_step, state + 1
 
+    @staticmethod
+    def _reset_state(is_first: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        """The initial policy state wherever the time step is FIRST (``timestep.state-reset``)."""
+        return torch.where(is_first, 0, state)
+
     def _apply(self, iteration: int, action: str, rows: Rows, reason: str) -> None:
         if action == "store":
             self.buffer.add_items(rows["env_id"], {k: rows[k] for k in self._fields})
@@ -230,6 +235,7 @@ class Trainer:
         pending = self._runtime.pending()
         if pending is not None and self.config.pending_at_end == "flush":
             self._apply(iterations, "store", pending, "")
+            pending = None
         obs = None if pending is None else pending["observation"]
         self.recorder.run_end(iterations, self.env_steps, self.config.pending_at_end, obs)
 
@@ -281,7 +287,10 @@ class Trainer:
                     return []
                 out.append((s.data["observation"], s.mask, s.data["step_type"]))
             return out
-        chunks = self.buffer.chunks(cfg.mini_batch_length)
+        try:
+            chunks = self.buffer.chunks(cfg.mini_batch_length)
+        except NoValidWindow:
+            return []
         count = int(chunks.env_ids.shape[0])
         if count == 0:
             return []

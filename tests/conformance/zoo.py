@@ -1,0 +1,255 @@
+"""The mutant zoo: deliberately broken variants of refimpl, each breaking one clause the way
+a real framework plausibly could. The suite must catch every one of them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import torch
+
+from adapters.refimpl import RefimplAdapter
+from conformance.protocol import AdapterInfo
+from conformance.scenario import TrainerScenario
+from refimpl import preprocess as pre
+from refimpl.accounting import FloatCarrySchedule
+from refimpl.step_type import StepType
+from refimpl.trace import Trace
+from refimpl.trainer import Trainer
+
+__all__ = ["MUTANTS", "Mutant", "MutantAdapter"]
+
+
+class _ClearAllCaches(pre._EpisodeDelayedRuntime):
+    """One env's LAST releases every env's cache (the ALF PR 1768 review concern)."""
+
+    def step(self, rows: pre.Rows) -> list[pre.Verdict]:
+        out = super().step(rows)
+        if any(v.action == "store" for v in out) and self._cache:
+            for env in sorted(self._cache):
+                cached = self._cache.pop(env)
+                out.append(pre.Verdict("store", {k: torch.cat([r[k] for r in cached]) for k in cached[0]}))
+        return out
+
+
+class ClearAllCaches(Trainer):
+    def __init__(self, *a: Any, **k: Any) -> None:
+        super().__init__(*a, **k)
+        if isinstance(self.preprocess_spec, pre.EpisodeDelayed):
+            self._runtime = _ClearAllCaches(self.preprocess_spec.keep)
+
+
+class FloorWithoutCarry(Trainer):
+    """Effective iterations floor(stored / (u*B)) per iteration, remainders dropped."""
+
+    def _train_schedule(self) -> Any:
+        u, b = Fraction(self.config.unroll_length) or Fraction(1), self.num_envs
+
+        class Floor:
+            def calls_for_iteration(self, unrolled: int, stored: int) -> int:
+                return int(Fraction(stored) / (u * b))
+
+        return Floor()
+
+
+class FloatCarry(Trainer):
+    """ALF's float carry used where the spec asks for the exact schedule."""
+
+    def _unroll_schedule(self) -> Any:
+        return None if self.config.drain is not None else FloatCarrySchedule(float(self.config.unroll_length))
+
+
+class WarmupIgnoresFirst(Trainer):
+    """The warm-up gate counts only non-FIRST stored items."""
+
+    def _stored(self, iteration: int, rows: Any, count: int) -> None:
+        super()._stored(iteration, rows, count)
+        self.stored_total -= int((rows["step_type"] == StepType.FIRST).sum())
+
+
+class NoStateReset(Trainer):
+    """The policy state is never reset at FIRST."""
+
+    @staticmethod
+    def _reset_state(is_first: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        return state
+
+
+class MaskNothing(Trainer):
+    """LAST items are trained on despite mask_last."""
+
+    def __init__(self, *a: Any, **k: Any) -> None:
+        super().__init__(*a, **k)
+        from dataclasses import replace
+
+        self.config = replace(self.config, mask_last=False)
+
+
+class HookEveryIteration(Trainer):
+    """after_train_iter also on iterations without an unroll."""
+
+    def _train_call(self, iteration: int) -> None:
+        super()._train_call(iteration)
+        if self._schedule is not None and iteration not in self._hooked:
+            self._hooked.add(iteration)
+            self.recorder.hook(iteration, "after_train_iter")
+
+    def run(self) -> Any:
+        self._hooked: set[int] = set()
+        return super().run()
+
+
+class CounterOnUnrollOnly(Trainer):
+    """The counter moves only on iterations that unroll."""
+
+    def _unroll_length(self, iteration: int) -> int:
+        n = super()._unroll_length(iteration)
+        if n == 0 and self.config.counter_mode == "per-iteration":
+            self.counter -= 1
+        return n
+
+
+class SilentExclusion(Trainer):
+    """Excluded items are dropped without a record."""
+
+    def _apply(self, iteration: int, action: str, rows: Any, reason: str) -> None:
+        if action != "exclude":
+            super()._apply(iteration, action, rows, reason)
+
+
+class DoubleStoreLast(Trainer):
+    """A released episode's LAST is stored twice."""
+
+    def _apply(self, iteration: int, action: str, rows: Any, reason: str) -> None:
+        super()._apply(iteration, action, rows, reason)
+        if action == "store" and isinstance(self.preprocess_spec, pre.EpisodeDelayed):
+            last = {k: v[-1:] for k, v in rows.items()}
+            super()._apply(iteration, "store", last, reason)
+
+
+class DrainOneMore(Trainer):
+    """Drains one vector step more than max_unroll_length allows when the queue has it."""
+
+    def _unroll_length(self, iteration: int) -> int:
+        n = super()._unroll_length(iteration)
+        if self.config.drain is not None and self._queue > 0 and n == self.config.drain.max_unroll_length:
+            self._queue -= 1
+            n += 1
+        return n
+
+
+class NoClear(Trainer):
+    """Whole-buffer clearing is skipped, but fresh-data bookkeeping still resets."""
+
+    def _train_call(self, iteration: int) -> None:
+        original = self.buffer.clear
+        self.buffer.clear = lambda keep_last=0: None  # type: ignore[method-assign]
+        try:
+            super()._train_call(iteration)
+        finally:
+            self.buffer.clear = original  # type: ignore[method-assign]
+
+
+class RetrainWithoutData(Trainer):
+    """With clearing, a call trains again on the kept step though nothing new was stored."""
+
+    def _train_call(self, iteration: int) -> None:
+        if self.config.clear != "none" and self.stored_since_clear == 0 and self.buffer.total_size > 0:
+            self.stored_since_clear = 1
+        super()._train_call(iteration)
+
+
+class IgnoreBoundaryPolicy(Trainer):
+    """Samples with boundary 'cross' whatever the scenario asks."""
+
+    def __init__(self, *a: Any, **k: Any) -> None:
+        super().__init__(*a, **k)
+        from dataclasses import replace
+
+        self.sampling = replace(self.sampling, boundary="cross")
+
+
+class OldestAnchor(Trainer):
+    """The period grid anchored at the oldest item where the spec anchors it at 0."""
+
+    def __init__(self, *a: Any, **k: Any) -> None:
+        super().__init__(*a, **k)
+        from dataclasses import replace
+
+        self.sampling = replace(self.sampling, anchor="oldest")
+
+
+class ForgetPending(Trainer):
+    """Items still held at the end are not reported."""
+
+    def _finish(self, iterations: int) -> None:
+        self.recorder.run_end(iterations, self.env_steps, self.config.pending_at_end, None)
+
+
+class NewestChunks(Trainer):
+    """Whole-buffer chunks cut from the newest item back, dropping the oldest remainder."""
+
+    def _batches(self) -> Any:
+        if not self.config.whole_buffer:
+            return super()._batches()
+        original = self.buffer.chunks
+
+        def shifted(length: int) -> Any:
+            drop = self.buffer.sizes % length
+            self.buffer._size -= drop  # pretend the oldest remainder is gone
+            try:
+                return original(length)
+            finally:
+                self.buffer._size += drop
+
+        self.buffer.chunks = shifted  # type: ignore[method-assign]
+        try:
+            return super()._batches()
+        finally:
+            self.buffer.chunks = original  # type: ignore[method-assign]
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    trainer: type[Trainer]
+    breaks: str
+    also: tuple[str, ...] = ()
+    """Clauses that necessarily fail with the intended one (e.g. exact projections)."""
+
+
+MUTANTS: tuple[Mutant, ...] = (
+    Mutant("clear-all-caches", ClearAllCaches, "preprocess.delayed-per-env", ("preprocess.conservation", "preprocess.store-order", "preprocess.pending-at-end", "train.synced-schedule", "unroll.fractional-schedule", "train.warmup-gate", "train.insufficient-data", "train.bounded-lag", "train.utd-converges")),
+    Mutant("floor-without-carry", FloorWithoutCarry, "train.synced-schedule", ("train.identity-reduces-to-plain", "train.utd-converges", "train.bounded-lag", "unroll.fractional-schedule", "train.warmup-gate", "train.insufficient-data", "train.hooks", "train.excluded-earn-nothing")),
+    Mutant("float-carry", FloatCarry, "unroll.fractional-schedule", ("train.synced-schedule", "train.warmup-gate", "train.insufficient-data", "train.utd-converges", "preprocess.conservation", "preprocess.store-order", "train.bounded-lag")),
+    Mutant("warmup-ignores-first", WarmupIgnoresFirst, "train.warmup-gate", ("unroll.fractional-schedule", "train.synced-schedule", "train.insufficient-data", "train.utd-converges", "train.bounded-lag", "train.identity-reduces-to-plain", "train.excluded-earn-nothing")),
+    Mutant("no-state-reset", NoStateReset, "timestep.state-reset"),
+    Mutant("mask-nothing", MaskNothing, "timestep.loss-mask-last"),
+    Mutant("hook-every-iteration", HookEveryIteration, "train.hooks"),
+    Mutant("counter-on-unroll-only", CounterOnUnrollOnly, "unroll.global-counter"),
+    Mutant("silent-exclusion", SilentExclusion, "preprocess.conservation", ("preprocess.exclusion", "preprocess.pending-at-end")),
+    Mutant("double-store-last", DoubleStoreLast, "preprocess.conservation", ("preprocess.delayed-per-env", "preprocess.store-order", "train.synced-schedule", "unroll.fractional-schedule", "train.warmup-gate", "train.insufficient-data", "train.utd-converges", "train.bounded-lag", "replay.window-validity", "replay.eviction", "replay.boundary-policy", "timestep.loss-mask-last")),
+    Mutant("drain-one-more", DrainOneMore, "unroll.drain", ("train.synced-schedule", "unroll.fractional-schedule", "train.warmup-gate", "train.insufficient-data", "preprocess.conservation", "preprocess.store-order", "timestep.state-reset")),
+    Mutant("no-clear", NoClear, "replay.whole-buffer", ("replay.window-validity", "replay.eviction", "train.updates-per-call")),
+    Mutant("retrain-without-data", RetrainWithoutData, "replay.clear", ("unroll.fractional-schedule", "train.synced-schedule", "train.warmup-gate", "train.insufficient-data", "replay.window-validity", "replay.eviction", "replay.whole-buffer", "train.updates-per-call")),
+    Mutant("ignore-boundary-policy", IgnoreBoundaryPolicy, "replay.boundary-policy", ("unroll.fractional-schedule", "train.synced-schedule", "train.warmup-gate", "train.insufficient-data")),
+    Mutant("oldest-anchor", OldestAnchor, "replay.period-anchor", ("unroll.fractional-schedule", "train.synced-schedule", "train.warmup-gate", "train.insufficient-data")),
+    Mutant("forget-pending", ForgetPending, "preprocess.pending-at-end", ("preprocess.conservation", "preprocess.store-order")),
+    Mutant("newest-chunks", NewestChunks, "replay.whole-buffer", ("replay.window-validity", "replay.eviction")),
+)
+
+
+class MutantAdapter(RefimplAdapter):
+    """refimpl with one mutant trainer; env and replay operations are the reference ones."""
+
+    def __init__(self, mutant: Mutant) -> None:
+        self.mutant = mutant
+
+    def info(self) -> AdapterInfo:
+        base = super().info()
+        return AdapterInfo(f"mutant:{self.mutant.name}", "refimpl mutant", "0", capabilities=("trainer",))
+
+    def run_trainer(self, scenario: TrainerScenario) -> Trace:
+        trainer = self.mutant.trainer(scenario.env, scenario.trainer, scenario.preprocess, scenario.sampling, scenario.seed)
+        return trainer.run().trace

@@ -1,0 +1,43 @@
+"""Validation of trainer configuration (refimpl/config.py)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+
+from refimpl.config import DrainSpec, TrainerConfig
+from refimpl.errors import ConfigError
+
+
+@pytest.mark.parametrize(
+    ("knobs", "field"),
+    [
+        ({"unroll_length": -1}, "unroll_length"),
+        ({"unroll_length": 0.25}, "unroll_length"),
+        ({"unroll_length": "a/b"}, "unroll_length"),
+        ({"unroll_length": 0}, "drain"),
+        ({"mini_batch_length": 9, "capacity": 4}, "mini_batch_length"),
+        ({"num_updates_per_train_iter": 0}, "num_updates_per_train_iter"),
+        ({"clear": "all"}, "clear"),
+        ({"mode": "on-policy", "unroll_length": "1/2"}, "unroll_length"),
+        ({"warmup_gate": ">="}, "warmup_gate"),
+        ({"num_iterations": 0}, "num_iterations"),
+    ],
+)
+def test_invalid_knobs_name_the_field(knobs: dict, field: str) -> None:
+    base = {"num_iterations": 1, **knobs}
+    with pytest.raises(ConfigError) as info:
+        TrainerConfig(**base)
+    assert info.value.field == field
+    assert "expected" in str(info.value) and "got" in str(info.value)
+
+
+def test_rationals_are_exact() -> None:
+    assert TrainerConfig(unroll_length="1/3", num_iterations=1).unroll_length == Fraction(1, 3)
+    assert TrainerConfig(unroll_length="0.1", num_iterations=1).unroll_length == Fraction(1, 10)
+
+
+def test_drain_spec_validates_arrivals() -> None:
+    with pytest.raises(ConfigError, match=r"drain.arrivals\[1\]"):
+        DrainSpec((1, -1))
