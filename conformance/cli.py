@@ -20,8 +20,6 @@ def _run(args: argparse.Namespace) -> int:
             f"--xpspec-report={report}", f"--xpspec-profile={args.profile}", "-q", "-rfE"]
     if args.expectations:
         argv.append(f"--expectations={args.expectations}")
-    if "conformance.pytest_plugin" not in sys.modules:
-        argv += ["-p", "conformance.pytest_plugin"]
     print(f"xpspec: running the conformance suite against {args.adapter!r} (profile {args.profile})", flush=True)
     code = pytest.main(argv)
     if not report.exists():

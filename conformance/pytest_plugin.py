@@ -37,6 +37,7 @@ def pytest_configure(config: pytest.Config) -> None:
     profile = config.getoption("--xpspec-profile", None) or os.environ.get("XPSPEC_PROFILE", "ci")
     settings.load_profile(profile)
     config._xpspec_profile = profile  # type: ignore[attr-defined]
+    _CONFIG["config"] = config
 
 
 def _adapter_name(config: pytest.Config) -> str:
@@ -103,14 +104,31 @@ def _versions() -> dict[str, str]:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    path = session.config.getoption("--xpspec-report", None)
-    session.config._xpspec_report = None  # type: ignore[attr-defined]
-    session.config._xpspec_counts = {}  # type: ignore[attr-defined]
-    if path:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        session.config._xpspec_report = open(path, "w", encoding="utf-8")  # type: ignore[attr-defined]
-        session.config._xpspec_counts = {}  # type: ignore[attr-defined]
-        session.config._xpspec_header_written = False  # type: ignore[attr-defined]
+    """Open the report on the controlling process only (xdist workers forward their
+    results to it), and write the header."""
+    config = session.config
+    config._xpspec_report = None  # type: ignore[attr-defined]
+    config._xpspec_counts = {}  # type: ignore[attr-defined]
+    path = config.getoption("--xpspec-report", None)
+    if not path or hasattr(config, "workerinput"):
+        return
+    from conformance import __version__, spec_version
+    from conformance.engine import load_adapter
+
+    name = _adapter_name(config)
+    try:
+        info = load_adapter(name).info()
+        described = {"framework": info.framework, "framework_version": info.framework_version,
+                     "capabilities": list(info.capabilities)}
+    except Exception as exc:  # the tests will report the broken adapter; keep the header
+        described = {"framework": "", "framework_version": "", "capabilities": [], "adapter_error": str(exc)}
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    config._xpspec_report = open(path, "w", encoding="utf-8")  # type: ignore[attr-defined]
+    _write(config, {
+        "type": "header", "format": REPORT_FORMAT, "suite": f"xpspec {__version__}", "spec": spec_version(),
+        "adapter": name, **described, "profile": getattr(config, "_xpspec_profile", "ci"), "seed": 0,
+        "versions": _versions(),
+    })
 
 
 def _write(config: pytest.Config, record: dict[str, Any]) -> None:
@@ -119,33 +137,16 @@ def _write(config: pytest.Config, record: dict[str, Any]) -> None:
         handle.write(json.dumps(record, sort_keys=True) + "\n")
 
 
-def _header(config: pytest.Config, item_session: XpspecSession | None) -> None:
-    if getattr(config, "_xpspec_header_written", True):
-        return
-    from conformance import __version__, spec_version
-
-    info = item_session.engine.info if item_session else None
-    _write(config, {
-        "type": "header", "format": REPORT_FORMAT, "suite": f"xpspec {__version__}", "spec": spec_version(),
-        "adapter": _adapter_name(config), "framework": info.framework if info else "",
-        "framework_version": info.framework_version if info else "",
-        "capabilities": list(info.capabilities) if info else [],
-        "profile": getattr(config, "_xpspec_profile", "ci"), "seed": 0, "versions": _versions(),
-    })
-    config._xpspec_header_written = True  # type: ignore[attr-defined]
+_CONFIG: dict[str, Any] = {}
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    props = dict(report.user_properties)
-    outcome = props.get("xpspec")
-    if outcome is None or (report.when != "call" and not report.skipped):
-        return
-    if report.when == "teardown":
+    outcome = dict(report.user_properties).get("xpspec")
+    if outcome is None or report.when == "teardown" or (report.when == "setup" and not report.skipped):
         return
     config = _CONFIG.get("config")
-    if config is None:
+    if config is None or getattr(config, "_xpspec_report", None) is None:
         return
-    _header(config, _SESSION.get("session"))
     record = {"type": "result", "test": report.nodeid.split("::")[-1], **outcome}
     record["clauses"] = list(record["clauses"])
     _write(config, record)
@@ -153,28 +154,9 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     counts[outcome["status"]] = counts.get(outcome["status"], 0) + 1
 
 
-_CONFIG: dict[str, Any] = {}
-_SESSION: dict[str, Any] = {}
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_finish(session: pytest.Session) -> None:
-    _CONFIG["config"] = session.config
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_setup(item: pytest.Item) -> Any:
-    outcome = yield
-    fixture = getattr(item, "funcargs", {}).get("_xpspec")
-    if fixture is not None:
-        _SESSION["session"] = fixture
-    return outcome
-
-
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     handle = getattr(session.config, "_xpspec_report", None)
     if handle is None:
         return
-    _header(session.config, _SESSION.get("session"))
     _write(session.config, {"type": "footer", "counts": session.config._xpspec_counts, "exitstatus": int(exitstatus)})  # type: ignore[attr-defined]
     handle.close()

@@ -1,0 +1,44 @@
+"""Reports are deterministic: the same suite run serially, again, and on two xdist workers
+gives the same records (timings aside), and traces are byte-identical across processes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from conformance.catalog import CATALOG
+from conformance.engine import load_adapter
+
+
+def _run(tmp: Path, name: str, *extra: str) -> list[str]:
+    report = tmp / f"{name}.jsonl"
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--pyargs", "conformance.suite",
+           "--adapter=refimpl", f"--xpspec-report={report}", *extra]
+    subprocess.run(cmd, check=True, capture_output=True)
+    records = []
+    for line in report.read_text().splitlines():
+        r = json.loads(line)
+        if r["type"] == "result":
+            r.pop("seconds")
+            records.append(json.dumps(r, sort_keys=True))
+    return sorted(records)
+
+
+def test_report_identical_serial_and_parallel(tmp_path: Path) -> None:
+    first = _run(tmp_path, "a", "-p", "no:xdist")
+    assert first, "the suite produced no records"
+    assert _run(tmp_path, "b", "-p", "no:xdist") == first
+    assert _run(tmp_path, "c", "-n", "2") == first
+
+
+def test_trace_bytes_identical_in_another_process() -> None:
+    name = "delayed-fractional"
+    here = load_adapter("refimpl").run_trainer(CATALOG[name]).to_jsonl()  # type: ignore[attr-defined]
+    code = (
+        "import sys; from conformance.catalog import CATALOG; from conformance.engine import load_adapter; "
+        f"sys.stdout.write(load_adapter('refimpl').run_trainer(CATALOG[{name!r}]).to_jsonl())"
+    )
+    there = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    assert there == here

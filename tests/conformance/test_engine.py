@@ -1,0 +1,83 @@
+"""The engine classifies outcomes and never lets a broken adapter take the suite down."""
+
+from __future__ import annotations
+
+import pytest
+
+from conformance.catalog import CATALOG
+from conformance.checks import ALL_CHECKS
+from conformance.engine import Session, load_adapter
+from conformance.expectations import Expectations
+
+SCENARIO = CATALOG["plain-u2-b3"]
+CHECK = next(c for c in ALL_CHECKS if c.name == "conservation")
+
+
+def _evaluate(path: str, timeout: float = 30.0):  # type: ignore[no-untyped-def]
+    return Session(load_adapter(path), path, timeout=timeout).evaluate(CHECK, "plain-u2-b3", SCENARIO)
+
+
+def test_third_party_adapter_by_module_path() -> None:
+    assert _evaluate("tests.conformance.third_party:External").status == "pass"
+    assert _evaluate("tests.conformance.third_party:INSTANCE").status == "pass"
+
+
+def test_registered_name() -> None:
+    assert _evaluate("refimpl").status == "pass"
+
+
+@pytest.mark.parametrize(
+    ("path", "bad"),
+    [("nonsense", "registered name"), ("tests.conformance.third_party:Missing", "no attribute")],
+)
+def test_unknown_adapter_is_a_clear_error(path: str, bad: str) -> None:
+    with pytest.raises(ValueError, match=bad):
+        load_adapter(path)
+
+
+def test_raising_adapter_is_an_error_with_repro() -> None:
+    outcome = _evaluate("tests.conformance.third_party:Raises")
+    assert outcome.status == "error"
+    assert "framework exploded" in outcome.message and "xpspec trace" in outcome.message
+
+
+def test_hanging_adapter_times_out() -> None:
+    outcome = _evaluate("tests.conformance.third_party:Hangs", timeout=0.5)
+    assert outcome.status == "error" and "exceeded 0.5 s" in outcome.message
+
+
+def test_unsupported_is_not_applicable() -> None:
+    outcome = _evaluate("tests.conformance.third_party:Declines")
+    assert outcome.status == "not-applicable" and "fractional" in outcome.message
+
+
+def test_malformed_trace_names_the_first_bad_event() -> None:
+    outcome = _evaluate("tests.conformance.third_party:Malformed")
+    assert outcome.status == "error"
+    assert "event #2 (env_step)" in outcome.message and "decodes to no real step" in outcome.message
+
+
+def test_declared_deviation_and_stale_entry(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from tests.conformance.zoo import MUTANTS, MutantAdapter
+
+    mutant = next(m for m in MUTANTS if m.name == "float-carry")
+    toml = tmp_path / "x.toml"
+    toml.write_text('[[deviation]]\nclause = "unroll.fractional-schedule"\nvariant = "alf-float-carry"\nreason = "float carry"\n')
+    session = Session(MutantAdapter(mutant), "m", Expectations.load(toml))
+    check = next(c for c in ALL_CHECKS if c.name == "fractional-schedule")
+    assert session.evaluate(check, "fractional-u1/10-b2", CATALOG["fractional-u1/10-b2"]).status == "deviation"
+    stale = Session(load_adapter("refimpl"), "refimpl", Expectations.load(toml))
+    outcome = stale.evaluate(check, "fractional-u1/10-b2", CATALOG["fractional-u1/10-b2"])
+    assert outcome.status == "pass" and outcome.stale
+
+
+def test_failure_message_names_clause_scenario_expected_actual() -> None:
+    from tests.conformance.zoo import MUTANTS, MutantAdapter
+
+    mutant = next(m for m in MUTANTS if m.name == "no-state-reset")
+    session = Session(MutantAdapter(mutant), "m")
+    check = next(c for c in ALL_CHECKS if c.name == "state-reset")
+    outcome = session.evaluate(check, "plain-u2-b3", SCENARIO)
+    assert outcome.status == "fail"
+    for part in ("timestep.state-reset", "plain-u2-b3", "expected:", "actual:", '"kind":"trainer"'):
+        assert part in outcome.message

@@ -1,0 +1,48 @@
+"""Adapters that live outside the ``adapters`` package, loaded by module path like a
+framework author's own adapter would be. Some are broken on purpose."""
+
+from __future__ import annotations
+
+import time
+
+from adapters.refimpl import RefimplAdapter
+from conformance.protocol import AdapterInfo, Unsupported
+from conformance.scenario import TrainerScenario
+from refimpl.trace import EnvStep, Trace
+
+
+class External(RefimplAdapter):
+    """A well-behaved external adapter (delegates to refimpl)."""
+
+    def info(self) -> AdapterInfo:
+        return AdapterInfo("external", "external", "1.0", capabilities=("trainer", "replay", "env"))
+
+
+class Raises(External):
+    def run_trainer(self, scenario: TrainerScenario) -> Trace:
+        raise RuntimeError("framework exploded")
+
+
+class Hangs(External):
+    def run_trainer(self, scenario: TrainerScenario) -> Trace:
+        while True:
+            time.sleep(0.01)
+
+
+class Declines(External):
+    def run_trainer(self, scenario: TrainerScenario) -> Trace:
+        raise Unsupported("no fractional unroll lengths")
+
+
+class Malformed(External):
+    """Names an item that is no real step of the env."""
+
+    def run_trainer(self, scenario: TrainerScenario) -> Trace:
+        trace = super().run_trainer(scenario)
+        bogus = EnvStep(1, (0,), (0,), (999,), (1,), (0.0,), (1.0,), (0,), (0,))
+        events = list(trace.events)
+        events.insert(2, bogus)
+        return Trace(tuple(events), trace.header)
+
+
+INSTANCE = External()
