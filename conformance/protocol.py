@@ -11,7 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from conformance.scenario import EnvScenario, ReplayScenario, TrainerScenario
+from conformance.scenario import (
+    EnvScenario,
+    LearnerScenario,
+    RelabelScenario,
+    ReplayScenario,
+    TrainerScenario,
+)
 from refimpl.trace import Trace
 
 __all__ = [
@@ -24,7 +30,7 @@ __all__ = [
 
 PROTOCOL_VERSION = 1
 
-CAPABILITIES = ("env", "trainer", "replay")
+CAPABILITIES = ("env", "trainer", "replay", "learner", "relabel")
 """The closed vocabulary of capability families (one operation each)."""
 
 
@@ -79,4 +85,12 @@ class Adapter(Protocol):
 
     def run_replay(self, scenario: ReplayScenario) -> Trace:
         """Store events for the fill, then one Sampled event per draw."""
+        ...
+
+    def run_learner(self, scenario: LearnerScenario) -> Trace:
+        """Advantages events (one per episode), NStep, UpdatePlan and Shard events."""
+        ...
+
+    def run_relabel(self, scenario: RelabelScenario) -> Trace:
+        """Store events for the fill, then one Relabel event per draw."""
         ...

@@ -10,17 +10,20 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
+from fractions import Fraction
 from typing import Literal, Union
 
 from refimpl.config import TrainerConfig
 from refimpl.errors import ConfigError
 from refimpl.preprocess import Identity, PreprocessorSpec
 from refimpl.replay import SamplingSpec
-from refimpl.serial import canonical_json, from_jsonable
+from refimpl.serial import canonical_json, from_jsonable, parse_fraction
 from refimpl.toy_envs.spec import EnvSpec
 
 __all__ = [
     "EnvScenario",
+    "LearnerScenario",
+    "RelabelScenario",
     "ReplayScenario",
     "Scenario",
     "TrainerScenario",
@@ -98,7 +101,67 @@ class EnvScenario:
         _check_int("seed", self.seed, 0)
 
 
-Scenario = Union[TrainerScenario, ReplayScenario, EnvScenario]
+@dataclass(frozen=True)
+class LearnerScenario:
+    """Learner-side preprocessing of the episodes the toy env produces in ``steps`` vector
+    steps (each env's trailing episode is in progress), with ``V(s) = value_scale * t(s)``
+    (capability ``learner``): GAE and value targets, advantage normalisation, n-step
+    targets, the update plan for ``num_epochs`` x minibatches of ``minibatch_size`` rows,
+    and sharding over ``num_learners``."""
+
+    env: EnvSpec
+    steps: int
+    gamma: Fraction = Fraction(9, 10)
+    lam: Fraction = Fraction(3, 4)
+    value_scale: Fraction = Fraction(1, 2)
+    nstep: int = 3
+    num_epochs: int = 2
+    minibatch_size: int = 4
+    num_learners: int = 2
+    seed: int = 0
+    kind: Literal["learner"] = "learner"
+
+    def __post_init__(self) -> None:
+        for name, minimum in (("steps", 1), ("nstep", 1), ("num_epochs", 1), ("minibatch_size", 1), ("num_learners", 1), ("seed", 0)):
+            _check_int(name, getattr(self, name), minimum)
+        for name in ("gamma", "lam"):
+            value = parse_fraction(name, getattr(self, name))
+            if not 0 <= value <= 1:
+                raise ConfigError(name, str(value), "a rational in [0, 1]")
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "value_scale", parse_fraction("value_scale", self.value_scale))
+
+
+@dataclass(frozen=True)
+class RelabelScenario:
+    """Fill a buffer with ``fill_steps`` vector steps of a goal env, then draw ``draws``
+    batches of ``batch_size`` transitions and relabel them with ``strategy`` at ``ratio``
+    (capability ``relabel``)."""
+
+    env: EnvSpec
+    fill_steps: int
+    capacity: int = 64
+    strategy: Literal["future", "final", "episode"] = "future"
+    ratio: Fraction = Fraction(1, 2)
+    batch_size: int = 32
+    draws: int = 4
+    seed: int = 0
+    kind: Literal["relabel"] = "relabel"
+
+    def __post_init__(self) -> None:
+        if not self.env.goals:
+            raise ConfigError("env.goals", self.env.goals, "true for relabeling")
+        for name, minimum in (("fill_steps", 2), ("capacity", 2), ("batch_size", 1), ("draws", 1), ("seed", 0)):
+            _check_int(name, getattr(self, name), minimum)
+        if self.strategy not in ("future", "final", "episode"):
+            raise ConfigError("strategy", self.strategy, "'future', 'final' or 'episode'")
+        ratio = parse_fraction("ratio", self.ratio)
+        if not 0 <= ratio <= 1:
+            raise ConfigError("ratio", str(ratio), "a rational in [0, 1]")
+        object.__setattr__(self, "ratio", ratio)
+
+
+Scenario = Union[TrainerScenario, ReplayScenario, EnvScenario, LearnerScenario, RelabelScenario]
 
 
 def scenario_to_json(scenario: Scenario) -> str:

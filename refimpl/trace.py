@@ -23,15 +23,20 @@ __all__ = [
     "Exclude",
     "Hold",
     "Hook",
+    "Advantages",
     "Item",
     "IterationEnd",
     "IterationStart",
+    "NStep",
+    "Relabel",
     "RunEnd",
     "Sampled",
+    "Shard",
     "Store",
     "Trace",
     "TrainCall",
     "Update",
+    "UpdatePlan",
 ]
 
 TRACE_FORMAT = "xpspec-trace/1"
@@ -143,6 +148,71 @@ class Sampled:
 
 
 @dataclass(frozen=True)
+class Relabel:
+    """One relabeled batch of sampled transitions: row ``i`` is the transition from
+    ``(env, episode, t)`` to its successor; ``goal_t[i]`` is the time step (same env and
+    episode) whose achieved goal became its goal, or -1 where the row kept its own goal;
+    ``reward`` is the row's reward after relabeling."""
+
+    draw: int
+    env: Ints
+    episode: Ints
+    t: Ints
+    goal_t: Ints
+    reward: Floats
+    kind: Literal["relabel"] = "relabel"
+
+
+@dataclass(frozen=True)
+class Advantages:
+    """Learner-side preprocessing of one episode: one entry per row ``t`` (the extra
+    bootstrap row last), with the loss mask that excludes it."""
+
+    env: int
+    episode: int
+    t: Ints
+    advantage: Floats
+    value_target: Floats
+    normalized: Floats
+    loss_mask: Ints
+    kind: Literal["advantages"] = "advantages"
+
+
+@dataclass(frozen=True)
+class NStep:
+    """n-step targets of transitions starting at ``(env, episode, t)``; ``steps`` is the number
+    of rewards summed (cut at the episode end or the newest stored step)."""
+
+    env: Ints
+    episode: Ints
+    t: Ints
+    target: Floats
+    steps: Ints
+    kind: Literal["nstep"] = "nstep"
+
+
+@dataclass(frozen=True)
+class UpdatePlan:
+    """How many gradient updates the learner makes on the batch, and the rows of each."""
+
+    num_updates: int
+    minibatch_rows: tuple[Ints, ...]
+    kind: Literal["update_plan"] = "update_plan"
+
+
+@dataclass(frozen=True)
+class Shard:
+    """The episode pieces one learner receives: rows ``start..stop-1`` of each episode."""
+
+    learner: int
+    env: Ints
+    episode: Ints
+    start: Ints
+    stop: Ints
+    kind: Literal["shard"] = "shard"
+
+
+@dataclass(frozen=True)
 class Hook:
     """A call of an algorithm hook (``after_update`` or ``after_train_iter``)."""
 
@@ -185,6 +255,11 @@ Event = Union[
     TrainCall,
     Update,
     Sampled,
+    Relabel,
+    Advantages,
+    NStep,
+    UpdatePlan,
+    Shard,
     Hook,
     IterationEnd,
     RunEnd,

@@ -60,7 +60,7 @@ class Check:
 
     name: str
     clauses: tuple[str, ...]
-    capability: Literal["env", "trainer", "replay"]
+    capability: Literal["env", "trainer", "replay", "learner", "relabel"]
     kind: Literal["exact", "invariant", "statistical"]
     verify: Callable[[Scenario, Trace, Context], None]
     applies: Callable[[Scenario], bool] = lambda scenario: True
