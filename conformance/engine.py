@@ -152,6 +152,27 @@ class Session:
             raise result
         return result
 
+    def _reproduce(self, clause: str, variant: str, check: Check, scenario: Scenario, trace: Trace) -> str:
+        """Why refimpl run as ``variant`` does not explain ``trace`` ("" when it does): every
+        check of the same capability that applies to the variant scenario must pass."""
+        from conformance.checks import ALL_CHECKS
+        from conformance.variants import variant_scenario
+
+        modelled = variant_scenario(clause, variant, scenario)
+        if modelled is None:
+            return f"no executable model of {clause}/{variant} for a {scenario.kind} scenario"
+        context = Context(self.reference, self.run, self._fresh)
+        for other in ALL_CHECKS:
+            if other.capability != check.capability or not other.applies(modelled) or other.name.startswith("deterministic"):
+                continue
+            if other.name == "excluded-earn-nothing":
+                continue  # compares two adapter runs, not a model
+            try:
+                other.verify(modelled, trace, context)
+            except CheckFailure as exc:
+                return f"{other.name}: {exc}"
+        return ""
+
     def _fresh(self, scenario: Scenario) -> Trace:
         """Run ``scenario`` again, bypassing the cache (for the determinism check)."""
         with _time_limit(self.timeout):
@@ -187,6 +208,11 @@ class Session:
             if deviation is None:
                 return out("fail", message)
             note = f"known deviation ({deviation.variant or 'no variant'}): {deviation.reason}"
+            if deviation.variant:
+                problem = self._reproduce(deviation.clause, deviation.variant, check, scenario, trace)
+                if problem:
+                    return out("fail", f"{message}\ndeclared variant {deviation.variant!r} does not reproduce the trace: {problem}")
+                note += f" — reproduced by refimpl as variant {deviation.variant!r}"
             return out("deviation", f"{note}\n{message}", variant=deviation.variant)
         except (Unsupported, AdapterError) as exc:  # a re-run inside the check
             status: Status = "not-applicable" if isinstance(exc, Unsupported) else "error"

@@ -81,3 +81,20 @@ def test_failure_message_names_clause_scenario_expected_actual() -> None:
     assert outcome.status == "fail"
     for part in ("timestep.state-reset", "plain-u2-b3", "expected:", "actual:", '"kind":"trainer"'):
         assert part in outcome.message
+
+
+def test_declared_variant_must_reproduce(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from tests.conformance.zoo import MUTANTS, MutantAdapter
+
+    float_carry = next(m for m in MUTANTS if m.name == "float-carry")
+    check = next(c for c in ALL_CHECKS if c.name == "fractional-schedule")
+    name = "fractional-u1/10-b2"
+    right = tmp_path / "right.toml"
+    right.write_text('[[deviation]]\nclause = "unroll.fractional-schedule"\nvariant = "alf-float-carry"\nreason = "r"\n')
+    outcome = Session(MutantAdapter(float_carry), "m", Expectations.load(right)).evaluate(check, name, CATALOG[name])
+    assert outcome.status == "deviation" and "reproduced by refimpl" in outcome.message
+    # The same trace declared as another variant is not explained by it: a failure.
+    wrong = tmp_path / "wrong.toml"
+    wrong.write_text('[[deviation]]\nclause = "unroll.fractional-schedule"\nvariant = "no-such-model"\nreason = "r"\n')
+    outcome = Session(MutantAdapter(float_carry), "m", Expectations.load(wrong)).evaluate(check, name, CATALOG[name])
+    assert outcome.status == "fail" and "does not reproduce" in outcome.message

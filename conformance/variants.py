@@ -1,0 +1,57 @@
+"""Spec variants as executable models: each named variant of a clause maps a scenario to the
+same scenario with refimpl configured to behave as that variant.
+
+A declared deviation with a variant is *reproduced* when the adapter's trace passes every
+check that applies to the variant scenario — including the exact comparisons with refimpl
+run as that variant. So a deviation is explained by a model, not only by prose.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from conformance.scenario import ReplayScenario, Scenario, TrainerScenario
+
+__all__ = ["VARIANTS", "variant_scenario"]
+
+Transform = Callable[[Scenario], "Scenario | None"]
+
+
+def _trainer(**knobs: object) -> Transform:
+    def apply(s: Scenario) -> Scenario | None:
+        if not isinstance(s, TrainerScenario):
+            return None
+        return replace(s, trainer=replace(s.trainer, **knobs))  # type: ignore[arg-type]
+
+    return apply
+
+
+def _sampling(**knobs: object) -> Transform:
+    def apply(s: Scenario) -> Scenario | None:
+        if not isinstance(s, (TrainerScenario, ReplayScenario)):
+            return None
+        return replace(s, sampling=replace(s.sampling, **knobs))  # type: ignore[arg-type]
+
+    return apply
+
+
+VARIANTS: dict[tuple[str, str], Transform] = {
+    ("unroll.fractional-schedule", "alf-float-carry"): _trainer(unroll_carry="alf-float"),
+    ("unroll.num-env-steps", "non-first"): _trainer(env_step_count="non-first"),
+    ("train.synced-schedule", "plain"): _trainer(train_accounting="plain"),
+    ("train.synced-schedule", "alf-pr1768-floor"): _trainer(train_accounting="alf-pr1768-floor"),
+    ("train.warmup-gate", "strict"): _trainer(warmup_gate="stored>"),
+    ("train.warmup-gate", "capped-size"): _trainer(warmup_gate="size>="),
+    ("timestep.loss-mask-last", "no-mask"): _trainer(mask_last=False),
+    ("replay.period-anchor", "oldest-anchored"): _sampling(anchor="oldest"),
+    ("replay.uniform-windows", "env-balanced"): _sampling(distribution="env-balanced"),
+    ("replay.uniform-windows", "uniform-episodes"): _sampling(distribution="uniform-episodes"),
+}
+
+
+def variant_scenario(clause: str, variant: str, scenario: Scenario) -> Scenario | None:
+    """``scenario`` with refimpl configured as ``variant`` of ``clause``; None when the
+    variant has no executable model or does not concern this kind of scenario."""
+    transform = VARIANTS.get((clause, variant))
+    return None if transform is None else transform(scenario)
