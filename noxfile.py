@@ -30,15 +30,36 @@ def install(session: nox.Session, *extras: str) -> None:
 def tests(session: nox.Session) -> None:
     """Unit tests, docs and spec examples, and the suite against refimpl (in parallel)."""
     install(session, "test")
-    session.run("pytest", "-n", "2", "-p", "no:cacheprovider", "tests", "spec", "docs",
-                "--pyargs", "conformance.suite", *session.posargs, env=THREADS)
+    session.run(
+        "pytest",
+        "-n",
+        "2",
+        "-p",
+        "no:cacheprovider",
+        "tests",
+        "spec",
+        "docs",
+        "--pyargs",
+        "conformance.suite",
+        *session.posargs,
+        env=THREADS,
+    )
 
 
 @nox.session(python="3.11", default=False)
 def suite(session: nox.Session) -> None:
     """The main job: run the suite against refimpl, write the report and the matrix."""
     install(session)
-    session.run("xpspec", "run", "--adapter", "refimpl", "--report", "reports/refimpl.jsonl", *session.posargs, env=THREADS)
+    session.run(
+        "xpspec",
+        "run",
+        "--adapter",
+        "refimpl",
+        "--report",
+        "reports/refimpl.jsonl",
+        *session.posargs,
+        env=THREADS,
+    )
     session.run("xpspec", "report", "reports/refimpl.jsonl", "--out", "reports")
 
 

@@ -58,15 +58,21 @@ def parse_spec_pages(spec_dir: Path) -> list[Clause]:
                 continue
             cid = m["id"]
             if m["anchor"] != cid:
-                raise ValueError(f"{page.name}:{i + 1}: anchor {m['anchor']!r} differs from id {cid!r}")
+                raise ValueError(
+                    f"{page.name}:{i + 1}: anchor {m['anchor']!r} differs from id {cid!r}"
+                )
             if cid in seen:
-                raise ValueError(f"{page.name}:{i + 1}: clause {cid!r} already defined in {seen[cid]}")
+                raise ValueError(
+                    f"{page.name}:{i + 1}: clause {cid!r} already defined in {seen[cid]}"
+                )
             j = i + 1
             while j < len(lines) and not lines[j].strip():
                 j += 1
             lm = _LEVEL.match(lines[j]) if j < len(lines) else None
             if lm is None:
-                raise ValueError(f"{page.name}:{j + 1}: clause {cid!r} must open with **MUST** or **SHOULD**")
+                raise ValueError(
+                    f"{page.name}:{j + 1}: clause {cid!r} must open with **MUST** or **SHOULD**"
+                )
             text = [lm["text"]]
             j += 1
             while j < len(lines) and lines[j].strip():
@@ -77,7 +83,11 @@ def parse_spec_pages(spec_dir: Path) -> list[Clause]:
             while k < len(lines) and not lines[k].startswith("#"):
                 if lines[k].startswith("**Variants.**"):
                     k += 1
-                    while k < len(lines) and (not lines[k].strip() or _VARIANT.match(lines[k]) or lines[k].startswith("  ")):
+                    while k < len(lines) and (
+                        not lines[k].strip()
+                        or _VARIANT.match(lines[k])
+                        or lines[k].startswith("  ")
+                    ):
                         vm = _VARIANT.match(lines[k])
                         if vm:
                             variants.append(vm["id"])
@@ -105,12 +115,23 @@ class ClauseRegistry:
     @classmethod
     def from_json(cls, text: str) -> ClauseRegistry:
         data = json.loads(text)
-        return cls([Clause(d["id"], d["level"], d["statement"], d["page"], tuple(d["variants"])) for d in data["clauses"]])
+        return cls(
+            [
+                Clause(d["id"], d["level"], d["statement"], d["page"], tuple(d["variants"]))
+                for d in data["clauses"]
+            ]
+        )
 
     def to_json(self) -> str:
         data = {
             "clauses": [
-                {"id": c.id, "level": c.level, "statement": c.statement, "page": c.page, "variants": list(c.variants)}
+                {
+                    "id": c.id,
+                    "level": c.level,
+                    "statement": c.statement,
+                    "page": c.page,
+                    "variants": list(c.variants),
+                }
                 for c in self.clauses
             ]
         }

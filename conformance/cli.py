@@ -16,11 +16,23 @@ def _run(args: argparse.Namespace) -> int:
     from conformance.report import read_run, summarise
 
     report = Path(args.report or f"reports/{args.adapter.replace(':', '_')}.jsonl")
-    argv = ["--pyargs", "conformance.suite", "-p", "no:cacheprovider", f"--adapter={args.adapter}",
-            f"--xpspec-report={report}", f"--xpspec-profile={args.profile}", "-q", "-rfE"]
+    argv = [
+        "--pyargs",
+        "conformance.suite",
+        "-p",
+        "no:cacheprovider",
+        f"--adapter={args.adapter}",
+        f"--xpspec-report={report}",
+        f"--xpspec-profile={args.profile}",
+        "-q",
+        "-rfE",
+    ]
     if args.expectations:
         argv.append(f"--expectations={args.expectations}")
-    print(f"xpspec: running the conformance suite against {args.adapter!r} (profile {args.profile})", flush=True)
+    print(
+        f"xpspec: running the conformance suite against {args.adapter!r} (profile {args.profile})",
+        flush=True,
+    )
     code = pytest.main(argv)
     if not report.exists():
         print(f"xpspec: no report was written ({report})", file=sys.stderr)
@@ -43,7 +55,9 @@ def _report(args: argparse.Namespace) -> int:
     _validate(doc)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "compliance.json").write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    (out / "compliance.json").write_text(
+        json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8"
+    )
     (out / "compliance.md").write_text(render_markdown(doc), encoding="utf-8")
     (out / "compliance.html").write_text(render_html(doc), encoding="utf-8")
     print(f"xpspec: wrote compliance.json, compliance.md and compliance.html to {out}")
@@ -51,10 +65,15 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _validate(doc: dict) -> None:
-    import jsonschema
     from importlib import resources
 
-    schema = json.loads(resources.files("conformance").joinpath("compliance.schema.json").read_text(encoding="utf-8"))
+    import jsonschema
+
+    schema = json.loads(
+        resources.files("conformance")
+        .joinpath("compliance.schema.json")
+        .read_text(encoding="utf-8")
+    )
     jsonschema.validate(doc, schema)
 
 
@@ -91,10 +110,18 @@ def _check(args: argparse.Namespace) -> int:
     from adapters.refimpl import RefimplAdapter
 
     ref = RefimplAdapter()
-    ctx = Context(lambda s: getattr(ref, f"run_{s.kind}")(s), lambda s: (_ for _ in ()).throw(RuntimeError("no adapter to re-run")))
+    ctx = Context(
+        lambda s: getattr(ref, f"run_{s.kind}")(s),
+        lambda s: (_ for _ in ()).throw(RuntimeError("no adapter to re-run")),
+    )
     failed = 0
     for check in ALL_CHECKS:
-        if check.capability != scenario.kind or not check.applies(scenario) or check.name.startswith("deterministic") or check.name == "excluded-earn-nothing":
+        if (
+            check.capability != scenario.kind
+            or not check.applies(scenario)
+            or check.name.startswith("deterministic")
+            or check.name == "excluded-earn-nothing"
+        ):
             continue
         try:
             check.verify(scenario, trace, ctx)
@@ -124,7 +151,9 @@ def _clauses(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="xpspec", description="Conformance suite for RL experience pipelines.")
+    parser = argparse.ArgumentParser(
+        prog="xpspec", description="Conformance suite for RL experience pipelines."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("run", help="run the suite against one adapter")
     p.add_argument("--adapter", default="refimpl")
@@ -150,7 +179,9 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=_check)
     p = sub.add_parser("clauses", help="list the spec's clauses")
     p.add_argument("--json", action="store_true")
-    p.add_argument("--write", action="store_true", help="regenerate the packaged registry from spec/")
+    p.add_argument(
+        "--write", action="store_true", help="regenerate the packaged registry from spec/"
+    )
     p.add_argument("--spec", default="spec")
     p.set_defaults(func=_clauses)
     args = parser.parse_args(argv)

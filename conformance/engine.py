@@ -14,7 +14,6 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 from conformance.checks.base import Check, CheckFailure, Context
@@ -63,7 +62,7 @@ def load_adapter(spec: str) -> Adapter:
         obj = getattr(module, attr)
     except AttributeError:
         raise ValueError(f"adapter: module {module_name!r} has no attribute {attr!r}") from None
-    adapter = obj() if callable(obj) and not hasattr(obj, "info") or isinstance(obj, type) else obj
+    adapter = obj() if (callable(obj) and not hasattr(obj, "info")) or isinstance(obj, type) else obj
     for method in ("info", "smoke"):
         if not callable(getattr(adapter, method, None)):
             raise ValueError(f"adapter {spec!r}: expected a method {method}(), got none")
@@ -136,7 +135,9 @@ class Session:
                 with _time_limit(self.timeout):
                     trace = self._operation(adapter, scenario)(scenario)
                 if not isinstance(trace, Trace):
-                    raise AdapterError(f"run_{scenario.kind} returned {type(trace).__name__}, expected a Trace")
+                    raise AdapterError(
+                        f"run_{scenario.kind} returned {type(trace).__name__}, expected a Trace"
+                    )
                 validate_trace(scenario, trace)
                 self._cache[key] = trace
             except Unsupported as exc:
@@ -152,7 +153,9 @@ class Session:
             raise result
         return result
 
-    def _reproduce(self, clause: str, variant: str, check: Check, scenario: Scenario, trace: Trace) -> str:
+    def _reproduce(
+        self, clause: str, variant: str, check: Check, scenario: Scenario, trace: Trace
+    ) -> str:
         """Why refimpl run as ``variant`` does not explain ``trace`` ("" when it does): every
         check of the same capability that applies to the variant scenario must pass."""
         from conformance.checks import ALL_CHECKS
@@ -163,7 +166,11 @@ class Session:
             return f"no executable model of {clause}/{variant} for a {scenario.kind} scenario"
         context = Context(self.reference, self.run, self._fresh)
         for other in ALL_CHECKS:
-            if other.capability != check.capability or not other.applies(modelled) or other.name.startswith("deterministic"):
+            if (
+                other.capability != check.capability
+                or not other.applies(modelled)
+                or other.name.startswith("deterministic")
+            ):
                 continue
             if other.name == "excluded-earn-nothing":
                 continue  # compares two adapter runs, not a model
@@ -198,7 +205,10 @@ class Session:
         except Unsupported as exc:
             return out("not-applicable", f"unsupported: {exc.reason}")
         except AdapterError as exc:
-            return out("error", f"{self.adapter_name} broke on {repro(name, scenario, self.adapter_name)}\n{exc}")
+            return out(
+                "error",
+                f"{self.adapter_name} broke on {repro(name, scenario, self.adapter_name)}\n{exc}",
+            )
         context = Context(self.reference, self.run, self._fresh)
         deviation = self.expectations.find(check.clauses, name)
         try:
@@ -209,14 +219,21 @@ class Session:
                 return out("fail", message)
             note = f"known deviation ({deviation.variant or 'no variant'}): {deviation.reason}"
             if deviation.variant:
-                problem = self._reproduce(deviation.clause, deviation.variant, check, scenario, trace)
+                problem = self._reproduce(
+                    deviation.clause, deviation.variant, check, scenario, trace
+                )
                 if problem:
-                    return out("fail", f"{message}\ndeclared variant {deviation.variant!r} does not reproduce the trace: {problem}")
+                    return out(
+                        "fail",
+                        f"{message}\ndeclared variant {deviation.variant!r} does not reproduce the trace: {problem}",
+                    )
                 note += f" — reproduced by refimpl as variant {deviation.variant!r}"
             return out("deviation", f"{note}\n{message}", variant=deviation.variant)
         except (Unsupported, AdapterError) as exc:  # a re-run inside the check
             status: Status = "not-applicable" if isinstance(exc, Unsupported) else "error"
             return out(status, str(exc))
         if deviation is not None:
-            return out("pass", f"stale expectation: {deviation.clause} is declared but passes", stale=True)
+            return out(
+                "pass", f"stale expectation: {deviation.clause} is declared but passes", stale=True
+            )
         return out("pass")

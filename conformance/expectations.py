@@ -55,12 +55,21 @@ class Expectations:
         for i, entry in enumerate(data.get("deviation", [])):
             for required in ("clause", "reason"):
                 if not isinstance(entry.get(required), str) or not entry[required]:
-                    raise ValueError(f"{path}: deviation[{i}].{required}: expected a non-empty string, got {entry.get(required)!r}")
+                    raise ValueError(
+                        f"{path}: deviation[{i}].{required}: expected a non-empty string, got {entry.get(required)!r}"
+                    )
             unknown = set(entry) - {"clause", "reason", "variant", "link", "scenarios"}
             if unknown:
                 raise ValueError(f"{path}: deviation[{i}]: unknown keys {sorted(unknown)}")
-            out.append(Deviation(entry["clause"], entry["reason"], entry.get("variant", ""),
-                                 entry.get("link", ""), tuple(entry.get("scenarios", ()))))
+            out.append(
+                Deviation(
+                    entry["clause"],
+                    entry["reason"],
+                    entry.get("variant", ""),
+                    entry.get("link", ""),
+                    tuple(entry.get("scenarios", ())),
+                )
+            )
         return cls(tuple(out), str(path))
 
     def find(self, clauses: tuple[str, ...], scenario: str) -> Deviation | None:

@@ -21,11 +21,23 @@ REPORT_FORMAT = "xpspec-report/1"
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("xpspec")
-    group.addoption("--adapter", default=None, help="registered adapter name or package.module:object (default: $XPSPEC_ADAPTER or refimpl)")
-    group.addoption("--expectations", default=None, help="expectations TOML (default: adapters/<name>.expectations.toml if present)")
+    group.addoption(
+        "--adapter",
+        default=None,
+        help="registered adapter name or package.module:object (default: $XPSPEC_ADAPTER or refimpl)",
+    )
+    group.addoption(
+        "--expectations",
+        default=None,
+        help="expectations TOML (default: adapters/<name>.expectations.toml if present)",
+    )
     group.addoption("--xpspec-report", default=None, help="write the JSON Lines report here")
-    group.addoption("--xpspec-profile", default=None, help="Hypothesis profile: ci (default) or thorough")
-    group.addoption("--xpspec-timeout", default=120.0, type=float, help="seconds per adapter operation")
+    group.addoption(
+        "--xpspec-profile", default=None, help="Hypothesis profile: ci (default) or thorough"
+    )
+    group.addoption(
+        "--xpspec-timeout", default=120.0, type=float, help="seconds per adapter operation"
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -65,14 +77,20 @@ class XpspecSession:
         self.name = _adapter_name(config)
         adapter = load_adapter(self.name)
         adapter.smoke()
-        self.engine = Session(adapter, self.name, Expectations.load(_expectations_path(config, self.name)),
-                              timeout=config.getoption("--xpspec-timeout", 120.0))
+        self.engine = Session(
+            adapter,
+            self.name,
+            Expectations.load(_expectations_path(config, self.name)),
+            timeout=config.getoption("--xpspec-timeout", 120.0),
+        )
         self.node: Any = None
 
     def assert_outcome(self, check: Any, name: str, scenario: Any) -> None:
         outcome = self.engine.evaluate(check, name, scenario)
         if self.node is not None:
-            self.node.user_properties[:] = [p for p in self.node.user_properties if p[0] != "xpspec"]
+            self.node.user_properties[:] = [
+                p for p in self.node.user_properties if p[0] != "xpspec"
+            ]
             self.node.user_properties.append(("xpspec", outcome.__dict__))
         if outcome.stale:
             warnings.warn(outcome.message, stacklevel=2)
@@ -100,7 +118,11 @@ def _versions() -> dict[str, str]:
     import hypothesis
     import torch
 
-    return {"python": platform.python_version(), "torch": torch.__version__, "hypothesis": hypothesis.__version__}
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "hypothesis": hypothesis.__version__,
+    }
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -118,17 +140,34 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     name = _adapter_name(config)
     try:
         info = load_adapter(name).info()
-        described = {"framework": info.framework, "framework_version": info.framework_version,
-                     "capabilities": list(info.capabilities)}
+        described = {
+            "framework": info.framework,
+            "framework_version": info.framework_version,
+            "capabilities": list(info.capabilities),
+        }
     except Exception as exc:  # the tests will report the broken adapter; keep the header
-        described = {"framework": "", "framework_version": "", "capabilities": [], "adapter_error": str(exc)}
+        described = {
+            "framework": "",
+            "framework_version": "",
+            "capabilities": [],
+            "adapter_error": str(exc),
+        }
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     config._xpspec_report = open(path, "w", encoding="utf-8")  # type: ignore[attr-defined]
-    _write(config, {
-        "type": "header", "format": REPORT_FORMAT, "suite": f"xpspec {__version__}", "spec": spec_version(),
-        "adapter": name, **described, "profile": getattr(config, "_xpspec_profile", "ci"), "seed": 0,
-        "versions": _versions(),
-    })
+    _write(
+        config,
+        {
+            "type": "header",
+            "format": REPORT_FORMAT,
+            "suite": f"xpspec {__version__}",
+            "spec": spec_version(),
+            "adapter": name,
+            **described,
+            "profile": getattr(config, "_xpspec_profile", "ci"),
+            "seed": 0,
+            "versions": _versions(),
+        },
+    )
 
 
 def _write(config: pytest.Config, record: dict[str, Any]) -> None:
@@ -142,7 +181,11 @@ _CONFIG: dict[str, Any] = {}
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     outcome = dict(report.user_properties).get("xpspec")
-    if outcome is None or report.when == "teardown" or (report.when == "setup" and not report.skipped):
+    if (
+        outcome is None
+        or report.when == "teardown"
+        or (report.when == "setup" and not report.skipped)
+    ):
         return
     config = _CONFIG.get("config")
     if config is None or getattr(config, "_xpspec_report", None) is None:
@@ -158,5 +201,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     handle = getattr(session.config, "_xpspec_report", None)
     if handle is None:
         return
-    _write(session.config, {"type": "footer", "counts": session.config._xpspec_counts, "exitstatus": int(exitstatus)})  # type: ignore[attr-defined]
+    _write(
+        session.config,
+        {"type": "footer", "counts": session.config._xpspec_counts, "exitstatus": int(exitstatus)},
+    )  # type: ignore[attr-defined]
     handle.close()

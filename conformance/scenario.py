@@ -82,7 +82,9 @@ class ReplayScenario:
         _check_int("seed", self.seed, 0)
         if self.sampling.window_length > self.capacity:
             raise ConfigError(
-                "sampling.window_length", self.sampling.window_length, f"at most capacity ({self.capacity})"
+                "sampling.window_length",
+                self.sampling.window_length,
+                f"at most capacity ({self.capacity})",
             )
 
 
@@ -122,7 +124,14 @@ class LearnerScenario:
     kind: Literal["learner"] = "learner"
 
     def __post_init__(self) -> None:
-        for name, minimum in (("steps", 1), ("nstep", 1), ("num_epochs", 1), ("minibatch_size", 1), ("num_learners", 1), ("seed", 0)):
+        for name, minimum in (
+            ("steps", 1),
+            ("nstep", 1),
+            ("num_epochs", 1),
+            ("minibatch_size", 1),
+            ("num_learners", 1),
+            ("seed", 0),
+        ):
             _check_int(name, getattr(self, name), minimum)
         for name in ("gamma", "lam"):
             value = parse_fraction(name, getattr(self, name))
@@ -151,7 +160,13 @@ class RelabelScenario:
     def __post_init__(self) -> None:
         if not self.env.goals:
             raise ConfigError("env.goals", self.env.goals, "true for relabeling")
-        for name, minimum in (("fill_steps", 2), ("capacity", 2), ("batch_size", 1), ("draws", 1), ("seed", 0)):
+        for name, minimum in (
+            ("fill_steps", 2),
+            ("capacity", 2),
+            ("batch_size", 1),
+            ("draws", 1),
+            ("seed", 0),
+        ):
             _check_int(name, getattr(self, name), minimum)
         if self.strategy not in ("future", "final", "episode"):
             raise ConfigError("strategy", self.strategy, "'future', 'final' or 'episode'")

@@ -35,7 +35,9 @@ settings.register_profile(
 _plans = st.builds(EpisodePlan, st.integers(1, 6), st.sampled_from(["terminated", "truncated"]))
 schedules = st.one_of(
     st.builds(FixedSchedule, st.integers(1, 6), st.sampled_from(["terminated", "truncated"])),
-    st.builds(CycleSchedule, st.lists(_plans, min_size=1, max_size=4).map(tuple), st.integers(0, 3)),
+    st.builds(
+        CycleSchedule, st.lists(_plans, min_size=1, max_size=4).map(tuple), st.integers(0, 3)
+    ),
     st.builds(RandomSchedule, st.integers(1, 3), st.integers(3, 7), st.integers(0, 1000)),
 )
 
@@ -52,10 +54,21 @@ unroll_lengths = st.builds(Fraction, st.integers(1, 8), st.integers(1, 5))
 
 preprocessors = st.one_of(
     st.just(Identity()),
-    st.builds(RewardTransform, st.sampled_from([Fraction(1), Fraction(1, 2), Fraction(-2)]), st.sampled_from([Fraction(0), Fraction(1)])),
-    st.builds(OverwriteStepType, st.sampled_from(["MID", "LAST"]), st.sampled_from(["truncated-last", "t"]), st.integers(0, 3)),
+    st.builds(
+        RewardTransform,
+        st.sampled_from([Fraction(1), Fraction(1, 2), Fraction(-2)]),
+        st.sampled_from([Fraction(0), Fraction(1)]),
+    ),
+    st.builds(
+        OverwriteStepType,
+        st.sampled_from(["MID", "LAST"]),
+        st.sampled_from(["truncated-last", "t"]),
+        st.integers(0, 3),
+    ),
     st.integers(1, 4).flatmap(lambda m: st.builds(ExcludeSteps, st.just(m), st.integers(0, m - 1))),
-    st.integers(1, 3).flatmap(lambda m: st.builds(ExcludeEpisodes, st.just(m), st.integers(0, m - 1))),
+    st.integers(1, 3).flatmap(
+        lambda m: st.builds(ExcludeEpisodes, st.just(m), st.integers(0, m - 1))
+    ),
     st.builds(ExcludeTasks, st.just((1,))),
     st.builds(EpisodeDelayed, st.sampled_from(["all", "success", "failure"])),
 )
@@ -80,11 +93,16 @@ def trainer_configs(draw: st.DrawFn) -> TrainerConfig:
     )
     if drain:
         arrivals = tuple(draw(st.lists(st.integers(0, 4), min_size=1, max_size=4)))
-        knobs.update(unroll_length=0, drain=DrainSpec(arrivals, draw(st.integers(1, 4)), draw(st.integers(1, 8))))
+        knobs.update(
+            unroll_length=0,
+            drain=DrainSpec(arrivals, draw(st.integers(1, 4)), draw(st.integers(1, 8))),
+        )
     else:
         knobs.update(unroll_length=draw(unroll_lengths))
     if whole:
-        knobs.update(whole_buffer=True, clear=draw(st.sampled_from(["none", "all", "keep-one-step"])))
+        knobs.update(
+            whole_buffer=True, clear=draw(st.sampled_from(["none", "all", "keep-one-step"]))
+        )
     return TrainerConfig(**knobs)  # type: ignore[arg-type]
 
 

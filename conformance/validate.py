@@ -16,7 +16,16 @@ from refimpl.trace import Item, Trace
 __all__ = ["TraceError", "item_problem", "validate_trace"]
 
 _COLUMNAR = ("env_step", "store", "exclude", "hold", "run_end")
-_PER_ITERATION = ("env_step", "store", "exclude", "hold", "train_call", "update", "hook", "iteration_end")
+_PER_ITERATION = (
+    "env_step",
+    "store",
+    "exclude",
+    "hold",
+    "train_call",
+    "update",
+    "hook",
+    "iteration_end",
+)
 
 
 class TraceError(ValueError):
@@ -59,7 +68,9 @@ def validate_trace(scenario: Scenario, trace: Trace) -> None:
                 raise TraceError(f"{where}: iteration {event.iteration} follows {iteration}")
             iteration = event.iteration
         elif event.kind in _PER_ITERATION and event.iteration != iteration:
-            raise TraceError(f"{where}: belongs to iteration {event.iteration} inside iteration {iteration}")
+            raise TraceError(
+                f"{where}: belongs to iteration {event.iteration} inside iteration {iteration}"
+            )
         elif event.kind == "run_end":
             ended = True
     if scenario.kind == "trainer" and not ended:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Literal, Optional
+from typing import Literal
 
 from refimpl.errors import ConfigError
 from refimpl.serial import parse_fraction
@@ -52,7 +52,7 @@ class TrainerConfig:
     # unroll.fractional-schedule: steps per env per iteration, an exact rational.
     unroll_length: Fraction = Fraction(1)
     unroll_carry: Literal["exact", "alf-float"] = "exact"
-    drain: Optional[DrainSpec] = None
+    drain: DrainSpec | None = None
     num_iterations: int = 0
     num_env_steps: int = 0
     # unroll.env-step-count: which unrolled items count toward num_env_steps.
@@ -60,7 +60,7 @@ class TrainerConfig:
     # train.*: train calls per iteration under preprocessing.
     train_accounting: Literal["synced", "plain", "alf-pr1768-floor"] = "synced"
     num_updates_per_train_iter: int = 1
-    mini_batch_size: Optional[int] = None
+    mini_batch_size: int | None = None
     mini_batch_length: int = 1
     # warmup.*: train only once enough items are stored.
     initial_collect_steps: int = 0
@@ -73,7 +73,9 @@ class TrainerConfig:
     pending_at_end: Literal["report", "flush"] = "report"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "unroll_length", parse_fraction("unroll_length", self.unroll_length))
+        object.__setattr__(
+            self, "unroll_length", parse_fraction("unroll_length", self.unroll_length)
+        )
         u = self.unroll_length
         if u < 0:
             raise ConfigError("unroll_length", str(u), "a rational >= 0")

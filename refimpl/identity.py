@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-__all__ = ["ItemId", "MAX_COORDINATE", "decode_observation", "encode_observation"]
+__all__ = ["MAX_COORDINATE", "ItemId", "decode_observation", "encode_observation"]
 
 MAX_COORDINATE = 2**24
 """Coordinates must stay below this bound so float32 represents them exactly."""

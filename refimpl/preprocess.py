@@ -34,9 +34,9 @@ __all__ = [
     "Identity",
     "OverwriteStepType",
     "PreprocessorSpec",
+    "RewardTransform",
     "Rows",
     "Runtime",
-    "RewardTransform",
     "Verdict",
     "build",
 ]
@@ -267,7 +267,9 @@ class _EpisodeDelayedRuntime(Runtime):
             success = bool(episode["discount"][-1] == 0)
             episode["annotation"] = torch.full_like(episode["annotation"], float(success))
             kept = self._keep == "all" or (self._keep == "success") == success
-            out.append(Verdict("store", episode) if kept else Verdict("exclude", episode, "outcome"))
+            out.append(
+                Verdict("store", episode) if kept else Verdict("exclude", episode, "outcome")
+            )
         return out
 
     def pending(self) -> Rows | None:

@@ -87,7 +87,9 @@ def from_jsonable(tp: Any, data: Any, field: str = "value") -> Any:
             kinds = {_kind_of(c): c for c in classes}
             if data.get("kind") in kinds:
                 return from_jsonable(kinds[data["kind"]], data, field)
-            raise ConfigError(f"{field}.kind", data.get("kind"), f"one of {sorted(k for k in kinds if k)}")
+            raise ConfigError(
+                f"{field}.kind", data.get("kind"), f"one of {sorted(k for k in kinds if k)}"
+            )
         for option in options:
             try:
                 return from_jsonable(option, data, field)
@@ -102,7 +104,9 @@ def from_jsonable(tp: Any, data: Any, field: str = "value") -> Any:
             return tuple(from_jsonable(args[0], v, f"{field}[{i}]") for i, v in enumerate(data))
         if len(args) != len(data):
             raise ConfigError(field, data, f"a list of {len(args)} values")
-        return tuple(from_jsonable(a, v, f"{field}[{i}]") for i, (a, v) in enumerate(zip(args, data)))
+        return tuple(
+            from_jsonable(a, v, f"{field}[{i}]") for i, (a, v) in enumerate(zip(args, data))
+        )
     if dataclasses.is_dataclass(tp):
         if not isinstance(data, dict):
             raise ConfigError(field, data, f"an object ({tp.__name__})")
@@ -111,7 +115,11 @@ def from_jsonable(tp: Any, data: Any, field: str = "value") -> Any:
         names = {f.name for f in dataclasses.fields(tp) if f.init}
         unknown = sorted(set(data) - names)
         if unknown:
-            raise ConfigError(f"{field}.{unknown[0]}", data[unknown[0]], f"a field of {tp.__name__} ({', '.join(sorted(names))})")
+            raise ConfigError(
+                f"{field}.{unknown[0]}",
+                data[unknown[0]],
+                f"a field of {tp.__name__} ({', '.join(sorted(names))})",
+            )
         kwargs = {k: from_jsonable(hints[k], v, f"{field}.{k}") for k, v in data.items()}
         return tp(**kwargs)
     if tp is float:

@@ -18,12 +18,12 @@ from refimpl.serial import canonical_json, from_jsonable, to_jsonable
 
 __all__ = [
     "TRACE_FORMAT",
+    "Advantages",
     "EnvStep",
     "Event",
     "Exclude",
     "Hold",
     "Hook",
-    "Advantages",
     "Item",
     "IterationEnd",
     "IterationStart",
@@ -46,7 +46,7 @@ Item = tuple[int, int, int]
 
 Ints = tuple[int, ...]
 Floats = tuple[float, ...]
-Window = tuple[Union[tuple[int, int, int], None], ...]
+Window = tuple[tuple[int, int, int] | None, ...]
 
 
 @dataclass(frozen=True)
@@ -304,7 +304,9 @@ class Trace:
                 continue
             if not isinstance(data, dict) or data.get("kind") not in EVENT_KINDS:
                 kind = data.get("kind") if isinstance(data, dict) else data
-                raise ValueError(f"line {lineno}: expected an event kind in {EVENT_KINDS}, got {kind!r}")
+                raise ValueError(
+                    f"line {lineno}: expected an event kind in {EVENT_KINDS}, got {kind!r}"
+                )
             try:
                 events.append(from_jsonable(Event, data, f"line {lineno}"))
             except (TypeError, ValueError) as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import Counter
 from typing import Any
@@ -13,7 +14,7 @@ from conformance.scenario import ReplayScenario, Scenario
 from refimpl.step_type import StepType
 from refimpl.trace import Trace
 
-__all__ = ["ENV_CHECKS", "REPLAY_CHECKS", "DETERMINISM"]
+__all__ = ["DETERMINISM", "ENV_CHECKS", "REPLAY_CHECKS"]
 
 
 def _replay(scenario: Scenario, trace: Trace) -> tuple[ReplayScenario, BufferModel, list[Any]]:
@@ -27,7 +28,11 @@ def _replay(scenario: Scenario, trace: Trace) -> tuple[ReplayScenario, BufferMod
 def _start(model: BufferModel, window: tuple[Any, ...]) -> tuple[int, int]:
     located = model.locate(window)
     if located is None:
-        raise CheckFailure(f"sampled window {window}", "starts at an item still in the buffer", "evicted or never stored")
+        raise CheckFailure(
+            f"sampled window {window}",
+            "starts at an item still in the buffer",
+            "evicted or never stored",
+        )
     return located
 
 
@@ -47,16 +52,29 @@ def check_replay_windows(scenario: Scenario, trace: Trace, ctx: Context) -> None
             live = model.live(env)
             real = [tuple(w) for w in window if w is not None]
             if real != live[index : index + len(real)]:
-                raise CheckFailure("sampled window vs the stored sequence", live[index : index + len(window)], window)
-            crosses = any(model.step_type[a] == StepType.LAST or model.step_type[b] == StepType.FIRST for a, b in zip(real, real[1:]))
+                raise CheckFailure(
+                    "sampled window vs the stored sequence",
+                    live[index : index + len(window)],
+                    window,
+                )
+            crosses = any(
+                model.step_type[a] == StepType.LAST or model.step_type[b] == StepType.FIRST
+                for a, b in itertools.pairwise(real)
+            )
             if s.boundary != "cross" and crosses:
-                raise CheckFailure(f"window under boundary policy {s.boundary!r}", "no boundary inside", window)
+                raise CheckFailure(
+                    f"window under boundary policy {s.boundary!r}", "no boundary inside", window
+                )
             if s.boundary != "pad" and len(real) != len(window):
                 raise CheckFailure(f"padding under boundary policy {s.boundary!r}", "none", window)
             position = model.start[env] + index
             anchor = 0 if s.anchor == "absolute" else model.start[env]
             if (position - anchor) % s.period:
-                raise CheckFailure(f"start of {window[0]} (period {s.period}, anchor {s.anchor})", f"≡ {anchor % s.period} mod {s.period}", position)
+                raise CheckFailure(
+                    f"start of {window[0]} (period {s.period}, anchor {s.anchor})",
+                    f"≡ {anchor % s.period} mod {s.period}",
+                    position,
+                )
 
 
 def check_uniform(scenario: Scenario, trace: Trace, ctx: Context) -> None:
@@ -72,7 +90,11 @@ def check_uniform(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     mean, sd = n / w, math.sqrt(n * (1 / w) * (1 - 1 / w))
     for window in valid:
         if abs(counts[window] - mean) > 5 * sd:
-            raise CheckFailure(f"draws of window {window} out of {n} over {w} valid windows", f"{mean:.1f} ± {5 * sd:.1f}", counts[window])
+            raise CheckFailure(
+                f"draws of window {window} out of {n} over {w} valid windows",
+                f"{mean:.1f} ± {5 * sd:.1f}",
+                counts[window],
+            )
     outside = set(counts) - set(valid)
     if outside:
         raise CheckFailure("windows drawn that are not valid", [], sorted(outside)[:5])
@@ -83,27 +105,65 @@ def check_deterministic(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     again = ctx.fresh(scenario)
     a, b = trace.to_jsonl(), again.to_jsonl()
     if a != b:
-        first = next(i for i, (x, y) in enumerate(zip(a.splitlines(), b.splitlines())) if x != y) if a.splitlines() != b.splitlines()[: len(a.splitlines())] else 0
-        raise CheckFailure(f"second run of the same scenario (first differing line {first})", a.splitlines()[first:first + 1], b.splitlines()[first:first + 1])
+        first = (
+            next(i for i, (x, y) in enumerate(zip(a.splitlines(), b.splitlines())) if x != y)
+            if a.splitlines() != b.splitlines()[: len(a.splitlines())]
+            else 0
+        )
+        raise CheckFailure(
+            f"second run of the same scenario (first differing line {first})",
+            a.splitlines()[first : first + 1],
+            b.splitlines()[first : first + 1],
+        )
 
 
 def _uniform(s: Scenario) -> bool:
-    return isinstance(s, ReplayScenario) and s.sampling.distribution == "uniform-windows" and s.sampling.boundary == "cross" and s.sampling.period == 1
+    return (
+        isinstance(s, ReplayScenario)
+        and s.sampling.distribution == "uniform-windows"
+        and s.sampling.boundary == "cross"
+        and s.sampling.period == 1
+    )
 
 
 ENV_CHECKS: tuple[Check, ...] = (
     Check("env-identity", ("timestep.identity",), "env", "invariant", check_identity),
-    Check("env-step-fields", ("timestep.step-types", "timestep.discount"), "env", "invariant", check_step_fields),
+    Check(
+        "env-step-fields",
+        ("timestep.step-types", "timestep.discount"),
+        "env",
+        "invariant",
+        check_step_fields,
+    ),
     Check("env-auto-reset", ("timestep.auto-reset",), "env", "invariant", check_auto_reset),
 )
 
 REPLAY_CHECKS: tuple[Check, ...] = (
-    Check("replay-windows", ("replay.window-validity", "replay.eviction", "replay.boundary-policy", "replay.period-anchor"),
-          "replay", "invariant", check_replay_windows),
-    Check("replay-uniform", ("replay.uniform-windows",), "replay", "statistical", check_uniform, _uniform),
+    Check(
+        "replay-windows",
+        (
+            "replay.window-validity",
+            "replay.eviction",
+            "replay.boundary-policy",
+            "replay.period-anchor",
+        ),
+        "replay",
+        "invariant",
+        check_replay_windows,
+    ),
+    Check(
+        "replay-uniform",
+        ("replay.uniform-windows",),
+        "replay",
+        "statistical",
+        check_uniform,
+        _uniform,
+    ),
 )
 
 DETERMINISM: tuple[Check, ...] = (
-    Check("deterministic-trainer", ("trace.deterministic",), "trainer", "exact", check_deterministic),
+    Check(
+        "deterministic-trainer", ("trace.deterministic",), "trainer", "exact", check_deterministic
+    ),
     Check("deterministic-replay", ("trace.deterministic",), "replay", "exact", check_deterministic),
 )

@@ -72,7 +72,9 @@ class BufferModel:
             return None
 
 
-def windows_with_state(trace: Trace, capacity: int, clear: str) -> Iterator[tuple[Any, BufferModel]]:
+def windows_with_state(
+    trace: Trace, capacity: int, clear: str
+) -> Iterator[tuple[Any, BufferModel]]:
     """Each Update event with the buffer model as it was when the update sampled.
 
     Clearing (clause ``replay.clear``) takes effect when a call that trained is over, i.e. at

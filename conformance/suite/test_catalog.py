@@ -9,7 +9,13 @@ from conformance.catalog import CATALOG
 from conformance.checks import ALL_CHECKS
 
 CASES = [
-    pytest.param(check, name, scenario, id=f"{check.name}[{name}]", marks=[pytest.mark.clause(*check.clauses)])
+    pytest.param(
+        check,
+        name,
+        scenario,
+        id=f"{check.name}[{name}]",
+        marks=[pytest.mark.clause(*check.clauses)],
+    )
     for check in ALL_CHECKS
     for name, scenario in CATALOG.items()
     if check.capability == scenario.kind and check.applies(scenario)

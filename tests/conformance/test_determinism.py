@@ -14,8 +14,19 @@ from conformance.engine import load_adapter
 
 def _run(tmp: Path, name: str, *extra: str) -> list[str]:
     report = tmp / f"{name}.jsonl"
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--pyargs", "conformance.suite",
-           "--adapter=refimpl", f"--xpspec-report={report}", *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--pyargs",
+        "conformance.suite",
+        "--adapter=refimpl",
+        f"--xpspec-report={report}",
+        *extra,
+    ]
     subprocess.run(cmd, check=True, capture_output=True)
     records = []
     for line in report.read_text().splitlines():
@@ -40,5 +51,7 @@ def test_trace_bytes_identical_in_another_process() -> None:
         "import sys; from conformance.catalog import CATALOG; from conformance.engine import load_adapter; "
         f"sys.stdout.write(load_adapter('refimpl').run_trainer(CATALOG[{name!r}]).to_jsonl())"
     )
-    there = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    there = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True
+    ).stdout
     assert there == here

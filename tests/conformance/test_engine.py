@@ -14,7 +14,9 @@ CHECK = next(c for c in ALL_CHECKS if c.name == "conservation")
 
 
 def _evaluate(path: str, timeout: float = 30.0):  # type: ignore[no-untyped-def]
-    return Session(load_adapter(path), path, timeout=timeout).evaluate(CHECK, "plain-u2-b3", SCENARIO)
+    return Session(load_adapter(path), path, timeout=timeout).evaluate(
+        CHECK, "plain-u2-b3", SCENARIO
+    )
 
 
 def test_third_party_adapter_by_module_path() -> None:
@@ -62,10 +64,15 @@ def test_declared_deviation_and_stale_entry(tmp_path) -> None:  # type: ignore[n
 
     mutant = next(m for m in MUTANTS if m.name == "float-carry")
     toml = tmp_path / "x.toml"
-    toml.write_text('[[deviation]]\nclause = "unroll.fractional-schedule"\nvariant = "alf-float-carry"\nreason = "float carry"\n')
+    toml.write_text(
+        '[[deviation]]\nclause = "unroll.fractional-schedule"\nvariant = "alf-float-carry"\nreason = "float carry"\n'
+    )
     session = Session(MutantAdapter(mutant), "m", Expectations.load(toml))
     check = next(c for c in ALL_CHECKS if c.name == "fractional-schedule")
-    assert session.evaluate(check, "fractional-u1/10-b2", CATALOG["fractional-u1/10-b2"]).status == "deviation"
+    assert (
+        session.evaluate(check, "fractional-u1/10-b2", CATALOG["fractional-u1/10-b2"]).status
+        == "deviation"
+    )
     stale = Session(load_adapter("refimpl"), "refimpl", Expectations.load(toml))
     outcome = stale.evaluate(check, "fractional-u1/10-b2", CATALOG["fractional-u1/10-b2"])
     assert outcome.status == "pass" and outcome.stale
@@ -90,11 +97,19 @@ def test_declared_variant_must_reproduce(tmp_path) -> None:  # type: ignore[no-u
     check = next(c for c in ALL_CHECKS if c.name == "fractional-schedule")
     name = "fractional-u1/10-b2"
     right = tmp_path / "right.toml"
-    right.write_text('[[deviation]]\nclause = "unroll.fractional-schedule"\nvariant = "alf-float-carry"\nreason = "r"\n')
-    outcome = Session(MutantAdapter(float_carry), "m", Expectations.load(right)).evaluate(check, name, CATALOG[name])
+    right.write_text(
+        '[[deviation]]\nclause = "unroll.fractional-schedule"\nvariant = "alf-float-carry"\nreason = "r"\n'
+    )
+    outcome = Session(MutantAdapter(float_carry), "m", Expectations.load(right)).evaluate(
+        check, name, CATALOG[name]
+    )
     assert outcome.status == "deviation" and "reproduced by refimpl" in outcome.message
     # The same trace declared as another variant is not explained by it: a failure.
     wrong = tmp_path / "wrong.toml"
-    wrong.write_text('[[deviation]]\nclause = "unroll.fractional-schedule"\nvariant = "no-such-model"\nreason = "r"\n')
-    outcome = Session(MutantAdapter(float_carry), "m", Expectations.load(wrong)).evaluate(check, name, CATALOG[name])
+    wrong.write_text(
+        '[[deviation]]\nclause = "unroll.fractional-schedule"\nvariant = "no-such-model"\nreason = "r"\n'
+    )
+    outcome = Session(MutantAdapter(float_carry), "m", Expectations.load(wrong)).evaluate(
+        check, name, CATALOG[name]
+    )
     assert outcome.status == "fail" and "does not reproduce" in outcome.message

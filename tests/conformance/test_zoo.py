@@ -16,7 +16,11 @@ def test_mutant_is_caught(mutant: Mutant) -> None:
     failed: set[str] = set()
     for name, scenario in CATALOG.items():
         for check in ALL_CHECKS:
-            if check.capability != "trainer" or scenario.kind != "trainer" or not check.applies(scenario):
+            if (
+                check.capability != "trainer"
+                or scenario.kind != "trainer"
+                or not check.applies(scenario)
+            ):
                 continue
             outcome = session.evaluate(check, name, scenario)
             assert outcome.status != "error", outcome.message

@@ -29,7 +29,9 @@ class _ClearAllCaches(pre._EpisodeDelayedRuntime):
         if any(v.action == "store" for v in out) and self._cache:
             for env in sorted(self._cache):
                 cached = self._cache.pop(env)
-                out.append(pre.Verdict("store", {k: torch.cat([r[k] for r in cached]) for k in cached[0]}))
+                out.append(
+                    pre.Verdict("store", {k: torch.cat([r[k] for r in cached]) for k in cached[0]})
+                )
         return out
 
 
@@ -57,7 +59,11 @@ class FloatCarry(Trainer):
     """ALF's float carry used where the spec asks for the exact schedule."""
 
     def _unroll_schedule(self) -> Any:
-        return None if self.config.drain is not None else FloatCarrySchedule(float(self.config.unroll_length))
+        return (
+            None
+            if self.config.drain is not None
+            else FloatCarrySchedule(float(self.config.unroll_length))
+        )
 
 
 class WarmupIgnoresFirst(Trainer):
@@ -133,7 +139,11 @@ class DrainOneMore(Trainer):
 
     def _unroll_length(self, iteration: int) -> int:
         n = super()._unroll_length(iteration)
-        if self.config.drain is not None and self._queue > 0 and n == self.config.drain.max_unroll_length:
+        if (
+            self.config.drain is not None
+            and self._queue > 0
+            and n == self.config.drain.max_unroll_length
+        ):
             self._queue -= 1
             n += 1
         return n
@@ -155,7 +165,11 @@ class RetrainWithoutData(Trainer):
     """With clearing, a call trains again on the kept step though nothing new was stored."""
 
     def _train_call(self, iteration: int) -> None:
-        if self.config.clear != "none" and self.stored_since_clear == 0 and self.buffer.total_size > 0:
+        if (
+            self.config.clear != "none"
+            and self.stored_since_clear == 0
+            and self.buffer.total_size > 0
+        ):
             self.stored_since_clear = 1
         super()._train_call(iteration)
 
@@ -220,23 +234,163 @@ class Mutant:
 
 
 MUTANTS: tuple[Mutant, ...] = (
-    Mutant("clear-all-caches", ClearAllCaches, "preprocess.delayed-per-env", ("preprocess.conservation", "preprocess.store-order", "preprocess.pending-at-end", "train.synced-schedule", "unroll.fractional-schedule", "train.warmup-gate", "train.insufficient-data", "train.bounded-lag", "train.utd-converges")),
-    Mutant("floor-without-carry", FloorWithoutCarry, "train.synced-schedule", ("train.identity-reduces-to-plain", "train.utd-converges", "train.bounded-lag", "unroll.fractional-schedule", "train.warmup-gate", "train.insufficient-data", "train.hooks", "train.excluded-earn-nothing")),
-    Mutant("float-carry", FloatCarry, "unroll.fractional-schedule", ("train.synced-schedule", "train.warmup-gate", "train.insufficient-data", "train.utd-converges", "preprocess.conservation", "preprocess.store-order", "train.bounded-lag")),
-    Mutant("warmup-ignores-first", WarmupIgnoresFirst, "train.warmup-gate", ("unroll.fractional-schedule", "train.synced-schedule", "train.insufficient-data", "train.utd-converges", "train.bounded-lag", "train.identity-reduces-to-plain", "train.excluded-earn-nothing")),
+    Mutant(
+        "clear-all-caches",
+        ClearAllCaches,
+        "preprocess.delayed-per-env",
+        (
+            "preprocess.conservation",
+            "preprocess.store-order",
+            "preprocess.pending-at-end",
+            "train.synced-schedule",
+            "unroll.fractional-schedule",
+            "train.warmup-gate",
+            "train.insufficient-data",
+            "train.bounded-lag",
+            "train.utd-converges",
+        ),
+    ),
+    Mutant(
+        "floor-without-carry",
+        FloorWithoutCarry,
+        "train.synced-schedule",
+        (
+            "train.identity-reduces-to-plain",
+            "train.utd-converges",
+            "train.bounded-lag",
+            "unroll.fractional-schedule",
+            "train.warmup-gate",
+            "train.insufficient-data",
+            "train.hooks",
+            "train.excluded-earn-nothing",
+        ),
+    ),
+    Mutant(
+        "float-carry",
+        FloatCarry,
+        "unroll.fractional-schedule",
+        (
+            "train.synced-schedule",
+            "train.warmup-gate",
+            "train.insufficient-data",
+            "train.utd-converges",
+            "preprocess.conservation",
+            "preprocess.store-order",
+            "train.bounded-lag",
+        ),
+    ),
+    Mutant(
+        "warmup-ignores-first",
+        WarmupIgnoresFirst,
+        "train.warmup-gate",
+        (
+            "unroll.fractional-schedule",
+            "train.synced-schedule",
+            "train.insufficient-data",
+            "train.utd-converges",
+            "train.bounded-lag",
+            "train.identity-reduces-to-plain",
+            "train.excluded-earn-nothing",
+        ),
+    ),
     Mutant("no-state-reset", NoStateReset, "timestep.state-reset"),
     Mutant("mask-nothing", MaskNothing, "timestep.loss-mask-last"),
     Mutant("hook-every-iteration", HookEveryIteration, "train.hooks"),
     Mutant("counter-on-unroll-only", CounterOnUnrollOnly, "unroll.global-counter"),
-    Mutant("silent-exclusion", SilentExclusion, "preprocess.conservation", ("preprocess.exclusion", "preprocess.pending-at-end")),
-    Mutant("double-store-last", DoubleStoreLast, "preprocess.conservation", ("preprocess.delayed-per-env", "preprocess.store-order", "train.synced-schedule", "unroll.fractional-schedule", "train.warmup-gate", "train.insufficient-data", "train.utd-converges", "train.bounded-lag", "replay.window-validity", "replay.eviction", "replay.boundary-policy", "timestep.loss-mask-last")),
-    Mutant("drain-one-more", DrainOneMore, "unroll.drain", ("train.synced-schedule", "unroll.fractional-schedule", "train.warmup-gate", "train.insufficient-data", "preprocess.conservation", "preprocess.store-order", "timestep.state-reset")),
-    Mutant("no-clear", NoClear, "replay.whole-buffer", ("replay.window-validity", "replay.eviction", "train.updates-per-call")),
-    Mutant("retrain-without-data", RetrainWithoutData, "replay.clear", ("unroll.fractional-schedule", "train.synced-schedule", "train.warmup-gate", "train.insufficient-data", "replay.window-validity", "replay.eviction", "replay.whole-buffer", "train.updates-per-call")),
-    Mutant("ignore-boundary-policy", IgnoreBoundaryPolicy, "replay.boundary-policy", ("unroll.fractional-schedule", "train.synced-schedule", "train.warmup-gate", "train.insufficient-data")),
-    Mutant("oldest-anchor", OldestAnchor, "replay.period-anchor", ("unroll.fractional-schedule", "train.synced-schedule", "train.warmup-gate", "train.insufficient-data")),
-    Mutant("forget-pending", ForgetPending, "preprocess.pending-at-end", ("preprocess.conservation", "preprocess.store-order")),
-    Mutant("newest-chunks", NewestChunks, "replay.whole-buffer", ("replay.window-validity", "replay.eviction")),
+    Mutant(
+        "silent-exclusion",
+        SilentExclusion,
+        "preprocess.conservation",
+        ("preprocess.exclusion", "preprocess.pending-at-end"),
+    ),
+    Mutant(
+        "double-store-last",
+        DoubleStoreLast,
+        "preprocess.conservation",
+        (
+            "preprocess.delayed-per-env",
+            "preprocess.store-order",
+            "train.synced-schedule",
+            "unroll.fractional-schedule",
+            "train.warmup-gate",
+            "train.insufficient-data",
+            "train.utd-converges",
+            "train.bounded-lag",
+            "replay.window-validity",
+            "replay.eviction",
+            "replay.boundary-policy",
+            "timestep.loss-mask-last",
+        ),
+    ),
+    Mutant(
+        "drain-one-more",
+        DrainOneMore,
+        "unroll.drain",
+        (
+            "train.synced-schedule",
+            "unroll.fractional-schedule",
+            "train.warmup-gate",
+            "train.insufficient-data",
+            "preprocess.conservation",
+            "preprocess.store-order",
+            "timestep.state-reset",
+        ),
+    ),
+    Mutant(
+        "no-clear",
+        NoClear,
+        "replay.whole-buffer",
+        ("replay.window-validity", "replay.eviction", "train.updates-per-call"),
+    ),
+    Mutant(
+        "retrain-without-data",
+        RetrainWithoutData,
+        "replay.clear",
+        (
+            "unroll.fractional-schedule",
+            "train.synced-schedule",
+            "train.warmup-gate",
+            "train.insufficient-data",
+            "replay.window-validity",
+            "replay.eviction",
+            "replay.whole-buffer",
+            "train.updates-per-call",
+        ),
+    ),
+    Mutant(
+        "ignore-boundary-policy",
+        IgnoreBoundaryPolicy,
+        "replay.boundary-policy",
+        (
+            "unroll.fractional-schedule",
+            "train.synced-schedule",
+            "train.warmup-gate",
+            "train.insufficient-data",
+        ),
+    ),
+    Mutant(
+        "oldest-anchor",
+        OldestAnchor,
+        "replay.period-anchor",
+        (
+            "unroll.fractional-schedule",
+            "train.synced-schedule",
+            "train.warmup-gate",
+            "train.insufficient-data",
+        ),
+    ),
+    Mutant(
+        "forget-pending",
+        ForgetPending,
+        "preprocess.pending-at-end",
+        ("preprocess.conservation", "preprocess.store-order"),
+    ),
+    Mutant(
+        "newest-chunks",
+        NewestChunks,
+        "replay.whole-buffer",
+        ("replay.window-validity", "replay.eviction"),
+    ),
 )
 
 
@@ -247,9 +401,12 @@ class MutantAdapter(RefimplAdapter):
         self.mutant = mutant
 
     def info(self) -> AdapterInfo:
-        base = super().info()
-        return AdapterInfo(f"mutant:{self.mutant.name}", "refimpl mutant", "0", capabilities=("trainer",))
+        return AdapterInfo(
+            f"mutant:{self.mutant.name}", "refimpl mutant", "0", capabilities=("trainer",)
+        )
 
     def run_trainer(self, scenario: TrainerScenario) -> Trace:
-        trainer = self.mutant.trainer(scenario.env, scenario.trainer, scenario.preprocess, scenario.sampling, scenario.seed)
+        trainer = self.mutant.trainer(
+            scenario.env, scenario.trainer, scenario.preprocess, scenario.sampling, scenario.seed
+        )
         return trainer.run().trace

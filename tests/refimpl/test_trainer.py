@@ -45,7 +45,11 @@ def test_fractional_unroll_and_one_call_per_iteration() -> None:
 
 
 def test_drain_mode_follows_arrivals() -> None:
-    cfg = TrainerConfig(unroll_length=0, drain=DrainSpec((3, 0, 5), max_unroll_length=2, queue_size=4), num_iterations=5)
+    cfg = TrainerConfig(
+        unroll_length=0,
+        drain=DrainSpec((3, 0, 5), max_unroll_length=2, queue_size=4),
+        num_iterations=5,
+    )
     # queue: +3 -> drain 2 (1 left); +0 -> 1; +5 capped at 4 -> 2 (2 left); +3 -> min(5,4)=4 -> 2; +0 -> 2
     assert _steps(train(ENV2, cfg)) == [2, 1, 2, 2, 2]
 
@@ -59,12 +63,22 @@ def test_num_env_steps_stops_interaction_with_overshoot() -> None:
 def test_warmup_counts_stored_items_of_all_envs() -> None:
     # 2 items per iteration; 5 stored items are first reached at iteration 3 (6 items).
     r = train(ENV2, TrainerConfig(num_iterations=4, initial_collect_steps=5))
-    assert [e.status for e in r.trace.of_kind("train_call")] == ["warmup", "warmup", "trained", "trained"]
+    assert [e.status for e in r.trace.of_kind("train_call")] == [
+        "warmup",
+        "warmup",
+        "trained",
+        "trained",
+    ]
 
 
 def test_strict_gate_variant() -> None:
     r = train(ENV2, TrainerConfig(num_iterations=4, initial_collect_steps=4, warmup_gate="stored>"))
-    assert [e.status for e in r.trace.of_kind("train_call")] == ["warmup", "warmup", "trained", "trained"]
+    assert [e.status for e in r.trace.of_kind("train_call")] == [
+        "warmup",
+        "warmup",
+        "trained",
+        "trained",
+    ]
 
 
 def test_excluded_steps_earn_no_training() -> None:
@@ -77,17 +91,30 @@ def test_excluded_steps_earn_no_training() -> None:
 
 def test_delayed_release_repays_calls() -> None:
     # One env, episodes of 3 transitions = 4 steps, held until LAST at iteration 4.
-    r = train(EnvSpec(1, (FixedSchedule(3),)), TrainerConfig(num_iterations=8), preprocess=EpisodeDelayed())
+    r = train(
+        EnvSpec(1, (FixedSchedule(3),)),
+        TrainerConfig(num_iterations=8),
+        preprocess=EpisodeDelayed(),
+    )
     assert _calls(r) == [0, 0, 0, 4, 0, 0, 0, 4]
 
 
 def test_delayed_plain_variant_trains_every_iteration() -> None:
-    r = train(EnvSpec(1, (FixedSchedule(3),)), TrainerConfig(num_iterations=8, train_accounting="plain"), preprocess=EpisodeDelayed())
+    r = train(
+        EnvSpec(1, (FixedSchedule(3),)),
+        TrainerConfig(num_iterations=8, train_accounting="plain"),
+        preprocess=EpisodeDelayed(),
+    )
     assert _calls(r) == [1] * 8
 
 
 def test_updates_per_call_and_counter_per_mini_batch() -> None:
-    r = train(ENV2, TrainerConfig(num_iterations=3, num_updates_per_train_iter=2, counter_mode="per-mini-batch"))
+    r = train(
+        ENV2,
+        TrainerConfig(
+            num_iterations=3, num_updates_per_train_iter=2, counter_mode="per-mini-batch"
+        ),
+    )
     updates = list(r.trace.of_kind("update"))
     assert len(updates) == 6
     assert [u.counter for u in updates] == [1, 2, 3, 4, 5, 6]
@@ -96,14 +123,25 @@ def test_updates_per_call_and_counter_per_mini_batch() -> None:
 
 def test_whole_buffer_keep_one_step() -> None:
     # u = 2, B = 2, chunks of 1: call 1 sees 2 items per env; later calls 1 kept + 2 new.
-    r = train(ENV2, TrainerConfig(unroll_length=2, num_iterations=3, whole_buffer=True, clear="keep-one-step", capacity=8))
-    sizes = [sum(len(u.windows) for u in r.trace.of_kind("update") if u.call == c) for c in range(3)]
+    r = train(
+        ENV2,
+        TrainerConfig(
+            unroll_length=2, num_iterations=3, whole_buffer=True, clear="keep-one-step", capacity=8
+        ),
+    )
+    sizes = [
+        sum(len(u.windows) for u in r.trace.of_kind("update") if u.call == c) for c in range(3)
+    ]
     assert sizes == [4, 6, 6]
 
 
 def test_on_policy_requires_identity() -> None:
     with pytest.raises(ConfigError, match="preprocess"):
-        train(ENV2, TrainerConfig(mode="on-policy", unroll_length=2, num_iterations=1), preprocess=EpisodeDelayed())
+        train(
+            ENV2,
+            TrainerConfig(mode="on-policy", unroll_length=2, num_iterations=1),
+            preprocess=EpisodeDelayed(),
+        )
 
 
 def test_same_seed_same_bytes() -> None:
