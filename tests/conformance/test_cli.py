@@ -1,0 +1,75 @@
+"""The xpspec command line: trace, check, report, diff, clauses."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conformance.catalog import CATALOG
+from conformance.cli import main
+from conformance.scenario import scenario_to_json
+from refimpl.trace import Trace
+
+
+@pytest.fixture
+def scenario_file(tmp_path: Path) -> Path:
+    path = tmp_path / "s.json"
+    path.write_text(scenario_to_json(CATALOG["delayed-mixed-b3"]))
+    return path
+
+
+def test_trace_then_check_round_trip(scenario_file: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    assert main(["trace", str(scenario_file)]) == 0
+    text = capsys.readouterr().out
+    assert Trace.from_jsonl(text).events, "empty trace"
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(text)
+    assert main(["check", str(scenario_file), str(trace)]) == 0
+    out = capsys.readouterr().out
+    assert "pass  conservation" in out and "FAIL" not in out
+
+
+def test_check_reports_a_broken_trace(scenario_file: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    main(["trace", str(scenario_file)])
+    lines = capsys.readouterr().out.splitlines()
+    # Drop the first store event: its items are lost, which breaks conservation.
+    first_store = next(i for i, line in enumerate(lines) if '"kind":"store"' in line)
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("\n".join(lines[:first_store] + lines[first_store + 1 :]) + "\n")
+    assert main(["check", str(scenario_file), str(broken)]) == 1
+    assert "FAIL  conservation" in capsys.readouterr().out
+
+
+def test_invalid_scenario_names_the_field(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    data = json.loads(scenario_to_json(CATALOG["plain-u1-b1"]))
+    data["trainer"]["unroll_length"] = 0.25
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    assert main(["trace", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "unroll_length" in err and "not a float" in err
+
+
+def test_malformed_trace_line_is_named(scenario_file: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"format":"xpspec-trace/1"}\n{"kind":"teleport"}\n')
+    assert main(["check", str(scenario_file), str(bad)]) == 2
+    assert "line 2" in capsys.readouterr().err
+
+
+def test_diff_exit_code_on_regression(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    def doc(status: str) -> dict:
+        return {
+            "format": "xpspec-compliance/1",
+            "implementations": [],
+            "clauses": {"a.b": {"x": {"status": status}}},
+        }
+
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(doc("pass")))
+    b.write_text(json.dumps(doc("fail")))
+    assert main(["diff", str(a), str(b)]) == 1
+    assert "a.b [x]: pass -> fail" in capsys.readouterr().out
+    assert main(["diff", str(b), str(a)]) == 0
