@@ -148,7 +148,8 @@ def trainer_projection(trace: Trace, whole_buffer: bool) -> dict[str, Any]:
     current: dict[str, Any] | None = None
     calls: dict[int, dict[str, Any]] = {}
     ended = False
-    for event in trace.events:
+    for raw in trace.events:
+        event: Any = raw
         kind = event.kind
         if kind == "iteration":
             current = {
@@ -176,10 +177,12 @@ def trainer_projection(trace: Trace, whole_buffer: bool) -> dict[str, Any]:
             current["stored"].extend(_items(event))
             current["stored_values"].extend(
                 [s, r, d, a]
-                for s, r, d, a in zip(event.step_type, event.reward, event.discount, event.annotation)
+                for s, r, d, a in zip(
+                    event.step_type, event.reward, event.discount, event.annotation
+                )
             )
         elif kind == "exclude":
-            current["excluded"].extend(item + [event.reason] for item in _items(event))
+            current["excluded"].extend([*item, event.reason] for item in _items(event))
         elif kind == "train_call":
             call: dict[str, Any] = {"status": event.status, "counter": event.counter, "updates": 0}
             if whole_buffer:
@@ -235,7 +238,10 @@ def replay_projection(
             written[e].append((int(o[0]), int(o[1]), int(o[2]), int(step.step_type[e])))
         step = toy.step(torch.zeros(env.num_envs, dtype=torch.int64))
     sizes = buffer.sizes.tolist()
-    stored = [[list(item[:3]) for item in written[e][len(written[e]) - sizes[e] :]] for e in range(env.num_envs)]
+    stored = [
+        [list(item[:3]) for item in written[e][len(written[e]) - sizes[e] :]]
+        for e in range(env.num_envs)
+    ]
     probabilities = buffer.window_probabilities(sampling)
     windows = []
     for e in range(env.num_envs):
@@ -279,9 +285,7 @@ def _cases() -> tuple[Case, ...]:
     mixed = EnvSpec(
         num_envs=2,
         schedules=(
-            CycleSchedule(
-                (EpisodePlan(2, "terminated"), EpisodePlan(3, "truncated")), offset=1
-            ),
+            CycleSchedule((EpisodePlan(2, "terminated"), EpisodePlan(3, "truncated")), offset=1),
         ),
     )
     tasks = EnvSpec(num_envs=2, schedules=(FixedSchedule(2),), num_tasks=2)
@@ -306,7 +310,11 @@ def _cases() -> tuple[Case, ...]:
         TrainerCase(
             "unroll-three-halves",
             "u = 3/2 with 3 envs: 1, 2, 1, 2 ... vector steps per iteration.",
-            ("unroll.fractional-schedule", "unroll.all-envs-step", "train.identity-reduces-to-plain"),
+            (
+                "unroll.fractional-schedule",
+                "unroll.all-envs-step",
+                "train.identity-reduces-to-plain",
+            ),
             EnvSpec(num_envs=3, schedules=(FixedSchedule(4),)),
             TrainerConfig(unroll_length=Fraction(3, 2), num_iterations=6),
         ),
@@ -316,7 +324,9 @@ def _cases() -> tuple[Case, ...]:
             "and 21 (the exact schedule: 10 and 20).",
             ("unroll.fractional-schedule",),
             one_env,
-            TrainerConfig(unroll_length=Fraction(1, 10), unroll_carry="alf-float", num_iterations=22),
+            TrainerConfig(
+                unroll_length=Fraction(1, 10), unroll_carry="alf-float", num_iterations=22
+            ),
         ),
         TrainerCase(
             "unroll-drain",
@@ -351,9 +361,7 @@ def _cases() -> tuple[Case, ...]:
             "Variant non-first: only non-FIRST items count toward num_env_steps = 4.",
             ("unroll.num-env-steps",),
             two_envs,
-            TrainerConfig(
-                unroll_length=Fraction(1), num_env_steps=4, env_step_count="non-first"
-            ),
+            TrainerConfig(unroll_length=Fraction(1), num_env_steps=4, env_step_count="non-first"),
         ),
         TrainerCase(
             "counter-per-mini-batch",
@@ -608,9 +616,7 @@ def _cases() -> tuple[Case, ...]:
             EnvSpec(num_envs=2, schedules=(FixedSchedule(1), FixedSchedule(3))),
             capacity=16,
             fill_steps=6,
-            sampling=SamplingSpec(
-                window_length=2, boundary="forbid", distribution="env-balanced"
-            ),
+            sampling=SamplingSpec(window_length=2, boundary="forbid", distribution="env-balanced"),
         ),
         ReplayCase(
             "distribution-uniform-episodes",

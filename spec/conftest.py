@@ -79,12 +79,29 @@ def check_rows(shown: Sequence[Sequence[str]] | None, computed: Iterable[Sequenc
 
 
 class _TableAwareEvaluator:
-    """Runs a Python block after binding ``TABLE`` and ``check_table`` in its namespace."""
+    """Runs a Python block after binding ``TABLE`` and ``check_table`` in its namespace.
+
+    Blocks of a page build on each other. When a block runs in a process that has not run the
+    page's earlier blocks (pytest-xdist may send them to another worker), those are run first,
+    in page order, so every block sees the namespace the page promises.
+    """
 
     def __init__(self) -> None:
         self._python = PythonEvaluator()
 
     def __call__(self, example: Example) -> None:
+        __tracebackhide__ = True
+        done: set[int] = example.document.__dict__.setdefault("_xpspec_done", set())
+        for earlier in example.document.examples():
+            if earlier.start >= example.start:
+                break
+            if earlier.start not in done and earlier.region.evaluator is self:
+                self._run(earlier)
+                done.add(earlier.start)
+        self._run(example)
+        done.add(example.start)
+
+    def _run(self, example: Example) -> None:
         __tracebackhide__ = True
         text = example.document.text[: example.start]
         fences = list(_FENCE.finditer(text))

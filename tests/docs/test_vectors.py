@@ -14,9 +14,7 @@ DIRECTORY = SPEC / "vectors"
 
 def test_checked_in_vectors_are_not_stale() -> None:
     stale = vectors.stale_files(DIRECTORY)
-    assert not stale, (
-        f"stale vectors {stale}: regenerate with `python -m refimpl.vectors --write`"
-    )
+    assert not stale, f"stale vectors {stale}: regenerate with `python -m refimpl.vectors --write`"
 
 
 def test_every_vector_names_existing_clauses() -> None:
@@ -40,4 +38,3 @@ def test_check_reports_a_modified_file(tmp_path: Path) -> None:
     (tmp_path / "orphan.json").write_text("{}\n", encoding="utf-8")
     assert vectors.stale_files(tmp_path) == sorted([victim.name, "orphan.json"])
     assert vectors.main(["--check", "--out", str(tmp_path)]) == 1
-
