@@ -1,21 +1,31 @@
 """The torch-batched face of the toy env, used by the reference trainer.
 
-All ``B`` sub-envs advance together with no per-env Python loop; episode plans are read from
-a table filled from the schedule and extended (outside the hot path) when episodes run out.
-The dynamics are those stated in :mod:`refimpl.toy_envs.spec`.
+All ``B`` sub-envs advance together with no per-env Python loop. The dynamics (stated in
+:mod:`refimpl.toy_envs.spec`) do not depend on the actions, and every env starts its episode
+0 at the same reset, so the time step of every env after ``n`` steps is a pure function of
+``n`` and the episode plans. The env therefore computes its time steps ahead in blocks of
+``block`` steps, for all envs at once (one vectorised pass per block, with the episode plans
+of the block hashed in bulk), and :meth:`ToyBatchEnv.step` hands out the next precomputed time
+step. Every time step holds its own tensors: none aliases another step's, and none is
+written after it is handed out.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
+import numpy as np
 import torch
 
 from refimpl.errors import ConfigError
 from refimpl.step_type import StepType
+from refimpl.toy_envs.schedule import CycleSchedule, FixedSchedule, RandomSchedule, Schedule
 from refimpl.toy_envs.spec import EnvSpec
 
 __all__ = ["TimeStep", "ToyBatchEnv"]
+
+_MASK64 = (1 << 64) - 1
+_FIRST, _MID, _LAST = int(StepType.FIRST), int(StepType.MID), int(StepType.LAST)
 
 
 class TimeStep(NamedTuple):
@@ -31,46 +41,86 @@ class TimeStep(NamedTuple):
     desired_goal: torch.Tensor | None  # float32 [B, 3]
 
 
-class ToyBatchEnv:
-    """``spec.num_envs`` toy envs stepped as one batch; ``reset()`` then ``step(action)``."""
+def _splitmix64(x: np.ndarray) -> np.ndarray:
+    """:func:`refimpl.toy_envs.schedule._splitmix64` on uint64 arrays (wrapping arithmetic)."""
+    x = x + np.uint64(0x9E3779B97F4A7C15)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
 
-    def __init__(self, spec: EnvSpec, seed: int = 0) -> None:
+
+class _Plans:
+    """Episode plans of one schedule for a group of envs, computed in bulk: equal, entry by
+    entry, to ``schedule.episode(seed, env, k)`` (checked against it step for step by the
+    toy-env tests)."""
+
+    def __init__(self, schedule: Schedule, seed: int, envs: np.ndarray) -> None:
+        self.schedule = schedule
+        self.envs = envs
+        if isinstance(schedule, RandomSchedule):
+            seed_hash = _splitmix64(np.array([seed & _MASK64], dtype=np.uint64))
+            self._env_hash = _splitmix64(seed_hash ^ envs.astype(np.uint64))[:, None]
+        elif isinstance(schedule, CycleSchedule):
+            m = len(schedule.episodes)
+            self._cycle_len = np.array([p.length for p in schedule.episodes], dtype=np.int64)
+            self._cycle_term = np.array([p.ending == "terminated" for p in schedule.episodes])
+            self._env_shift = (envs * (schedule.offset % m)) % m
+
+    def table(self, first: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """Lengths (int64) and terminated flags of episodes ``first[i] + j`` of
+        ``envs[i]``, ``0 <= j < count``: two ``[len(envs), count]`` arrays."""
+        k = first[:, None] + np.arange(count, dtype=np.int64)
+        s = self.schedule
+        if isinstance(s, FixedSchedule):
+            shape = k.shape
+            return np.full(shape, s.length, np.int64), np.full(shape, s.ending == "terminated")
+        if isinstance(s, CycleSchedule):
+            idx = (k % len(s.episodes) + self._env_shift[:, None]) % len(s.episodes)
+            return self._cycle_len[idx], self._cycle_term[idx]
+        if isinstance(s, RandomSchedule):
+            h = _splitmix64(self._env_hash ^ k.astype(np.uint64))
+            span = np.uint64(s.max_length - s.min_length + 1)
+            lengths = (h % span).astype(np.int64) + s.min_length
+            truncated = (h >> np.uint64(32)) % np.uint64(1000) < np.uint64(s.truncate_per_mille)
+            return lengths, ~truncated
+        # EnvSpec admits only the three schedules above.
+        raise ConfigError("env.schedules", s, "FixedSchedule, CycleSchedule or RandomSchedule")
+
+
+class ToyBatchEnv:
+    """``spec.num_envs`` toy envs stepped as one batch; ``reset()`` then ``step(action)``.
+
+    ``block`` is the number of time steps computed ahead at once (default: about 8k env
+    steps per block, between 16 and 256 vector steps)."""
+
+    def __init__(self, spec: EnvSpec, seed: int = 0, block: int | None = None) -> None:
         self.spec = spec
         self.seed = seed
-        self.num_envs = spec.num_envs
-        self._env_ids = torch.arange(self.num_envs)
-        self._lengths = torch.empty(self.num_envs, 0, dtype=torch.int64)
-        self._goal_t = torch.empty(self.num_envs, 0, dtype=torch.int64)
-        self._terminates = torch.empty(self.num_envs, 0, dtype=torch.bool)
-        self._steps = 0
-        self._ensure_episodes(64)
-        self._ids = torch.zeros(self.num_envs, 3, dtype=torch.int64)
-        self._ids[:, 0] = self._env_ids
-        self._current: TimeStep | None = None
-
-    # -- plan table -------------------------------------------------------------------------
-    def _ensure_episodes(self, count: int) -> None:
-        have = self._lengths.shape[1]
-        if count <= have:
-            return
-        count = max(count, 2 * have)
-        plans = [
-            [self.spec.episode(self.seed, e, k) for k in range(have, count)]
-            for e in range(self.num_envs)
+        self.num_envs = b = spec.num_envs
+        self._block = block if block is not None else max(16, min(256, 8192 // b))
+        self._env_ids = torch.arange(b)
+        groups: dict[Schedule, list[int]] = {}
+        for e in range(b):
+            groups.setdefault(spec.schedule(e), []).append(e)
+        self._groups = [
+            _Plans(s, seed, np.array(envs, dtype=np.int64)) for s, envs in groups.items()
         ]
-        lengths = torch.tensor([[p.length for p in row] for row in plans], dtype=torch.int64)
-        term = torch.tensor([[p.ending == "terminated" for p in row] for row in plans])
-        self._lengths = torch.cat([self._lengths, lengths], 1)
-        self._terminates = torch.cat([self._terminates, term], 1)
-        self._goal_t = torch.where(self._terminates, self._lengths, self._lengths + 1)
+        self._ahead: list[TimeStep] = []  # time steps base .. base + len - 1
+        self._base = 0
+        self._index = 0  # of the current time step within _ahead
+        self._next_episode = torch.zeros(b, dtype=torch.int64)  # at step base + len(_ahead)
+        self._next_start = torch.zeros(b, dtype=torch.int64)  # first step of that episode
+        self._current: TimeStep | None = None
 
     # -- stepping ---------------------------------------------------------------------------
     def reset(self) -> TimeStep:
         """Start episode 0 of every env; every step type is FIRST."""
-        self._ids[:, 1:] = 0
-        self._steps = 0
-        step_type = torch.full((self.num_envs,), int(StepType.FIRST), dtype=torch.int64)
-        self._current = self._make(step_type, torch.zeros(self.num_envs, dtype=torch.bool))
+        self._next_episode.zero_()
+        self._next_start.zero_()
+        self._base = 0
+        self._ahead = self._compute(0)
+        self._index = 0
+        self._current = self._ahead[0]
         return self._current
 
     def step(self, action: torch.Tensor) -> TimeStep:
@@ -82,47 +132,76 @@ class ToyBatchEnv:
             raise ConfigError(
                 "action.shape", tuple(action.shape), f"a leading dimension of {self.num_envs}"
             )
-        self._steps += 1
-        # An env advances at most one episode per two steps; keep the table ahead of that.
-        if self._steps // 2 + 2 >= self._lengths.shape[1]:
-            self._ensure_episodes(self._steps // 2 + 3)
-        restart = self._current.step_type == StepType.LAST
-        ids = self._ids
-        ids[:, 1] += restart
-        ids[:, 2] = torch.where(restart, 0, ids[:, 2] + 1)
-        length = self._lengths[self._env_ids, ids[:, 1]]
-        step_type = torch.where(
-            restart,
-            int(StepType.FIRST),
-            torch.where(ids[:, 2] == length, int(StepType.LAST), int(StepType.MID)),
-        )
-        self._current = self._make(step_type, restart)
+        self._index += 1
+        if self._index == len(self._ahead):
+            self._base += len(self._ahead)
+            self._ahead = self._compute(self._base)
+            self._index = 0
+        self._current = self._ahead[self._index]
         return self._current
-
-    def _make(self, step_type: torch.Tensor, restart: torch.Tensor) -> TimeStep:
-        ids = self._ids
-        episode, t = ids[:, 1], ids[:, 2]
-        is_last = step_type == StepType.LAST
-        terminal = is_last & self._terminates[self._env_ids, episode]
-        discount = (~terminal).to(torch.float32)
-        observation = ids.to(torch.float32)
-        achieved = desired = None
-        if self.spec.goals:
-            achieved = observation.clone()  # never alias the observation: buffers write in place
-            desired = observation.clone()
-            desired[:, 2] = self._goal_t[self._env_ids, episode].to(torch.float32)
-            reward = (t == self._goal_t[self._env_ids, episode]).to(torch.float32) - 1.0
-        else:
-            reward = t.to(torch.float32)
-        reward = torch.where(t == 0, 0.0, reward)
-        task_id = (self._env_ids + episode) % self.spec.num_tasks
-        env_id = self._env_ids.clone()
-        return TimeStep(
-            step_type, reward, discount, observation, env_id, task_id, achieved, desired
-        )
 
     @property
     def current(self) -> TimeStep:
         if self._current is None:
             raise RuntimeError("no current time step: call reset() first")
         return self._current
+
+    # -- the block computation --------------------------------------------------------------
+    def _plans(self, first: torch.Tensor, count: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Lengths and terminated flags of episodes ``first[e] + j`` (``[B, count]``)."""
+        if len(self._groups) == 1:
+            lengths, term = self._groups[0].table(first.numpy(), count)
+            return torch.from_numpy(lengths), torch.from_numpy(term)
+        lengths = np.empty((self.num_envs, count), dtype=np.int64)
+        term = np.empty((self.num_envs, count), dtype=bool)
+        first_np = first.numpy()
+        for g in self._groups:
+            lengths[g.envs], term[g.envs] = g.table(first_np[g.envs], count)
+        return torch.from_numpy(lengths), torch.from_numpy(term)
+
+    def _compute(self, base: int) -> list[TimeStep]:
+        """The time steps ``base .. base + block - 1``; env ``e`` is at episode
+        ``_next_episode[e]``, begun at step ``_next_start[e] <= base``, at step ``base``."""
+        b, n = self.num_envs, self._block
+        # An episode lasts at least 2 steps, so the block meets at most n // 2 + 1 episodes.
+        count = n // 2 + 1
+        k0, s0 = self._next_episode, self._next_start
+        lengths, terminates = self._plans(k0, count)
+        ends = s0[:, None] + torch.cumsum(lengths + 1, 1)  # first step after episode k0 + j
+        starts = torch.cat([s0[:, None], ends[:, :-1]], 1)
+        steps = torch.arange(base, base + n).expand(b, n).contiguous()
+        j = torch.searchsorted(ends, steps, right=True)  # [B, n] episode offset from k0
+        t = steps - starts.gather(1, j)
+        length = lengths.gather(1, j)
+        first, last = t == 0, t == length
+        episode = k0[:, None] + j
+        step_type = torch.where(first, _FIRST, torch.where(last, _LAST, _MID))
+        terminated = terminates.gather(1, j)
+        discount = (~(last & terminated)).to(torch.float32)
+        env = self._env_ids[:, None].expand(b, n)
+        observation = torch.stack([env, episode, t], 2).to(torch.float32)
+        if self.spec.goals:
+            goal_t = torch.where(terminated, length, length + 1)
+            reward = (t == goal_t).to(torch.float32) - 1.0
+        else:
+            reward = t.to(torch.float32)
+        reward = torch.where(first, 0.0, reward)
+        task_id = (env + episode) % self.spec.num_tasks
+        self._next_episode = episode[:, -1] + last[:, -1]
+        self._next_start = torch.where(last[:, -1], base + n, starts.gather(1, j[:, -1:])[:, 0])
+        st, rw, dc, ob, ei, ti = (
+            f.transpose(0, 1).contiguous().unbind(0)  # [B, n] -> n rows of [B]
+            for f in (step_type, reward, discount, observation, env, task_id)
+        )
+        if not self.spec.goals:
+            return [
+                TimeStep(s, r, d, o, e, k, None, None)
+                for s, r, d, o, e, k in zip(st, rw, dc, ob, ei, ti)
+            ]
+        # Goals never alias the observation: a buffer may write them in place.
+        achieved = observation.transpose(0, 1).clone(memory_format=torch.contiguous_format)
+        desired = observation.transpose(0, 1).clone(memory_format=torch.contiguous_format)
+        desired[:, :, 2] = goal_t.T
+        return [
+            TimeStep(*r) for r in zip(st, rw, dc, ob, ei, ti, achieved.unbind(0), desired.unbind(0))
+        ]
