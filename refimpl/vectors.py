@@ -23,7 +23,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, Union
@@ -87,7 +87,10 @@ class TrainerCase:
             "env": to_jsonable(self.env),
             "trainer": to_jsonable(self.trainer),
             "preprocess": to_jsonable(self.preprocess),
-            "sampling": to_jsonable(self.sampling),
+            # windows are as long as the mini-batch length, as the trainer samples them
+            "sampling": to_jsonable(
+                replace(self.sampling, window_length=self.trainer.mini_batch_length)
+            ),
             "seed": self.seed,
         }
 
