@@ -86,7 +86,7 @@ def from_jsonable(tp: Any, data: Any, field: str = "value") -> Any:
         if classes and isinstance(data, dict):
             kinds = {_kind_of(c): c for c in classes}
             if data.get("kind") in kinds:
-                return from_jsonable(kinds[data["kind"]], data, field)
+                return from_jsonable(kinds[data.get("kind")], data, field)
             raise ConfigError(
                 f"{field}.kind", data.get("kind"), f"one of {sorted(k for k in kinds if k)}"
             )

@@ -523,9 +523,9 @@ def check_utd_bound(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     for k, (c, s) in enumerate(zip(_calls_per_iteration(trace), _stored_per_iteration(trace)), 1):
         calls, stored = calls + c, stored + s
         gap = calls - Fraction(stored) / (u * b)
-        if not -1 < gap < max(1, 1 / u):
+        if not -1 < gap < 1 / u:
             raise CheckFailure(
-                f"iteration {k}: calls - stored/(u*B)", f"in (-1, {max(1, 1 / u)})", str(gap)
+                f"iteration {k}: calls - stored/(u*B)", f"in (-1, {1 / u})", str(gap)
             )
 
 

@@ -43,21 +43,7 @@ def test_check_reports_a_modified_file(tmp_path: Path) -> None:
     assert vectors.main(["--check", "--out", str(tmp_path)]) == 1
 
 
-_UNPARSEABLE = {
-    # refimpl.serial.from_jsonable raises KeyError('kind') on Optional[DrainSpec]
-    "unroll-drain.json": "refimpl.serial cannot read TrainerConfig.drain back from JSON",
-}
-
-
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(p.name, marks=pytest.mark.xfail(reason=_UNPARSEABLE[p.name], strict=True))
-        if p.name in _UNPARSEABLE
-        else p.name
-        for p in sorted(DIRECTORY.glob("*.json"))
-    ],
-)
+@pytest.mark.parametrize("name", [p.name for p in sorted(DIRECTORY.glob("*.json"))])
 def test_vector_scenarios_are_suite_scenarios(name: str) -> None:
     """Each vector's scenario is a scenario of the conformance suite, unchanged by a round trip."""
     data = json.loads((DIRECTORY / name).read_text(encoding="utf-8"))
