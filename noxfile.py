@@ -64,6 +64,18 @@ def suite(session: nox.Session) -> None:
 
 
 @nox.session(python="3.11", default=False)
+def report(session: nox.Session) -> None:
+    """Fold every run in reports/*.jsonl into the matrix and its docs page."""
+    import glob
+
+    install(session)
+    runs = sorted(glob.glob("reports/*.jsonl"))
+    if not runs:
+        session.error("no runs in reports/: run `nox -s suite` (and adapter sessions) first")
+    session.run("xpspec", "report", *runs, "--out", "reports", "--docs", "docs/compliance.md")
+
+
+@nox.session(python="3.11", default=False)
 def lint(session: nox.Session) -> None:
     install(session, "lint")
     session.run("ruff", "format", "--check", ".")

@@ -51,7 +51,9 @@ def _report(args: argparse.Namespace) -> int:
     from conformance.clauses import ClauseRegistry
     from conformance.report import build_compliance, render_html, render_markdown
 
-    doc = build_compliance([Path(p) for p in args.runs], ClauseRegistry.load().ids())
+    registry = ClauseRegistry.load()
+    pages = {c.id: c.page for c in registry.clauses}
+    doc = build_compliance([Path(p) for p in args.runs], registry.ids(), pages)
     _validate(doc)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -61,6 +63,9 @@ def _report(args: argparse.Namespace) -> int:
     (out / "compliance.md").write_text(render_markdown(doc), encoding="utf-8")
     (out / "compliance.html").write_text(render_html(doc), encoding="utf-8")
     print(f"xpspec: wrote compliance.json, compliance.md and compliance.html to {out}")
+    if args.docs:
+        Path(args.docs).write_text(render_markdown(doc), encoding="utf-8")
+        print(f"xpspec: wrote the matrix page {args.docs}")
     return 0
 
 
@@ -164,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("report", help="fold run reports into the compliance matrix")
     p.add_argument("runs", nargs="+")
     p.add_argument("--out", default="reports")
+    p.add_argument("--docs", default=None, help="also write the Markdown matrix to this docs page")
     p.set_defaults(func=_report)
     p = sub.add_parser("diff", help="compare two compliance.json files; exit 1 on regressions")
     p.add_argument("a")

@@ -43,8 +43,11 @@ def read_run(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return header, results
 
 
-def build_compliance(runs: list[Path], clause_ids: list[str]) -> dict[str, Any]:
-    """The compliance document: implementations, and per clause the worst outcome each."""
+def build_compliance(
+    runs: list[Path], clause_ids: list[str], pages: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """The compliance document: implementations, and per clause the worst outcome each.
+    ``pages`` maps clause ids to their spec page, for links in the rendered matrix."""
     implementations, cells = [], {}
     for path in runs:
         header, results = read_run(path)
@@ -83,7 +86,12 @@ def build_compliance(runs: list[Path], clause_ids: list[str]) -> dict[str, Any]:
         }
         for cid in clause_ids
     }
-    return {"format": "xpspec-compliance/1", "implementations": implementations, "clauses": matrix}
+    return {
+        "format": "xpspec-compliance/1",
+        "implementations": implementations,
+        "clauses": matrix,
+        "pages": dict(pages or {}),
+    }
 
 
 def render_markdown(doc: dict[str, Any]) -> str:
@@ -104,7 +112,9 @@ def render_markdown(doc: dict[str, Any]) -> str:
             _SYMBOL[row[n]["status"]] + (f" ({row[n]['variant']})" if row[n].get("variant") else "")
             for n in names
         ]
-        lines.append(f"| `{cid}` | " + " | ".join(cells) + " |")
+        page = doc.get("pages", {}).get(cid)
+        label = f"[`{cid}`](spec/{page}.md#{cid})" if page else f"`{cid}`"
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 

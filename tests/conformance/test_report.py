@@ -1,0 +1,78 @@
+"""Reports: folding runs into the compliance document, rendering, and diffs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from conformance.report import (
+    build_compliance,
+    diff_reports,
+    read_run,
+    render_html,
+    render_markdown,
+)
+
+SCHEMA = json.loads(
+    (Path(__file__).resolve().parents[2] / "conformance" / "compliance.schema.json").read_text()
+)
+
+
+def _run(path: Path, adapter: str, results: list[tuple[str, str]]) -> Path:
+    lines = [
+        {
+            "type": "header",
+            "adapter": adapter,
+            "framework": adapter,
+            "framework_version": "1",
+            "suite": "s",
+            "spec": "0.1",
+            "profile": "ci",
+        }
+    ]
+    lines += [
+        {
+            "type": "result",
+            "check": "c",
+            "clauses": [cid],
+            "scenario": "x",
+            "status": st,
+            "message": "m",
+            "variant": "",
+        }
+        for cid, st in results
+    ]
+    lines.append({"type": "footer", "counts": {}})
+    path.write_text("\n".join(json.dumps(r) for r in lines) + "\n")
+    return path
+
+
+def test_worst_outcome_per_clause_and_schema(tmp_path: Path) -> None:
+    a = _run(
+        tmp_path / "a.jsonl", "a", [("x.one", "pass"), ("x.one", "fail"), ("x.two", "deviation")]
+    )
+    b = _run(tmp_path / "b.jsonl", "b", [("x.one", "not-applicable"), ("x.two", "pass")])
+    doc = build_compliance([a, b], ["x.one", "x.two", "x.three"], {"x.one": "area"})
+    jsonschema.validate(doc, SCHEMA)
+    assert doc["clauses"]["x.one"]["a"]["status"] == "fail"
+    assert doc["clauses"]["x.two"]["a"]["status"] == "deviation"
+    assert doc["clauses"]["x.three"]["b"]["status"] == "not-applicable"
+    md = render_markdown(doc)
+    assert "| [`x.one`](spec/area.md#x.one) | FAIL | n/a |" in md
+    assert 'class="fail"' in render_html(doc)
+
+
+def test_diff_lists_changed_cells(tmp_path: Path) -> None:
+    a = build_compliance([_run(tmp_path / "a.jsonl", "a", [("x.one", "pass")])], ["x.one"])
+    b = build_compliance([_run(tmp_path / "b.jsonl", "a", [("x.one", "error")])], ["x.one"])
+    assert diff_reports(a, b) == ["x.one [a]: pass -> error"]
+
+
+def test_a_file_without_header_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "x.jsonl"
+    path.write_text('{"type": "result"}\n')
+    with pytest.raises(ValueError, match="no header"):
+        read_run(path)
