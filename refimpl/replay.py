@@ -277,6 +277,46 @@ class ReplayBuffer:
             self._size.add_(1).clamp_(max=self.capacity)
         self._version += 1
 
+    def add_rows(self, data: Mapping[str, Tensor]) -> None:
+        """Append ``n`` items to every env: ``data[name]`` is ``[n, num_envs, ...]``; the
+        result is that of ``add_row`` called with ``data[name][0]``, ..., ``data[name][n-1]``
+        in order (clause ``replay.storage``), in at most two slice copies per field."""
+        if data.keys() != self._names:
+            raise ConfigError("data", sorted(data), f"exactly the fields {sorted(self._names)}")
+        step = data["step_type"]
+        if not isinstance(step, Tensor) or step.dim() == 0:
+            raise ConfigError("data['step_type']", step, "a tensor [n, num_envs] of torch.int64")
+        n = int(step.shape[0])
+        for name, value in data.items():
+            dtype = self.fields[name][1]
+            want = torch.Size((n, *self._row_shapes[name]))
+            if not isinstance(value, Tensor) or value.shape != want or value.dtype != dtype:
+                got = (tuple(value.shape), value.dtype) if isinstance(value, Tensor) else value
+                raise ConfigError(f"data[{name!r}]", got, f"a tensor {tuple(want)} of {dtype}")
+        if n == 0:
+            return
+        c = self.capacity
+        keep = min(n, c)  # an env's items older than its newest capacity are overwritten
+        with torch.no_grad():
+            if self._cursor is not None:
+                slot = (self._cursor + n - keep) % c
+                head = min(keep, c - slot)
+                for name, value in data.items():
+                    ring, src = self._rings[name], value[n - keep :].transpose(0, 1)
+                    ring[:, slot : slot + head] = src[:, :head]
+                    if head < keep:
+                        ring[:, : keep - head] = src[:, head:]
+                self._cursor += n
+            else:
+                offsets = torch.arange(n - keep, n)[:, None]
+                rows = (self._env_base + (self._end + offsets) % c).view(-1)
+                for name, value in data.items():
+                    flat = value[n - keep :].reshape(keep * self.num_envs, *value.shape[2:])
+                    self._flat[name].index_copy_(0, rows, flat)
+            self._end.add_(n)
+            self._size.add_(n).clamp_(max=c)
+        self._version += 1
+
     def add_items(self, env_ids: Tensor, data: Mapping[str, Tensor]) -> None:
         """Append ``n`` items to the given envs: item ``i`` (``data[name][i]``) goes to env
         ``env_ids[i]``; items of one env are appended in the given order (clause
