@@ -94,6 +94,7 @@ class Trainer:
         self.buffer = ReplayBuffer(self.num_envs, config.capacity, fields)
         self._fields = tuple(fields)
         self._identity = isinstance(preprocess, Identity)
+        self._zeros = torch.zeros(self.num_envs)  # the annotation of unannotated rows
         self._runtime = build(preprocess)
         self._generator = torch.Generator().manual_seed(seed)
         self._schedule = self._unroll_schedule()
@@ -150,8 +151,7 @@ class Trainer:
                 n = 0
             self.recorder.iteration_start(iteration, self.counter, n)
             stored_before = self.stored_total
-            for _ in range(n):
-                time_step, state = self._unroll_step(iteration, time_step, state)
+            time_step, state = self._unroll(iteration, n, time_step, state)
             calls = self._accounting.calls_for_iteration(
                 n * self.num_envs, self.stored_total - stored_before
             )
@@ -174,12 +174,34 @@ class Trainer:
             self.recorder.trace(header),
         )
 
+    def _unroll(
+        self, iteration: int, n: int, time_step: TimeStep, state: torch.Tensor
+    ) -> tuple[TimeStep, torch.Tensor]:
+        """``n`` vector steps. Without preprocessing the rows of the whole unroll are written
+        to the buffer at its end, in one call: nothing reads the buffer during an unroll, so
+        this equals writing each step's rows as it is taken."""
+        staged: dict[str, list[torch.Tensor]] | None = None
+        if self._identity:
+            staged = {name: [] for name in self._fields if name != "annotation"}
+        for _ in range(n):
+            time_step, state = self._unroll_step(iteration, time_step, state, staged)
+        if staged is not None and n > 0:
+            data = {name: torch.stack(rows) for name, rows in staged.items()}
+            data["annotation"] = torch.zeros(n, self.num_envs)
+            self.buffer.add_rows(data)
+        return time_step, state
+
     def _unroll_step(
-        self, iteration: int, time_step: TimeStep, state: torch.Tensor
+        self,
+        iteration: int,
+        time_step: TimeStep,
+        state: torch.Tensor,
+        staged: dict[str, list[torch.Tensor]] | None,
     ) -> tuple[TimeStep, torch.Tensor]:
         is_first = time_step.step_type == StepType.FIRST
         state = self._reset_state(is_first, state)
         action = state % self.env_spec.num_actions
+        # Rows are read, never written: they may share tensors with the env's time steps.
         rows: Rows = {
             "observation": time_step.observation,
             "step_type": time_step.step_type,
@@ -188,20 +210,21 @@ class Trainer:
             "action": action,
             "policy_state": state,
             "task_id": time_step.task_id,
-            "annotation": torch.zeros(self.num_envs),
+            "annotation": self._zeros,
             "env_id": time_step.env_id,
         }
-        if self.env_spec.goals:
-            rows["achieved_goal"] = time_step.achieved_goal  # type: ignore[assignment]
-            rows["desired_goal"] = time_step.desired_goal  # type: ignore[assignment]
+        if time_step.achieved_goal is not None and time_step.desired_goal is not None:
+            rows["achieved_goal"] = time_step.achieved_goal
+            rows["desired_goal"] = time_step.desired_goal
         next_step = self.env.step(action)
         self.recorder.env_step(iteration, rows)
         if self.config.env_step_count == "non-first":
             self.env_steps += int((~is_first).sum())
         else:
             self.env_steps += self.num_envs
-        if self._identity:
-            self.buffer.add_row({k: rows[k] for k in self._fields})
+        if staged is not None:
+            for name, value in staged.items():
+                value.append(rows[name])
             self._stored(iteration, rows, self.num_envs)
         else:
             for verdict in self._runtime.step(rows):
