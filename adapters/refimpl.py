@@ -1,17 +1,43 @@
 """The reference adapter: runs refimpl itself. It passes every clause by construction of the
-spec, and it is the model for adapters of real frameworks."""
+spec, and it is the model for adapters of real frameworks.
+
+The learner and relabel operations feed refimpl's learner-side and relabeling functions with
+toy-env data; their conventions (which data, row numbering, random draws) are stated on
+:meth:`RefimplAdapter.run_learner` and :meth:`RefimplAdapter.run_relabel`.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 
 import refimpl
 from conformance.protocol import PROTOCOL_VERSION, AdapterInfo
-from conformance.scenario import EnvScenario, ReplayScenario, TrainerScenario
+from conformance.scenario import (
+    EnvScenario,
+    LearnerScenario,
+    RelabelScenario,
+    ReplayScenario,
+    TrainerScenario,
+)
+from refimpl import learner as lrn
 from refimpl.recorder import Recorder
-from refimpl.replay import ReplayBuffer
+from refimpl.relabel import Relabeled, SampledTransitions, StoredEpisode, relabel
+from refimpl.replay import ReplayBuffer, SamplingSpec
+from refimpl.step_type import StepType
 from refimpl.toy_envs.batched import ToyBatchEnv
-from refimpl.trace import Sampled, Trace
+from refimpl.trace import (
+    Advantages,
+    Event,
+    NStep,
+    Relabel,
+    Sampled,
+    Shard,
+    Trace,
+    UpdatePlan,
+)
 from refimpl.trainer import train
 
 __all__ = ["RefimplAdapter"]
@@ -24,12 +50,89 @@ _FIELDS = {
 }
 
 
+_LAST = int(StepType.LAST)
+_PAIRS = SamplingSpec(window_length=2, boundary="forbid")
+"""Relabeling samples transitions as windows (t, t + 1) that never cross an episode end."""
+
+
 def _window(obs: list[list[float]], mask: list[bool]) -> tuple:
     return tuple((int(o[0]), int(o[1]), int(o[2])) if m else None for o, m in zip(obs, mask))
 
 
+def _ints(values: torch.Tensor) -> tuple[int, ...]:
+    return tuple(int(v) for v in values.tolist())
+
+
+def _floats(values: torch.Tensor) -> tuple[float, ...]:
+    return tuple(float(v) for v in values.tolist())
+
+
+@dataclass(frozen=True)
+class _Step:
+    """One observed time step of one env: its ``(env, episode, t)`` and stored fields."""
+
+    item: tuple[int, int, int]
+    step_type: int
+    reward: float
+    discount: float
+
+
+@dataclass(frozen=True)
+class _Piece:
+    """Time steps ``0..L`` of one episode of one env: a complete episode (ending at LAST) or
+    the env's trailing, in-progress chunk."""
+
+    env: int
+    episode: int
+    steps: tuple[_Step, ...]
+
+    @property
+    def length(self) -> int:
+        return len(self.steps) - 1
+
+
+def _observe(scenario: LearnerScenario) -> list[list[_Step]]:
+    """The first ``scenario.steps`` time steps of every env, the reset's FIRST included."""
+    env = ToyBatchEnv(scenario.env, scenario.seed)
+    ts = env.reset()
+    action = torch.zeros(env.num_envs, dtype=torch.int64)
+    streams: list[list[_Step]] = [[] for _ in range(env.num_envs)]
+    for n in range(scenario.steps):
+        if n:
+            ts = env.step(action)
+        columns = zip(
+            ts.observation.to(torch.int64).tolist(),
+            ts.step_type.tolist(),
+            ts.reward.tolist(),
+            ts.discount.tolist(),
+        )
+        for stream, (obs, step_type, reward, discount) in zip(streams, columns):
+            stream.append(_Step((obs[0], obs[1], obs[2]), step_type, reward, discount))
+    return streams
+
+
+def _pieces(streams: Sequence[Sequence[_Step]]) -> list[_Piece]:
+    """Each env's time steps cut at LAST, env-major; a trailing chunk with no transition (only
+    its FIRST observed) is left out."""
+    pieces = []
+    for stream in streams:
+        start = 0
+        for j, step in enumerate(stream):
+            if step.step_type == _LAST or j == len(stream) - 1:
+                if j > start:
+                    item = stream[start].item
+                    pieces.append(_Piece(item[0], item[1], tuple(stream[start : j + 1])))
+                start = j + 1
+    return pieces
+
+
 class RefimplAdapter:
-    """Adapter over :mod:`refimpl`."""
+    """Adapter over :mod:`refimpl`.
+
+    The learner and relabel operations call refimpl through small methods
+    (``_learner_episode``, ``_advantage_rows``, ``_nstep_returns``, ``_update_plan``,
+    ``_shard``, ``_relabel_batch``); a subclass replaces one of them to run a variant.
+    """
 
     def info(self) -> AdapterInfo:
         return AdapterInfo(
@@ -37,7 +140,7 @@ class RefimplAdapter:
             framework="xpspec refimpl",
             framework_version="0.1.0",
             protocol_version=PROTOCOL_VERSION,
-            capabilities=("env", "trainer", "replay"),
+            capabilities=("env", "trainer", "replay", "learner", "relabel"),
             extra_versions={"torch": torch.__version__},
         )
 
@@ -81,3 +184,243 @@ class RefimplAdapter:
             windows = tuple(_window(o, m) for o, m in zip(s.data["observation"].tolist(), s.mask.tolist()))
             events.append(Sampled(draw, windows))
         return Trace(tuple(events), {"producer": "refimpl"})
+
+    # -- learner ------------------------------------------------------------------------------
+    def run_learner(self, scenario: LearnerScenario) -> Trace:
+        """Learner-side preprocessing of toy-env episodes (clauses ``learner.*``).
+
+        Data: the first ``steps`` time steps of every env (the reset's FIRST included, as in
+        :meth:`run_env`), cut at each LAST into episodes; each env's trailing chunk is in
+        progress (a chunk holding only its FIRST has no transition and is left out). The
+        episodes are taken env-major, oldest first (the *canonical order*); ``V(s) =
+        value_scale * t(s)`` and the rewards are the env's.
+
+        Events, in this order:
+
+        - one :class:`Advantages` per episode, rows ``t = 0..L`` (the bootstrap row last),
+          from :func:`refimpl.learner.episode_advantages` (variant ``spec``) over all episodes
+          together, so normalisation uses the valid rows of the whole batch;
+        - one :class:`NStep` with the targets of every transition start (every non-LAST step
+          that has an observed successor), canonical order, from
+          :func:`refimpl.learner.nstep_returns` with ``n = nstep`` on the window of the env's
+          next ``n`` observed steps (steps past the newest observed one unstored);
+        - one :class:`UpdatePlan`: :func:`refimpl.learner.minibatch_plan` over the ``N``
+          training rows (bootstrap rows excluded), numbered ``0..N-1`` in canonical order
+          (episode by episode, ``t`` ascending), shuffled with
+          ``torch.Generator().manual_seed(seed)``;
+        - one :class:`Shard` per learner (possibly empty), from
+          :func:`refimpl.learner.shard_episodes` over the episodes' transition counts; a
+          piece ``start..stop`` names training rows.
+        """
+        streams = _observe(scenario)
+        pieces = _pieces(streams)
+        events: list[Event] = []
+        if pieces:
+            episodes = [self._learner_episode(p, scenario) for p in pieces]
+            rows = self._advantage_rows(episodes, scenario)
+            for i, piece in enumerate(pieces):
+                at = rows.episode == i
+                events.append(
+                    Advantages(
+                        piece.env,
+                        piece.episode,
+                        _ints(rows.row[at]),
+                        _floats(rows.advantages[at]),
+                        _floats(rows.value_targets[at]),
+                        _floats(rows.normalized_advantages[at]),
+                        _ints(rows.loss_mask[at]),
+                    )
+                )
+        events.append(self._nstep_event(streams, scenario))
+        events.append(self._update_plan(sum(p.length for p in pieces), scenario))
+        slices = self._shard([p.length for p in pieces], scenario)
+        for learner, group in enumerate(slices):
+            events.append(
+                Shard(
+                    learner,
+                    tuple(pieces[s.episode].env for s in group),
+                    tuple(pieces[s.episode].episode for s in group),
+                    tuple(s.start for s in group),
+                    tuple(s.stop for s in group),
+                )
+            )
+        return Trace(tuple(events), {"producer": "refimpl"})
+
+    def _learner_episode(self, piece: _Piece, scenario: LearnerScenario) -> lrn.Episode:
+        """The episode's tensors: observations ``[e, k, t]``, rewards into ``t = 1..L``, how it
+        ended (from the LAST's discount), and ``V = value_scale * t``."""
+        last = piece.steps[-1]
+        ended = last.step_type == _LAST
+        values = [float(scenario.value_scale * s.item[2]) for s in piece.steps]
+        return lrn.Episode(
+            observations=torch.tensor([s.item for s in piece.steps], dtype=torch.float64),
+            actions=torch.zeros(piece.length, dtype=torch.int64),
+            rewards=torch.tensor([s.reward for s in piece.steps[1:]], dtype=torch.float64),
+            terminated=ended and last.discount == 0.0,
+            truncated=ended and last.discount != 0.0,
+            values=torch.tensor(values, dtype=torch.float64),
+        )
+
+    def _advantage_rows(
+        self, episodes: Sequence[lrn.Episode], scenario: LearnerScenario
+    ) -> lrn.AdvantageRows:
+        return lrn.episode_advantages(
+            episodes, float(scenario.gamma), float(scenario.lam), variant="spec"
+        )
+
+    def _nstep_event(self, streams: Sequence[Sequence[_Step]], scenario: LearnerScenario) -> NStep:
+        n, scale = scenario.nstep, scenario.value_scale
+        starts: list[tuple[int, int, int]] = []
+        windows: list[list[tuple[float, float, int, float, bool]]] = []
+        for stream in streams:
+            for j, step in enumerate(stream[:-1]):
+                if step.step_type == _LAST:
+                    continue
+                row = [
+                    (s.reward, float(scale * s.item[2]), s.step_type, s.discount, True)
+                    for s in stream[j : j + n + 1]
+                ]
+                row += [(0.0, 0.0, int(StepType.MID), 1.0, False)] * (n + 1 - len(row))
+                starts.append(step.item)
+                windows.append(row)
+        if not starts:
+            return NStep((), (), (), (), ())
+        reward, value, step_type, discount, mask = (
+            torch.tensor([[w[i] for w in row] for row in windows], dtype=dtype)
+            for i, dtype in enumerate(
+                (torch.float64, torch.float64, torch.int64, torch.float64, torch.bool)
+            )
+        )
+        res = self._nstep_returns(reward, value, step_type, discount, mask, scenario)
+        env, episode, t = zip(*starts)
+        return NStep(env, episode, t, _floats(res.target), _ints(res.steps))
+
+    def _nstep_returns(
+        self,
+        reward: torch.Tensor,
+        value: torch.Tensor,
+        step_type: torch.Tensor,
+        discount: torch.Tensor,
+        mask: torch.Tensor,
+        scenario: LearnerScenario,
+    ) -> lrn.NStepReturns:
+        return lrn.nstep_returns(
+            reward, value, step_type, discount, mask, gamma=float(scenario.gamma), n=scenario.nstep
+        )
+
+    def _update_plan(self, num_rows: int, scenario: LearnerScenario) -> UpdatePlan:
+        generator = torch.Generator().manual_seed(scenario.seed)
+        count = lrn.num_gradient_updates(num_rows, scenario.num_epochs, scenario.minibatch_size)
+        plan = lrn.minibatch_plan(
+            num_rows, scenario.num_epochs, scenario.minibatch_size, generator=generator
+        )
+        return UpdatePlan(count, tuple(mb.rows for mb in plan))
+
+    def _shard(
+        self, lengths: Sequence[int], scenario: LearnerScenario
+    ) -> tuple[tuple[lrn.EpisodeSlice, ...], ...]:
+        return lrn.shard_episodes(lengths, scenario.num_learners)
+
+    # -- relabel ------------------------------------------------------------------------------
+    def run_relabel(self, scenario: RelabelScenario) -> Trace:
+        """Hindsight relabeling at sample time (clauses ``relabel.*``).
+
+        Fill: ``fill_steps`` time steps of every env are stored, each in its env's ring of
+        ``capacity`` items (one :class:`Store` event per vector step, as in
+        :meth:`run_replay`). The buffer then holds, per env, its newest ``capacity`` items;
+        each episode present is a :class:`refimpl.relabel.StoredEpisode` of its stored steps
+        ``t_start..t_end`` with achieved goals ``[e, k, t]``, complete iff ``t_end`` is its
+        LAST.
+
+        Draws: one ``torch.Generator().manual_seed(seed)`` serves sampling and relabeling.
+        Each draw samples ``batch_size`` windows of length 2 uniformly among those inside one
+        episode (``SamplingSpec(window_length=2, boundary="forbid")``), so row ``i`` is the
+        transition from ``(e, k, t)`` to its stored successor ``t + 1`` with the stored
+        desired goal of ``t`` and the stored reward of ``t + 1``; then
+        :func:`refimpl.relabel.relabel` (variant ``spec``, the scenario's strategy and ratio)
+        relabels it, and one :class:`Relabel` event records each row's goal step (``-1`` if
+        kept) and reward.
+        """
+        env = ToyBatchEnv(scenario.env, scenario.seed)
+        fields = {**_FIELDS, "desired_goal": ((3,), torch.float32)}
+        buffer = ReplayBuffer(env.num_envs, scenario.capacity, fields)
+        recorder = Recorder()
+        written: list[list[tuple[tuple[int, int, int], int]]] = [[] for _ in range(env.num_envs)]
+        action = torch.zeros(env.num_envs, dtype=torch.int64)
+        ts = env.reset()
+        for n in range(scenario.fill_steps):
+            if n:
+                ts = env.step(action)
+            assert ts.desired_goal is not None
+            rows = {
+                "observation": ts.observation,
+                "step_type": ts.step_type,
+                "reward": ts.reward,
+                "discount": ts.discount,
+                "desired_goal": ts.desired_goal,
+                "annotation": torch.zeros(env.num_envs),
+            }
+            buffer.add_row({k: rows[k] for k in fields})
+            recorder.store(0, rows)
+            for e, (obs, step_type) in enumerate(
+                zip(ts.observation.to(torch.int64).tolist(), ts.step_type.tolist())
+            ):
+                written[e].append(((obs[0], obs[1], obs[2]), step_type))
+        store = _stored_episodes([w[-scenario.capacity :] for w in written])
+        index = {(ep.env, ep.episode): i for i, ep in enumerate(store)}
+        events = list(recorder.trace().events)
+        generator = torch.Generator().manual_seed(scenario.seed)
+        for draw in range(scenario.draws):
+            s = buffer.sample(scenario.batch_size, _PAIRS, generator)
+            first = s.data["observation"][:, 0].to(torch.int64)
+            sample = SampledTransitions(
+                episode_index=torch.tensor([index[(e, k)] for e, k, _ in first.tolist()]),
+                t=first[:, 2].clone(),
+                desired_goal=s.data["desired_goal"][:, 0],
+                reward=s.data["reward"][:, 1],
+            )
+            out = self._relabel_batch(store, sample, scenario, generator)
+            events.append(
+                Relabel(
+                    draw,
+                    _ints(first[:, 0]),
+                    _ints(first[:, 1]),
+                    _ints(first[:, 2]),
+                    _ints(out.source_t),
+                    _floats(out.reward),
+                )
+            )
+        return Trace(tuple(events), {"producer": "refimpl"})
+
+    def _relabel_batch(
+        self,
+        store: Sequence[StoredEpisode],
+        sample: SampledTransitions,
+        scenario: RelabelScenario,
+        generator: torch.Generator,
+    ) -> Relabeled:
+        return relabel(
+            store,
+            sample,
+            strategy=scenario.strategy,
+            ratio=scenario.ratio,
+            variant="spec",
+            generator=generator,
+        )
+
+
+def _stored_episodes(
+    live: Sequence[Sequence[tuple[tuple[int, int, int], int]]],
+) -> list[StoredEpisode]:
+    """The episodes each env's stored items belong to, env-major, oldest first; the achieved
+    goal of ``(e, k, t)`` is ``[e, k, t]``."""
+    store = []
+    for items in live:
+        groups: dict[int, list[tuple[tuple[int, int, int], int]]] = {}
+        for item, step_type in items:
+            groups.setdefault(item[1], []).append((item, step_type))
+        for k, group in groups.items():
+            goals = torch.tensor([item for item, _ in group], dtype=torch.float32)
+            complete = group[-1][1] == _LAST
+            store.append(StoredEpisode(group[0][0][0], k, goals, complete, group[0][0][2]))
+    return store

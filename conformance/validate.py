@@ -8,6 +8,8 @@ trace is parsed (:meth:`refimpl.trace.Trace.from_jsonl`).
 
 from __future__ import annotations
 
+from typing import Any
+
 from conformance.checks.views import items_of
 from conformance.scenario import Scenario
 from refimpl.toy_envs.spec import EnvSpec
@@ -15,7 +17,24 @@ from refimpl.trace import Item, Trace
 
 __all__ = ["TraceError", "item_problem", "validate_trace"]
 
-_COLUMNAR = ("env_step", "store", "exclude", "hold", "run_end")
+_COLUMNAR = (
+    "env_step",
+    "store",
+    "exclude",
+    "hold",
+    "run_end",
+    "relabel",
+    "nstep",
+    "advantages",
+    "shard",
+)
+_COLUMNS = {
+    "relabel": ("goal_t", "reward"),
+    "nstep": ("target", "steps"),
+    "advantages": ("advantage", "value_target", "normalized", "loss_mask"),
+    "shard": ("stop",),
+}
+"""Further columns that must be as long as the item columns."""
 _PER_ITERATION = (
     "env_step",
     "store",
@@ -54,13 +73,19 @@ def validate_trace(scenario: Scenario, trace: Trace) -> None:
         if ended:
             raise TraceError(f"{where}: after run_end")
         if event.kind in _COLUMNAR:
-            lengths = {len(event.env), len(event.episode), len(event.t)}
+            columns = _item_columns(event) + tuple(
+                getattr(event, c) for c in _COLUMNS.get(event.kind, ())
+            )
+            lengths = {len(c) for c in columns}
             if len(lengths) != 1:
                 raise TraceError(f"{where}: columns of different lengths {sorted(lengths)}")
-            for item in items_of(event):
+            for item in _named_items(event):
                 problem = item_problem(scenario.env, scenario.seed, item)
                 if problem:
                     raise TraceError(f"{where}: item {item} decodes to no real step: {problem}")
+            problem = _value_problem(event)
+            if problem:
+                raise TraceError(f"{where}: {problem}")
         if scenario.kind != "trainer":
             continue
         if event.kind == "iteration":
@@ -75,3 +100,38 @@ def validate_trace(scenario: Scenario, trace: Trace) -> None:
             ended = True
     if scenario.kind == "trainer" and not ended:
         raise TraceError("the trace has no run_end event")
+
+
+def _item_columns(event: Any) -> tuple[tuple[Any, ...], ...]:
+    if event.kind == "advantages":
+        return (event.t,)
+    if event.kind == "shard":
+        return (event.env, event.episode, event.start)
+    return (event.env, event.episode, event.t)
+
+
+def _named_items(event: Any) -> list[Item]:
+    """The time steps an event names: its items, plus each relabeled transition's successor
+    and each shard piece's first and last row."""
+    if event.kind == "advantages":
+        return [(event.env, event.episode, t) for t in event.t]
+    if event.kind == "shard":
+        pieces = zip(event.env, event.episode, event.start, event.stop)
+        return [(e, k, t) for e, k, a, b in pieces if b > a for t in (a, b - 1)]
+    items = items_of(event)
+    if event.kind == "relabel":
+        items += [(e, k, t + 1) for e, k, t in items_of(event)]
+    return items
+
+
+def _value_problem(event: Any) -> str | None:
+    """Values no implementation can mean: a goal step below -1, a piece ending before it
+    starts, a negative learner id."""
+    if event.kind == "relabel" and any(g < -1 for g in event.goal_t):
+        return f"goal_t {min(event.goal_t)} (expected -1 or a time step)"
+    if event.kind == "shard":
+        if event.learner < 0:
+            return f"learner {event.learner} (expected >= 0)"
+        if any(b < a for a, b in zip(event.start, event.stop)):
+            return "a piece with stop < start"
+    return None
