@@ -6,7 +6,14 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from conformance.scenario import EnvScenario, ReplayScenario, Scenario, TrainerScenario
+from conformance.scenario import (
+    EnvScenario,
+    LearnerScenario,
+    RelabelScenario,
+    ReplayScenario,
+    Scenario,
+    TrainerScenario,
+)
 from refimpl.config import DrainSpec, TrainerConfig
 from refimpl.preprocess import (
     EpisodeDelayed,
@@ -26,6 +33,7 @@ _MIXED = CycleSchedule((EpisodePlan(3, "terminated"), EpisodePlan(5, "truncated"
 _ENV1 = EnvSpec(1, (FixedSchedule(4),))
 _ENV3 = EnvSpec(3, (_MIXED,), num_tasks=2)
 _RANDOM4 = EnvSpec(4, (RandomSchedule(1, 6, 400),), num_tasks=3)
+_GOALS2 = EnvSpec(2, (_MIXED,), goals=True)
 
 
 def _t(env: EnvSpec, seed: int = 0, preprocess=None, sampling=None, **knobs) -> TrainerScenario:  # type: ignore[no-untyped-def]
@@ -99,9 +107,27 @@ CATALOG: dict[str, Scenario] = {
     # env stepping
     "env-mixed": EnvScenario(EnvSpec(3, (_MIXED,)), steps=20),
     "env-random": EnvScenario(_RANDOM4, steps=30, seed=7),
+    # learner-side preprocessing: 38 and 47 training rows (short last minibatches), episodes
+    # of mixed endings with in-progress chunks; the longest n-step windows reach past every end
+    "learner-mixed": LearnerScenario(EnvSpec(3, (_MIXED,)), steps=17, minibatch_size=5, num_learners=3),
+    "learner-truncated": LearnerScenario(EnvSpec(4, (RandomSchedule(1, 7, 500),)), steps=15, seed=1,
+                                         gamma=Fraction(99, 100), lam=Fraction(19, 20),
+                                         value_scale=Fraction(-1, 4), nstep=4, num_epochs=3,
+                                         minibatch_size=8, num_learners=2),
+    "learner-long-nstep": LearnerScenario(EnvSpec(1, (FixedSchedule(4, "truncated"),)), steps=12,
+                                          gamma=Fraction(1), lam=Fraction(1), nstep=8, num_epochs=1,
+                                          minibatch_size=64, num_learners=1),
+    # hindsight relabeling: evicted episode heads and in-progress episodes in the buffer
+    "relabel-future": RelabelScenario(_GOALS2, fill_steps=23, capacity=12, strategy="future",
+                                      ratio=Fraction(3, 4), batch_size=63, draws=40),
+    "relabel-final": RelabelScenario(EnvSpec(3, (RandomSchedule(2, 6, 300),), goals=True), fill_steps=20,
+                                     capacity=20, strategy="final", ratio=Fraction(1), batch_size=32, draws=6),
+    "relabel-episode": RelabelScenario(_GOALS2, fill_steps=25, capacity=7, strategy="episode",
+                                       ratio=Fraction(2, 3), batch_size=50, draws=60, seed=2),
 }
 
 
 def scenarios_for(kind: str) -> list[tuple[str, Scenario]]:
-    """The catalogue's scenarios of one kind (``trainer``, ``replay`` or ``env``)."""
+    """The catalogue's scenarios of one kind (``trainer``, ``replay``, ``env``, ``learner`` or
+    ``relabel``)."""
     return [(name, s) for name, s in CATALOG.items() if s.kind == kind]
