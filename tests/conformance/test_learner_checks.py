@@ -1,0 +1,299 @@
+"""The learner checks: refimpl passes every one of them on every learner scenario of the
+catalogue, and each check fails on an adapter broken the way a real framework plausibly is
+(and no check fails that the breakage does not drag along)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from fractions import Fraction
+from typing import Any
+
+import pytest
+import torch
+
+from adapters.refimpl import RefimplAdapter
+from conformance.catalog import CATALOG
+from conformance.checks import ALL_CHECKS
+from conformance.checks.learner import LearnerEpisode, learner_episodes
+from conformance.engine import Session
+from conformance.scenario import LearnerScenario
+from refimpl import learner as lrn
+from refimpl.toy_envs.schedule import CycleSchedule, EpisodePlan, FixedSchedule
+from refimpl.toy_envs.spec import EnvSpec
+from refimpl.trace import Trace, UpdatePlan
+
+LEARNER = {name: s for name, s in CATALOG.items() if s.kind == "learner"}
+CHECKS = [c for c in ALL_CHECKS if c.capability == "learner"]
+
+
+def _failures(adapter: RefimplAdapter) -> dict[str, list[str]]:
+    """Failing check name -> the learner scenarios it fails on; errors are not allowed."""
+    session = Session(adapter, type(adapter).__name__, timeout=60)
+    failed: dict[str, list[str]] = {}
+    for name, scenario in LEARNER.items():
+        for check in CHECKS:
+            if not check.applies(scenario):
+                continue
+            outcome = session.evaluate(check, name, scenario)
+            assert outcome.status in ("pass", "fail"), outcome.message
+            if outcome.status == "fail":
+                failed.setdefault(check.name, []).append(name)
+    return failed
+
+
+def test_catalogue_has_learner_scenarios_with_every_ending() -> None:
+    endings = {ep.ending for s in LEARNER.values() for ep in learner_episodes(s)}
+    assert endings == {"terminated", "truncated", "in-progress"}
+
+
+def test_reference_passes_every_learner_check() -> None:
+    assert _failures(RefimplAdapter()) == {}
+
+
+def test_learner_episodes_by_hand() -> None:
+    # Episodes of 4 transitions take 5 time steps: 12 steps = 5 + 5 + 2, the third episode in
+    # progress with one transition; with 11 steps it holds only its FIRST and is left out.
+    spec = EnvSpec(1, (FixedSchedule(4, "truncated"),))
+    assert learner_episodes(LearnerScenario(spec, steps=12)) == [
+        LearnerEpisode(0, 0, 4, "truncated"),
+        LearnerEpisode(0, 1, 4, "truncated"),
+        LearnerEpisode(0, 2, 1, "in-progress"),
+    ]
+    assert [ep.episode for ep in learner_episodes(LearnerScenario(spec, steps=11))] == [0, 1]
+    # Two envs cycling (2 terminated, 1 truncated) with offset 1: env 1 starts at the second.
+    cycle = CycleSchedule((EpisodePlan(2, "terminated"), EpisodePlan(1, "truncated")), offset=1)
+    got = learner_episodes(LearnerScenario(EnvSpec(2, (cycle,)), steps=4))
+    assert [(e.env, e.episode, e.length, e.ending) for e in got] == [
+        (0, 0, 2, "terminated"),  # t = 0, 1, 2, then only FIRST of episode 1
+        (1, 0, 1, "truncated"),
+        (1, 1, 1, "in-progress"),  # t = 0, 1 of a 2-transition episode
+    ]
+
+
+# -- adapters broken the way frameworks plausibly are ---------------------------------------
+class BootstrapOnTermination(RefimplAdapter):
+    """Terminations are treated as truncations: GAE bootstraps from V(final obs)."""
+
+    def _learner_episode(self, piece, scenario):
+        episode = super()._learner_episode(piece, scenario)
+        return replace(episode, terminated=False, truncated=episode.done)
+
+
+class NormaliseWithBootstrapRows(RefimplAdapter):
+    """Advantages standardised over all rows, bootstrap rows included (RLlib 2.60)."""
+
+    def _advantage_rows(self, episodes, scenario):
+        return lrn.episode_advantages(
+            episodes, float(scenario.gamma), float(scenario.lam), variant="rllib-2.60"
+        )
+
+
+class NoLossMask(RefimplAdapter):
+    """The bootstrap row is trained on (loss mask 1 everywhere)."""
+
+    def _advantage_rows(self, episodes, scenario):
+        rows = super()._advantage_rows(episodes, scenario)
+        return replace(rows, loss_mask=torch.ones_like(rows.loss_mask))
+
+
+class TraceDecaysByLambda(RefimplAdapter):
+    """GAE propagates with lambda instead of gamma * lambda."""
+
+    def _advantage_rows(self, episodes, scenario):
+        gamma = float(scenario.gamma)
+        return lrn.episode_advantages(episodes, gamma, float(scenario.lam) / gamma)
+
+
+class RequestedNBootstrap(RefimplAdapter):
+    """n-step bootstrap factor gamma^n for the requested n, kept unless the window ends exactly
+    at a terminated end (RLlib 2.60 EpisodeReplayBuffer)."""
+
+    def _nstep_returns(self, reward, value, step_type, discount, mask, scenario):
+        return lrn.nstep_returns(
+            reward,
+            value,
+            step_type,
+            discount,
+            mask,
+            gamma=float(scenario.gamma),
+            n=scenario.nstep,
+            variant="rllib-2.60",
+        )
+
+
+class NStepIgnoresDone(RefimplAdapter):
+    """n-step windows run through LAST into the next episode."""
+
+    def _nstep_returns(self, reward, value, step_type, discount, mask, scenario):
+        mid = torch.ones_like(step_type)
+        return super()._nstep_returns(reward, value, mid, torch.ones_like(discount), mask, scenario)
+
+
+class FloorUpdates(RefimplAdapter):
+    """epochs x floor(rows / minibatch): the short last minibatch of every epoch is dropped."""
+
+    def _update_plan(self, num_rows, scenario):
+        plan = super()._update_plan(num_rows, scenario)
+        kept = tuple(mb for mb in plan.minibatch_rows if len(mb) == scenario.minibatch_size)
+        return UpdatePlan(len(kept), kept)
+
+
+class SplitEpisodes(RefimplAdapter):
+    """Equal per-learner targets met by splitting episodes (RLlib 2.60 ShardEpisodesIterator)."""
+
+    def _shard(self, lengths: Sequence[int], scenario):
+        return lrn.shard_episodes(lengths, scenario.num_learners, variant="rllib-2.60")
+
+
+class UnseededShuffle(RefimplAdapter):
+    """Minibatches shuffled from the process-wide random state."""
+
+    def _update_plan(self, num_rows, scenario):
+        seed = int(torch.randint(2**31, ()))
+        return super()._update_plan(num_rows, replace(scenario, seed=seed))
+
+
+BROKEN = [
+    pytest.param(
+        BootstrapOnTermination,
+        "learner-truncation",
+        {"learner-gae"},
+        marks=pytest.mark.clause("learner.truncation-bootstraps"),
+        id="bootstrap-on-termination",
+    ),
+    pytest.param(
+        NormaliseWithBootstrapRows,
+        "learner-stats",
+        set(),
+        marks=pytest.mark.clause("learner.stats-exclude-bootstrap"),
+        id="normalise-with-bootstrap-rows",
+    ),
+    pytest.param(
+        NoLossMask,
+        "learner-bootstrap-masked",
+        set(),
+        marks=pytest.mark.clause("learner.bootstrap-timestep-masked"),
+        id="no-loss-mask",
+    ),
+    pytest.param(
+        TraceDecaysByLambda,
+        "learner-gae",
+        set(),
+        marks=pytest.mark.clause("learner.gae"),
+        id="trace-decays-by-lambda",
+    ),
+    pytest.param(
+        RequestedNBootstrap,
+        "learner-nstep",
+        set(),
+        marks=pytest.mark.clause("learner.nstep-episode-end"),
+        id="requested-n-bootstrap",
+    ),
+    pytest.param(
+        NStepIgnoresDone,
+        "learner-nstep",
+        set(),
+        marks=pytest.mark.clause("learner.nstep-episode-end"),
+        id="nstep-ignores-done",
+    ),
+    pytest.param(
+        FloorUpdates,
+        "learner-update-count",
+        set(),
+        marks=pytest.mark.clause("learner.update-count"),
+        id="floor-updates",
+    ),
+    pytest.param(
+        SplitEpisodes,
+        "learner-shards",
+        set(),
+        marks=pytest.mark.clause("learner.shard-episodes"),
+        id="split-episodes",
+    ),
+    pytest.param(
+        UnseededShuffle,
+        "deterministic-learner",
+        set(),
+        marks=pytest.mark.clause("trace.deterministic"),
+        id="unseeded-shuffle",
+    ),
+]
+
+
+@pytest.mark.parametrize(("adapter", "breaks", "also"), BROKEN)
+def test_broken_adapter_fails_its_check(
+    adapter: type[RefimplAdapter], breaks: str, also: set[str]
+) -> None:
+    failed = _failures(adapter())
+    assert breaks in failed, f"{adapter.__name__} passed {breaks}"
+    assert set(failed) <= {breaks, *also}, (
+        f"{adapter.__name__} also failed {sorted(set(failed) - {breaks, *also})}"
+    )
+
+
+# -- malformed traces are adapter errors, not failures --------------------------------------
+class RowPastTheEnd(RefimplAdapter):
+    """Advantages of the first episode carry one row past its LAST."""
+
+    def run_learner(self, scenario: LearnerScenario) -> Trace:
+        trace = super().run_learner(scenario)
+        first: Any = trace.events[0]
+        extra = replace(
+            first,
+            t=(*first.t, len(first.t)),
+            advantage=(*first.advantage, 0.0),
+            value_target=(*first.value_target, 0.0),
+            normalized=(*first.normalized, 0.0),
+            loss_mask=(*first.loss_mask, 0),
+        )
+        return Trace((extra, *trace.events[1:]), trace.header)
+
+
+class ShortColumn(RefimplAdapter):
+    """The n-step event lists one target fewer than transitions."""
+
+    def run_learner(self, scenario: LearnerScenario) -> Trace:
+        trace = super().run_learner(scenario)
+        events = tuple(
+            replace(e, target=e.target[:-1]) if e.kind == "nstep" else e for e in trace.events
+        )
+        return Trace(events, trace.header)
+
+
+@pytest.mark.parametrize(
+    ("adapter", "message"),
+    [(RowPastTheEnd, "decodes to no real step"), (ShortColumn, "columns of different lengths")],
+)
+def test_malformed_learner_trace_is_an_error(adapter: type[RefimplAdapter], message: str) -> None:
+    # learner-mixed: episode (0, 0) terminates after 3 transitions, so row t = 4 is no step.
+    check = next(c for c in CHECKS if c.name == "learner-truncation")
+    outcome = Session(adapter(), "broken").evaluate(
+        check, "learner-mixed", LEARNER["learner-mixed"]
+    )
+    assert outcome.status == "error" and message in outcome.message
+
+
+def test_scenario_knobs_reach_the_reference() -> None:
+    # One env, episodes of 2 transitions terminated; 3 steps = one episode (rewards 1, 2).
+    # gamma 1/2, lam 1, V = 2t: row 1 target = r_2 = 2 (terminated), row 0 target =
+    # r_1 + gamma * target_1 = 1 + 1 = 2 with lam = 1 (a Monte Carlo return).
+    sc = LearnerScenario(
+        EnvSpec(1, (FixedSchedule(2),)),
+        steps=3,
+        gamma=Fraction(1, 2),
+        lam=Fraction(1),
+        value_scale=Fraction(2),
+        nstep=1,
+        num_epochs=3,
+        minibatch_size=1,
+        num_learners=1,
+    )
+    trace = RefimplAdapter().run_learner(sc)
+    (adv,) = trace.of_kind("advantages")
+    assert adv.value_target[:2] == pytest.approx((2.0, 2.0))
+    (nstep,) = trace.of_kind("nstep")
+    # one-step targets: 1 + gamma * V(1) = 1 + 1/2 * 2 = 2; 2 + 0 (terminated) = 2
+    assert nstep.target == pytest.approx((2.0, 2.0)) and nstep.steps == (1, 1)
+    (plan,) = trace.of_kind("update_plan")
+    assert plan.num_updates == 3 * 2  # 2 rows, minibatches of 1, 3 epochs

@@ -1,0 +1,269 @@
+"""The relabel checks: refimpl passes every one of them on every relabel scenario of the
+catalogue, and each check fails on an adapter broken the way a real framework plausibly is
+(and no check fails that the breakage does not drag along)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+from fractions import Fraction
+
+import pytest
+import torch
+
+from adapters.refimpl import RefimplAdapter
+from conformance.catalog import CATALOG
+from conformance.checks import ALL_CHECKS
+from conformance.checks.relabel import StoredRange, stored_ranges
+from conformance.engine import Session
+from conformance.scenario import RelabelScenario
+from refimpl.relabel import Relabeled, SampledTransitions, StoredEpisode, goal_rewards, relabel
+from refimpl.trace import Trace
+
+RELABEL = {name: s for name, s in CATALOG.items() if s.kind == "relabel"}
+CHECKS = [c for c in ALL_CHECKS if c.capability == "relabel"]
+
+
+def _failures(adapter: RefimplAdapter) -> dict[str, list[str]]:
+    """Failing check name -> the relabel scenarios it fails on; errors are not allowed."""
+    session = Session(adapter, type(adapter).__name__, timeout=60)
+    failed: dict[str, list[str]] = {}
+    for name, scenario in RELABEL.items():
+        for check in CHECKS:
+            if not check.applies(scenario):
+                continue
+            outcome = session.evaluate(check, name, scenario)
+            assert outcome.status in ("pass", "fail"), outcome.message
+            if outcome.status == "fail":
+                failed.setdefault(check.name, []).append(name)
+    return failed
+
+
+def test_reference_passes_every_relabel_check() -> None:
+    assert _failures(RefimplAdapter()) == {}
+
+
+def test_catalogue_buffers_hold_what_the_checks_need() -> None:
+    # Evicted heads (t_start > 1), in-progress episodes, and complete wholly stored episodes.
+    ranges: dict[str, dict[tuple[int, int], StoredRange]] = {
+        name: stored_ranges(s, RefimplAdapter().run_relabel(s)) for name, s in RELABEL.items()
+    }
+    every = [r for rs in ranges.values() for r in rs.values()]
+    assert any(r.t_start > 1 for r in every)
+    assert any(not r.complete for r in every)
+    assert any(r.complete and r.t_start == 0 for r in ranges["relabel-final"].values())
+
+
+def test_stored_ranges_by_hand() -> None:
+    # Two envs cycling 3 terminated, 5 truncated, 2 terminated (env 1 starts at the second);
+    # 23 steps in rings of 12 keep steps 11..22 of each env. Env 0: episodes 0 (t 0..3),
+    # 1 (4..9), 2 (10..12), 3 (13..16), 4 (17..22: t 0..5 of 5 truncated) -> the ring holds
+    # t 1..2 of episode 2, episode 3 whole, episode 4 whole (t 0..5, LAST at 5).
+    sc = RELABEL["relabel-future"]
+    got = stored_ranges(sc, RefimplAdapter().run_relabel(sc))
+    assert got[(0, 2)] == StoredRange(1, 2, True)
+    assert got[(0, 3)] == StoredRange(0, 3, True)
+    assert got[(0, 4)] == StoredRange(0, 5, True)
+    # Env 1: episodes 0 (5 truncated, steps 0..5), 1 (2, 6..8), 2 (3, 9..12), 3 (5, 13..18),
+    # 4 (2, 19..21), 5 (step 22: its FIRST) -> episode 5 is in progress with only t = 0.
+    assert got[(1, 2)] == StoredRange(2, 3, True)
+    assert got[(1, 5)] == StoredRange(0, 0, False)
+
+
+# -- adapters broken the way frameworks plausibly are ---------------------------------------
+def _spec(store, sample, scenario, generator, **kw):
+    args = {"strategy": scenario.strategy, "ratio": scenario.ratio, "generator": generator, **kw}
+    return relabel(store, sample, **args)
+
+
+class RootGoal(RefimplAdapter):
+    """Goal steps one back, t instead of t + 1 (TorchRL 0.14.1's default achieved-goal key)."""
+
+    def _relabel_batch(self, store, sample, scenario, generator):
+        return _spec(store, sample, scenario, generator, variant="torchrl-0.14.1")
+
+
+class RatioRoundedUp(RefimplAdapter):
+    """ceil(ratio * B) rows relabeled."""
+
+    def _relabel_batch(self, store, sample, scenario, generator):
+        b = int(sample.t.shape[0])
+        ratio = Fraction(math.ceil(scenario.ratio * b), b)
+        return _spec(store, sample, replace(scenario, ratio=ratio), generator)
+
+
+class StaleReward(RefimplAdapter):
+    """Relabeled rows keep the reward stored for the original goal."""
+
+    def _relabel_batch(self, store, sample, scenario, generator):
+        out = super()._relabel_batch(store, sample, scenario, generator)
+        return replace(out, reward=sample.reward.clone())
+
+
+def _recompute(
+    store: Sequence[StoredEpisode],
+    sample: SampledTransitions,
+    rows: list[int],
+    goals: torch.Tensor,
+    source_t: torch.Tensor,
+    reported: torch.Tensor,
+) -> Relabeled:
+    """A relabeled batch whose rows ``rows`` get ``goals`` (rewards recomputed against the
+    successor's achieved goal) and report goal step ``reported``."""
+    desired, reward = sample.desired_goal.clone(), sample.reward.clone()
+    chosen = torch.zeros_like(sample.t, dtype=torch.bool)
+    source = torch.full_like(sample.t, -1)
+    if rows:
+        reached = torch.stack(
+            [store[int(sample.episode_index[i])].goal_at(sample.t[i] + 1) for i in rows]
+        )
+        desired[rows] = goals
+        reward[rows] = goal_rewards(reached, goals)
+        chosen[rows] = True
+        source[rows] = reported
+    return Relabeled(desired, reward, chosen, source, tuple(None for _ in range(len(sample.t))))
+
+
+class GoalsPastEpisodeEnd(RefimplAdapter):
+    """future goals drawn from the env's stored items up to its newest one, ignoring episode
+    ends; the goal step is reported as t + (items ahead)."""
+
+    def _relabel_batch(self, store, sample, scenario, generator):
+        if scenario.strategy != "future":
+            return super()._relabel_batch(store, sample, scenario, generator)
+        streams: dict[int, list[tuple[int, int]]] = {}
+        for i, ep in enumerate(store):
+            streams.setdefault(ep.env, []).extend((i, t) for t in range(ep.t_start, ep.t_end + 1))
+        b = int(sample.t.shape[0])
+        rows = sorted(
+            torch.randperm(b, generator=generator)[: math.floor(scenario.ratio * b)].tolist()
+        )
+        goals, reported = [], []
+        for i in rows:
+            index, t = int(sample.episode_index[i]), int(sample.t[i])
+            stream = streams[store[index].env]
+            p = stream.index((index, t))
+            q = int(torch.randint(p + 1, len(stream), (), generator=generator))
+            goal_index, goal_t = stream[q]
+            goals.append(store[goal_index].goal_at(torch.tensor(goal_t)))
+            reported.append(t + q - p)
+        return _recompute(
+            store, sample, rows, torch.stack(goals), torch.tensor(reported), torch.tensor(reported)
+        )
+
+
+class RoundedGoalOffset(RefimplAdapter):
+    """Goal step lo + round(U (hi - lo)) over the eligible range: its end points half as likely
+    (Tianshou 2.0.1 rounds its future offset)."""
+
+    def _relabel_batch(self, store, sample, scenario, generator):
+        out = super()._relabel_batch(store, sample, scenario, generator)
+        rows = torch.nonzero(out.relabeled).flatten().tolist()
+        if scenario.strategy == "final" or not rows:
+            return out
+        goals, steps = [], []
+        for i in rows:
+            ep, t = store[int(sample.episode_index[i])], int(sample.t[i])
+            lo = t + 1 if scenario.strategy == "future" else max(1, ep.t_start)
+            u = float(torch.rand((), generator=generator, dtype=torch.float64))
+            step = lo + round(u * (ep.t_end - lo))
+            goals.append(ep.goal_at(torch.tensor(step)))
+            steps.append(step)
+        return _recompute(
+            store, sample, rows, torch.stack(goals), torch.tensor(steps), torch.tensor(steps)
+        )
+
+
+class UnseededRelabel(RefimplAdapter):
+    """Rows and goals drawn from the process-wide random state."""
+
+    def _relabel_batch(self, store, sample, scenario, generator):
+        fresh = torch.Generator().manual_seed(int(torch.randint(2**31, ())))
+        return super()._relabel_batch(store, sample, scenario, fresh)
+
+
+BROKEN = [
+    pytest.param(
+        GoalsPastEpisodeEnd,
+        "relabel-same-episode",
+        set(),
+        marks=pytest.mark.clause("relabel.same-episode"),
+        id="goals-past-episode-end",
+    ),
+    pytest.param(
+        RootGoal,
+        "relabel-eligible",
+        {"relabel-uniform-goals", "relabel-placement"},
+        marks=pytest.mark.clause("relabel.eligible-goals"),
+        id="root-goal-off-by-one",
+    ),
+    pytest.param(
+        RoundedGoalOffset,
+        "relabel-uniform-goals",
+        set(),
+        marks=pytest.mark.clause("relabel.eligible-goals"),
+        id="rounded-goal-offset",
+    ),
+    pytest.param(
+        StaleReward,
+        "relabel-reward",
+        {"relabel-placement"},
+        marks=pytest.mark.clause("relabel.reward-recomputed"),
+        id="stale-reward",
+    ),
+    pytest.param(
+        RatioRoundedUp,
+        "relabel-ratio",
+        set(),
+        marks=pytest.mark.clause("relabel.ratio"),
+        id="ratio-rounded-up",
+    ),
+    pytest.param(
+        RootGoal,
+        "relabel-placement",
+        {"relabel-eligible", "relabel-uniform-goals"},
+        marks=pytest.mark.clause("relabel.placement"),
+        id="root-goal-vs-store-time",
+    ),
+    pytest.param(
+        UnseededRelabel,
+        "deterministic-relabel",
+        set(),
+        marks=pytest.mark.clause("trace.deterministic"),
+        id="unseeded-relabel",
+    ),
+]
+
+
+@pytest.mark.parametrize(("adapter", "breaks", "also"), BROKEN)
+def test_broken_adapter_fails_its_check(
+    adapter: type[RefimplAdapter], breaks: str, also: set[str]
+) -> None:
+    failed = _failures(adapter())
+    assert breaks in failed, f"{adapter.__name__} passed {breaks}"
+    assert set(failed) <= {breaks, *also}, (
+        f"{adapter.__name__} also failed {sorted(set(failed) - {breaks, *also})}"
+    )
+
+
+# -- malformed traces are adapter errors, not failures --------------------------------------
+class TransitionFromLast(RefimplAdapter):
+    """The first row of every draw names a transition starting at its episode's LAST."""
+
+    def run_relabel(self, scenario: RelabelScenario) -> Trace:
+        trace = super().run_relabel(scenario)
+        events = []
+        for e in trace.events:
+            if e.kind == "relabel":
+                last = scenario.env.episode(scenario.seed, e.env[0], e.episode[0]).length
+                e = replace(e, t=(last, *e.t[1:]))
+            events.append(e)
+        return Trace(tuple(events), trace.header)
+
+
+def test_malformed_relabel_trace_is_an_error() -> None:
+    check = next(c for c in CHECKS if c.name == "relabel-reward")
+    scenario = RELABEL["relabel-future"]
+    outcome = Session(TransitionFromLast(), "broken").evaluate(check, "relabel-future", scenario)
+    assert outcome.status == "error" and "decodes to no real step" in outcome.message
