@@ -1,12 +1,17 @@
 """Records trainer events cheaply and turns them into a :class:`~refimpl.trace.Trace`.
 
-During a run the recorder keeps tensors (one small stacked tensor per event); converting
-them into event values happens once, in :meth:`Recorder.trace`. With ``enabled=False``
-every method returns at once, so a run without tracing pays almost nothing.
+Recording appends one small tuple per event and does no tensor work: the row tensors of an
+event are kept as they are (``copy=False``, for callers whose tensors are never written
+after they are recorded, like the reference trainer's) or cloned (``copy=True``, the
+default). Converting them into event values happens once, in :meth:`Recorder.trace`, one
+concatenation per field over all events of a kind. With ``enabled=False`` every method
+returns at once, so a run without tracing pays almost nothing.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+from itertools import pairwise
 from typing import Any
 
 import torch
@@ -28,59 +33,84 @@ from refimpl.trace import (
 
 __all__ = ["Recorder"]
 
-_ROW_FIELDS = ("step_type", "reward", "discount")
+_ENV_STEP_FIELDS = ("observation", "step_type", "reward", "discount", "policy_state", "action")
+_STORE_FIELDS = ("observation", "step_type", "reward", "discount", "annotation")
+_INT, _FLOAT = torch.int64, torch.float64
+_ENV_STEP_KINDS = (_INT, _FLOAT, _FLOAT, _INT, _INT)  # the fields after the observation
+_STORE_KINDS = (_INT, _FLOAT, _FLOAT, _FLOAT)
 
 
-def _rows_tensor(rows: dict[str, torch.Tensor], *extra: str) -> torch.Tensor:
-    cols = [rows["observation"].to(torch.float64)]
-    cols += [rows[name].to(torch.float64).reshape(-1, 1) for name in (*_ROW_FIELDS, *extra)]
-    return torch.cat(cols, 1)
+def _cat(tensors: list[torch.Tensor], dtype: torch.dtype) -> torch.Tensor:
+    """``tensors`` concatenated along dim 0 and converted to ``dtype``; mixed dtypes go
+    through float64 one by one, as a single conversion of each tensor would."""
+    first = tensors[0].dtype
+    if any(t.dtype != first for t in tensors):
+        tensors = [t.to(torch.float64) for t in tensors]
+    return torch.cat(tensors).to(dtype)
+
+
+def _row_columns(
+    raws: Sequence[tuple[Any, ...]], kinds: Sequence[torch.dtype]
+) -> Iterator[list[tuple[Any, ...]]]:
+    """Per event of ``raws`` (``(tag, iteration, observation, *fields)``): ``env``,
+    ``episode``, ``t`` and then each field as tuples of Python ints or floats. Values are
+    those of ``int()`` / ``float()`` applied to each element converted to float64."""
+    sizes = [int(r[2].shape[0]) for r in raws]
+    bounds = [0]
+    for size in sizes:
+        bounds.append(bounds[-1] + size)
+    obs = _cat([r[2].reshape(-1, 3) for r in raws], torch.float64).to(_INT).T.tolist()
+    cols = obs + [
+        _cat([r[3 + i].reshape(-1) for r in raws], kind).tolist() for i, kind in enumerate(kinds)
+    ]
+    for column in cols:
+        yield [tuple(column[a:b]) for a, b in pairwise(bounds)]
 
 
 def _ints(col: torch.Tensor) -> tuple[int, ...]:
-    return tuple(int(v) for v in col.tolist())
+    return tuple(col.to(torch.float64).to(_INT).tolist())
 
 
-def _floats(col: torch.Tensor) -> tuple[float, ...]:
-    return tuple(float(v) for v in col.tolist())
-
-
-def _window(obs: list[list[float]], mask: list[bool]) -> tuple[Any, ...]:
-    return tuple(
-        (int(o[0]), int(o[1]), int(o[2])) if m else None for o, m in zip(obs, mask)
-    )
+def _window(obs: list[list[int]], mask: list[bool]) -> tuple[Any, ...]:
+    return tuple(tuple(o) if m else None for o, m in zip(obs, mask))
 
 
 class Recorder:
     """Collects events during a run; :meth:`trace` materialises them in order."""
 
-    def __init__(self, enabled: bool = True) -> None:
+    def __init__(self, enabled: bool = True, copy: bool = True) -> None:
         self.enabled = enabled
+        self.copy = copy
         self._raw: list[tuple[Any, ...]] = []
+
+    def _rows(self, rows: dict[str, torch.Tensor], names: Sequence[str]) -> tuple[Any, ...]:
+        if self.copy:
+            return tuple(rows[name].clone() for name in names)
+        return tuple(rows[name] for name in names)
 
     def iteration_start(self, iteration: int, counter: int, unroll_steps: int) -> None:
         if self.enabled:
-            self._raw.append((IterationStart(iteration, counter, unroll_steps),))
+            self._raw.append((IterationStart, iteration, counter, unroll_steps))
 
     def env_step(self, iteration: int, rows: dict[str, torch.Tensor]) -> None:
         if self.enabled:
-            self._raw.append(("env_step", iteration, _rows_tensor(rows, "policy_state", "action")))
+            self._raw.append((EnvStep, iteration, *self._rows(rows, _ENV_STEP_FIELDS)))
 
     def store(self, iteration: int, rows: dict[str, torch.Tensor]) -> None:
         if self.enabled:
-            self._raw.append(("store", iteration, _rows_tensor(rows, "annotation")))
+            self._raw.append((Store, iteration, *self._rows(rows, _STORE_FIELDS)))
 
     def exclude(self, iteration: int, rows: dict[str, torch.Tensor], reason: str) -> None:
         if self.enabled:
-            self._raw.append(("exclude", iteration, rows["observation"].clone(), reason))
+            self._raw.append((Exclude, iteration, *self._rows(rows, ("observation",)), reason))
 
     def hold(self, iteration: int, rows: dict[str, torch.Tensor]) -> None:
         if self.enabled:
-            self._raw.append(("hold", iteration, rows["observation"].clone()))
+            self._raw.append((Hold, iteration, *self._rows(rows, ("observation",))))
 
     def train_call(self, iteration: int, call: int, counter: int, status: str, stored: int) -> None:
         if self.enabled:
-            self._raw.append((TrainCall(iteration, call, counter, status, stored),))  # type: ignore[arg-type]
+            self._raw.append((TrainCall, iteration, call, counter, status, stored))
 
     def update(
         self,
@@ -93,50 +123,57 @@ class Recorder:
         loss_mask: torch.Tensor,
     ) -> None:
         if self.enabled:
-            self._raw.append(("update", iteration, call, index, counter, observation, valid, loss_mask))
+            tensors = [observation, valid, loss_mask]
+            if self.copy:
+                tensors = [t.clone() for t in tensors]
+            self._raw.append((Update, iteration, call, index, counter, *tensors))
 
     def hook(self, iteration: int, name: str) -> None:
         if self.enabled:
-            self._raw.append((Hook(iteration, name),))  # type: ignore[arg-type]
+            self._raw.append((Hook, iteration, name))
 
-    def iteration_end(self, iteration: int, counter: int, env_steps: int, stored: int, pending: int) -> None:
+    def iteration_end(
+        self, iteration: int, counter: int, env_steps: int, stored: int, pending: int
+    ) -> None:
         if self.enabled:
-            self._raw.append((IterationEnd(iteration, counter, env_steps, stored, pending),))
+            self._raw.append((IterationEnd, iteration, counter, env_steps, stored, pending))
 
-    def run_end(self, iterations: int, env_steps: int, policy: str, pending: torch.Tensor | None) -> None:
+    def run_end(
+        self, iterations: int, env_steps: int, policy: str, pending: torch.Tensor | None
+    ) -> None:
         if self.enabled:
-            obs = pending if pending is not None else torch.zeros(0, 3)
-            self._raw.append(("run_end", iterations, env_steps, policy, obs))
+            if pending is None:
+                obs = torch.zeros(0, 3)
+            else:
+                obs = pending.clone() if self.copy else pending
+            self._raw.append((RunEnd, iterations, env_steps, policy, obs))
 
     def trace(self, header: dict[str, Any] | None = None) -> Trace:
         """The recorded events as a :class:`Trace` (empty when recording was disabled)."""
-        return Trace(tuple(self._materialise(r) for r in self._raw), dict(header or {}))
+        columns: dict[type, Iterator[tuple[Any, ...]]] = {}
+        for cls, kinds in ((EnvStep, _ENV_STEP_KINDS), (Store, _STORE_KINDS)):
+            raws = [r for r in self._raw if r[0] is cls]
+            if raws:
+                columns[cls] = zip(*_row_columns(raws, kinds))
+        return Trace(tuple(self._materialise(r, columns) for r in self._raw), dict(header or {}))
 
     @staticmethod
-    def _materialise(raw: tuple[Any, ...]) -> Event:
-        if len(raw) == 1:
-            return raw[0]  # type: ignore[no-any-return]
-        kind = raw[0]
-        if kind in ("env_step", "store"):
-            cols = raw[2].T
-            env, episode, t, step_type = (_ints(cols[i]) for i in range(4))
-            reward, discount = _floats(cols[4]), _floats(cols[5])
-            if kind == "store":
-                return Store(raw[1], env, episode, t, step_type, reward, discount, _floats(cols[6]))
-            return EnvStep(
-                raw[1], env, episode, t, step_type, reward, discount, _ints(cols[6]), _ints(cols[7])
-            )
-        if kind in ("exclude", "hold"):
-            cols = raw[2].T
-            env, episode, t = (_ints(cols[i]) for i in range(3))
-            return Exclude(raw[1], env, episode, t, raw[3]) if kind == "exclude" else Hold(raw[1], env, episode, t)
-        if kind == "update":
+    def _materialise(raw: tuple[Any, ...], columns: dict[type, Iterator[Any]]) -> Event:
+        cls = raw[0]
+        if cls is EnvStep or cls is Store:
+            return cls(raw[1], *next(columns[cls]))
+        if cls is Exclude or cls is Hold or cls is RunEnd:
+            obs = raw[-1] if cls is RunEnd else raw[2]
+            env, episode, t = (_ints(c) for c in obs.reshape(-1, 3).T)
+            if cls is Exclude:
+                return Exclude(raw[1], env, episode, t, raw[3])
+            if cls is Hold:
+                return Hold(raw[1], env, episode, t)
+            return RunEnd(raw[1], raw[2], raw[3], env, episode, t)
+        if cls is Update:
             _, iteration, call, index, counter, obs, valid, loss_mask = raw
-            windows = tuple(_window(o, m) for o, m in zip(obs.tolist(), valid.tolist()))
-            mask = tuple(tuple(int(v) for v in row) for row in loss_mask.tolist())
+            ids = obs.to(torch.float64).to(_INT).tolist()
+            windows = tuple(_window(o, m) for o, m in zip(ids, valid.tolist()))
+            mask = tuple(map(tuple, loss_mask.to(_INT).tolist()))
             return Update(iteration, call, index, counter, windows, mask)
-        if kind == "run_end":
-            _, iterations, env_steps, policy, obs = raw
-            cols = obs.T
-            return RunEnd(iterations, env_steps, policy, *(_ints(cols[i]) for i in range(3)))
-        raise AssertionError(f"unknown raw event {kind!r}")
+        return cls(*raw[1:])

@@ -42,6 +42,9 @@ from refimpl.trace import Trace
 
 __all__ = ["RunResult", "Trainer", "train"]
 
+_IDENTITY = Identity()
+_SAMPLING = SamplingSpec()
+
 
 @dataclass(frozen=True)
 class RunResult:
@@ -62,8 +65,8 @@ class Trainer:
         self,
         env: EnvSpec,
         config: TrainerConfig,
-        preprocess: PreprocessorSpec = Identity(),
-        sampling: SamplingSpec = SamplingSpec(),
+        preprocess: PreprocessorSpec = _IDENTITY,
+        sampling: SamplingSpec = _SAMPLING,
         seed: int = 0,
         record: bool = True,
     ) -> None:
@@ -71,11 +74,13 @@ class Trainer:
             if not isinstance(preprocess, Identity):
                 raise ConfigError("preprocess", preprocess, "identity in on-policy mode")
             n = int(config.unroll_length)
-            config = replace(config, whole_buffer=True, clear="all", capacity=n, initial_collect_steps=0)
+            config = replace(
+                config, whole_buffer=True, clear="all", capacity=n, initial_collect_steps=0
+            )
         self.env_spec, self.config, self.seed = env, config, seed
         self.preprocess_spec = preprocess
         self.sampling = replace(sampling, window_length=config.mini_batch_length)
-        self.recorder = Recorder(record)
+        self.recorder = Recorder(record, copy=False)  # rows are never written once recorded
         self.env = ToyBatchEnv(env, seed)
         self.num_envs = env.num_envs
         fields: dict[str, tuple[tuple[int, ...], torch.dtype]] = {
@@ -170,7 +175,11 @@ class Trainer:
         self._finish(iteration)
         header = {"producer": "refimpl", "seed": self.seed}
         return RunResult(
-            iteration, self.env_steps, self.stored_total, self.train_calls, self.updates,
+            iteration,
+            self.env_steps,
+            self.stored_total,
+            self.train_calls,
+            self.updates,
             self.recorder.trace(header),
         )
 
@@ -290,7 +299,9 @@ class Trainer:
             if cfg.counter_mode == "per-mini-batch":
                 self.counter += 1
             loss_mask = valid & (step_type != StepType.LAST) if cfg.mask_last else valid
-            self.recorder.update(iteration, call, index, self.counter, observation, valid, loss_mask)
+            self.recorder.update(
+                iteration, call, index, self.counter, observation, valid, loss_mask
+            )
             self.updates += 1
             self.recorder.hook(iteration, "after_update")
         if status == "trained" and cfg.clear != "none":
@@ -319,11 +330,19 @@ class Trainer:
             return []
         out = []
         for _ in range(cfg.num_updates_per_train_iter):
-            order = torch.randperm(count, generator=self._generator) if size < count else torch.arange(count)
+            order = (
+                torch.randperm(count, generator=self._generator)
+                if size < count
+                else torch.arange(count)
+            )
             for start in range(0, count, size):
                 idx = order[start : start + size]
                 out.append(
-                    (chunks.data["observation"][idx], chunks.mask[idx], chunks.data["step_type"][idx])
+                    (
+                        chunks.data["observation"][idx],
+                        chunks.mask[idx],
+                        chunks.data["step_type"][idx],
+                    )
                 )
         return out
 
@@ -331,8 +350,8 @@ class Trainer:
 def train(
     env: EnvSpec,
     config: TrainerConfig,
-    preprocess: PreprocessorSpec = Identity(),
-    sampling: SamplingSpec = SamplingSpec(),
+    preprocess: PreprocessorSpec = _IDENTITY,
+    sampling: SamplingSpec = _SAMPLING,
     seed: int = 0,
     record: bool = True,
 ) -> RunResult:
