@@ -44,6 +44,8 @@ class Outcome:
     variant: str = ""
     stale: bool = False
     seconds: float = 0.0
+    level: str = "MUST"
+    """``SHOULD`` when every clause of the check is SHOULD-level: its failure is a warning."""
 
 
 def load_adapter(spec: str) -> Adapter:
@@ -62,7 +64,9 @@ def load_adapter(spec: str) -> Adapter:
         obj = getattr(module, attr)
     except AttributeError:
         raise ValueError(f"adapter: module {module_name!r} has no attribute {attr!r}") from None
-    adapter = obj() if (callable(obj) and not hasattr(obj, "info")) or isinstance(obj, type) else obj
+    adapter = (
+        obj() if (callable(obj) and not hasattr(obj, "info")) or isinstance(obj, type) else obj
+    )
     for method in ("info", "smoke"):
         if not callable(getattr(adapter, method, None)):
             raise ValueError(f"adapter {spec!r}: expected a method {method}(), got none")
@@ -121,6 +125,7 @@ class Session:
 
             reference = RefimplAdapter()
         self._reference = reference
+        self._registry: Any = None
 
     # -- running operations ---------------------------------------------------------------------
     def _operation(self, adapter: Adapter, scenario: Scenario) -> Callable[[Scenario], Trace]:
@@ -152,6 +157,15 @@ class Session:
         if isinstance(result, BaseException):
             raise result
         return result
+
+    def _level(self, check: Check) -> str:
+        """SHOULD iff every clause of ``check`` is a SHOULD clause of the registry."""
+        from conformance.clauses import ClauseRegistry
+
+        if self._registry is None:
+            self._registry = ClauseRegistry.load()
+        levels = {self._registry[c].level if c in self._registry else "MUST" for c in check.clauses}
+        return "SHOULD" if levels == {"SHOULD"} else "MUST"
 
     def _reproduce(
         self, clause: str, variant: str, check: Check, scenario: Scenario, trace: Trace
@@ -215,8 +229,16 @@ class Session:
             check.verify(scenario, trace, context)
         except CheckFailure as exc:
             message = f"[{', '.join(check.clauses)}] {check.name}: {exc}\n{repro(name, scenario, self.adapter_name)}"
+            level = self._level(check)
             if deviation is None:
-                return out("fail", message)
+                silenced = self.expectations.silence(check.clauses) if level == "SHOULD" else None
+                if silenced is not None:
+                    return out(
+                        "deviation",
+                        f"silenced SHOULD-level failure: {silenced.reason}\n{message}",
+                        level=level,
+                    )
+                return out("fail", message, level=level)
             note = f"known deviation ({deviation.variant or 'no variant'}): {deviation.reason}"
             if deviation.variant:
                 problem = self._reproduce(

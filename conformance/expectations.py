@@ -25,7 +25,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["Deviation", "Expectations"]
+__all__ = ["Deviation", "Expectations", "Silence"]
 
 
 @dataclass(frozen=True)
@@ -41,9 +41,18 @@ class Deviation:
 
 
 @dataclass(frozen=True)
+class Silence:
+    """A SHOULD-level clause whose failures the adapter accepts, with the reason."""
+
+    clause: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class Expectations:
     deviations: tuple[Deviation, ...] = ()
     source: str = ""
+    silenced: tuple[Silence, ...] = ()
 
     @classmethod
     def load(cls, path: Path | None) -> Expectations:
@@ -70,7 +79,22 @@ class Expectations:
                     tuple(entry.get("scenarios", ())),
                 )
             )
-        return cls(tuple(out), str(path))
+        silenced = []
+        for i, entry in enumerate(data.get("silence", [])):
+            for required in ("clause", "reason"):
+                if not isinstance(entry.get(required), str) or not entry[required]:
+                    raise ValueError(
+                        f"{path}: silence[{i}].{required}: expected a non-empty string, got {entry.get(required)!r}"
+                    )
+            silenced.append(Silence(entry["clause"], entry["reason"]))
+        return cls(tuple(out), str(path), tuple(silenced))
+
+    def silence(self, clauses: tuple[str, ...]) -> Silence | None:
+        """The silence entry covering all of ``clauses``, if any."""
+        for entry in self.silenced:
+            if all(c == entry.clause for c in clauses):
+                return entry
+        return None
 
     def find(self, clauses: tuple[str, ...], scenario: str) -> Deviation | None:
         for d in self.deviations:

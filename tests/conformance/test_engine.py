@@ -113,3 +113,27 @@ def test_declared_variant_must_reproduce(tmp_path) -> None:  # type: ignore[no-u
         check, name, CATALOG[name]
     )
     assert outcome.status == "fail" and "does not reproduce" in outcome.message
+
+
+def test_should_failure_is_a_warning_that_can_be_silenced(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from tests.conformance.zoo import MUTANTS, MutantAdapter
+
+    mask_nothing = next(m for m in MUTANTS if m.name == "mask-nothing")
+    check = next(
+        c for c in ALL_CHECKS if c.name == "loss-mask"
+    )  # timestep.loss-mask-last is SHOULD
+    outcome = Session(MutantAdapter(mask_nothing), "m").evaluate(check, "plain-u2-b3", SCENARIO)
+    assert (outcome.status, outcome.level) == ("fail", "SHOULD")
+    toml = tmp_path / "s.toml"
+    toml.write_text(
+        '[[silence]]\nclause = "timestep.loss-mask-last"\nreason = "masks in the loss"\n'
+    )
+    silenced = Session(MutantAdapter(mask_nothing), "m", Expectations.load(toml)).evaluate(
+        check, "plain-u2-b3", SCENARIO
+    )
+    assert silenced.status == "deviation" and "masks in the loss" in silenced.message
+    must = next(c for c in ALL_CHECKS if c.name == "conservation")
+    assert (
+        Session(load_adapter("refimpl"), "r").evaluate(must, "plain-u2-b3", SCENARIO).level
+        == "MUST"
+    )
