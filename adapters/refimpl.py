@@ -154,15 +154,21 @@ class RefimplAdapter:
         zeros = torch.zeros(env.num_envs, dtype=torch.int64)
         for _ in range(scenario.steps):
             rows = {
-                "observation": ts.observation, "step_type": ts.step_type, "reward": ts.reward,
-                "discount": ts.discount, "policy_state": ts.observation[:, 2], "action": zeros,
+                "observation": ts.observation,
+                "step_type": ts.step_type,
+                "reward": ts.reward,
+                "discount": ts.discount,
+                "policy_state": ts.observation[:, 2],
+                "action": zeros,
             }
             recorder.env_step(0, rows)
             ts = env.step(zeros)
         return recorder.trace({"producer": "refimpl"})
 
     def run_trainer(self, scenario: TrainerScenario) -> Trace:
-        result = train(scenario.env, scenario.trainer, scenario.preprocess, scenario.sampling, scenario.seed)
+        result = train(
+            scenario.env, scenario.trainer, scenario.preprocess, scenario.sampling, scenario.seed
+        )
         return result.trace
 
     def run_replay(self, scenario: ReplayScenario) -> Trace:
@@ -172,8 +178,13 @@ class RefimplAdapter:
         ts = env.reset()
         action = torch.zeros(env.num_envs, dtype=torch.int64)
         for _ in range(scenario.fill_steps):
-            rows = {"observation": ts.observation, "step_type": ts.step_type, "reward": ts.reward,
-                    "discount": ts.discount, "annotation": torch.zeros(env.num_envs)}
+            rows = {
+                "observation": ts.observation,
+                "step_type": ts.step_type,
+                "reward": ts.reward,
+                "discount": ts.discount,
+                "annotation": torch.zeros(env.num_envs),
+            }
             buffer.add_row({k: rows[k] for k in _FIELDS})
             recorder.store(0, rows)
             ts = env.step(action)
@@ -181,7 +192,9 @@ class RefimplAdapter:
         generator = torch.Generator().manual_seed(scenario.seed)
         for draw in range(scenario.draws):
             s = buffer.sample(scenario.batch_size, scenario.sampling, generator)
-            windows = tuple(_window(o, m) for o, m in zip(s.data["observation"].tolist(), s.mask.tolist()))
+            windows = tuple(
+                _window(o, m) for o, m in zip(s.data["observation"].tolist(), s.mask.tolist())
+            )
             events.append(Sampled(draw, windows))
         return Trace(tuple(events), {"producer": "refimpl"})
 
