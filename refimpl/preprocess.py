@@ -16,9 +16,10 @@ stateful runtime with :func:`build`. Modes (ALF PR 1768, seed 000):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Literal, Union
+from typing import Literal, Union, get_args
 
 import torch
 
@@ -234,17 +235,17 @@ PreprocessorSpec = Union[
 
 def build(spec: PreprocessorSpec) -> Runtime:
     """The runtime of a preprocessor spec; unknown values raise ``ConfigError``."""
-    if not isinstance(spec, PreprocessorSpec.__args__):  # type: ignore[attr-defined]
+    if not isinstance(spec, get_args(PreprocessorSpec)):
         raise ConfigError("preprocess", spec, "one of the named preprocessors")
     return spec.build()
 
 
 class _Stateless(Runtime):
-    def __init__(self, fn) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, fn: Callable[[Rows], list[Verdict]]) -> None:
         self._fn = fn
 
     def step(self, rows: Rows) -> list[Verdict]:
-        return self._fn(rows)  # type: ignore[no-any-return]
+        return self._fn(rows)
 
 
 class _EpisodeDelayedRuntime(Runtime):

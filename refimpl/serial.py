@@ -82,7 +82,7 @@ def from_jsonable(tp: Any, data: Any, field: str = "value") -> Any:
         options = [a for a in get_args(tp) if a is not type(None)]
         if data is None and len(options) < len(get_args(tp)):
             return None
-        classes = [a for a in options if dataclasses.is_dataclass(a)]
+        classes = [a for a in options if isinstance(a, type) and dataclasses.is_dataclass(a)]
         if classes and isinstance(data, dict):
             kinds = {_kind_of(c): c for c in classes}
             if data.get("kind") in kinds:
@@ -107,7 +107,7 @@ def from_jsonable(tp: Any, data: Any, field: str = "value") -> Any:
         return tuple(
             from_jsonable(a, v, f"{field}[{i}]") for i, (a, v) in enumerate(zip(args, data))
         )
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if not isinstance(data, dict):
             raise ConfigError(field, data, f"an object ({tp.__name__})")
         module = sys.modules[tp.__module__]

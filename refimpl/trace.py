@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal, Union
+from typing import Any, Literal, Union, get_args
 
 from refimpl.serial import canonical_json, from_jsonable, to_jsonable
 
@@ -264,7 +264,7 @@ Event = Union[
     IterationEnd,
     RunEnd,
 ]
-EVENT_KINDS = tuple(cls.kind for cls in Event.__args__)  # type: ignore[attr-defined]
+EVENT_KINDS = tuple(cls.kind for cls in get_args(Event))
 
 
 @dataclass(frozen=True)
