@@ -5,6 +5,7 @@ them. Each covers a knob or a mode of the spec; the Hypothesis strategies in
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import Any
 
 from conformance.scenario import (
     EnvScenario,
@@ -20,7 +21,9 @@ from refimpl.preprocess import (
     ExcludeEpisodes,
     ExcludeSteps,
     ExcludeTasks,
+    Identity,
     OverwriteStepType,
+    PreprocessorSpec,
     RewardTransform,
 )
 from refimpl.replay import SamplingSpec
@@ -29,21 +32,30 @@ from refimpl.toy_envs.spec import EnvSpec
 
 __all__ = ["CATALOG", "scenarios_for"]
 
-_MIXED = CycleSchedule((EpisodePlan(3, "terminated"), EpisodePlan(5, "truncated"), EpisodePlan(2, "terminated")), offset=1)
+_MIXED = CycleSchedule(
+    (EpisodePlan(3, "terminated"), EpisodePlan(5, "truncated"), EpisodePlan(2, "terminated")),
+    offset=1,
+)
 _ENV1 = EnvSpec(1, (FixedSchedule(4),))
 _ENV3 = EnvSpec(3, (_MIXED,), num_tasks=2)
 _RANDOM4 = EnvSpec(4, (RandomSchedule(1, 6, 400),), num_tasks=3)
 _GOALS2 = EnvSpec(2, (_MIXED,), goals=True)
 
 
-def _t(env: EnvSpec, seed: int = 0, preprocess=None, sampling=None, **knobs) -> TrainerScenario:  # type: ignore[no-untyped-def]
-    cfg = TrainerConfig(**knobs)
-    kwargs = {}
-    if preprocess is not None:
-        kwargs["preprocess"] = preprocess
-    if sampling is not None:
-        kwargs["sampling"] = sampling
-    return TrainerScenario(env, cfg, seed=seed, **kwargs)  # type: ignore[arg-type]
+def _t(
+    env: EnvSpec,
+    seed: int = 0,
+    preprocess: PreprocessorSpec | None = None,
+    sampling: SamplingSpec | None = None,
+    **knobs: Any,
+) -> TrainerScenario:
+    return TrainerScenario(
+        env,
+        TrainerConfig(**knobs),
+        Identity() if preprocess is None else preprocess,
+        SamplingSpec() if sampling is None else sampling,
+        seed=seed,
+    )
 
 
 CATALOG: dict[str, Scenario] = {
@@ -51,79 +63,232 @@ CATALOG: dict[str, Scenario] = {
     "plain-u1-b1": _t(_ENV1, num_iterations=12),
     "plain-u2-b3": _t(_ENV3, unroll_length=Fraction(2), num_iterations=10, mini_batch_length=2),
     "fractional-u1/4-b1": _t(_ENV1, unroll_length=Fraction(1, 4), num_iterations=16),
-    "fractional-u1/10-b2": _t(EnvSpec(2, (FixedSchedule(2),)), unroll_length=Fraction(1, 10), num_iterations=25),
+    "fractional-u1/10-b2": _t(
+        EnvSpec(2, (FixedSchedule(2),)), unroll_length=Fraction(1, 10), num_iterations=25
+    ),
     "fractional-u3/10-b3": _t(_ENV3, unroll_length=Fraction(3, 10), num_iterations=30),
-    "fractional-u3/2-b4": _t(_RANDOM4, unroll_length=Fraction(3, 2), num_iterations=12, mini_batch_length=2),
-    "alf-float-u1/10": _t(_ENV1, unroll_length=Fraction(1, 10), unroll_carry="alf-float", num_iterations=25),
-    "drain-b2": _t(EnvSpec(2, (_MIXED,)), unroll_length=0, drain=DrainSpec((0, 3, 1, 5), 2, 4), num_iterations=12),
+    "fractional-u3/2-b4": _t(
+        _RANDOM4, unroll_length=Fraction(3, 2), num_iterations=12, mini_batch_length=2
+    ),
+    "alf-float-u1/10": _t(
+        _ENV1, unroll_length=Fraction(1, 10), unroll_carry="alf-float", num_iterations=25
+    ),
+    "drain-b2": _t(
+        EnvSpec(2, (_MIXED,)),
+        unroll_length=0,
+        drain=DrainSpec((0, 3, 1, 5), 2, 4),
+        num_iterations=12,
+    ),
     "env-steps-limit-b3": _t(_ENV3, unroll_length=Fraction(2), num_env_steps=20),
-    "env-steps-then-train": _t(_ENV3, unroll_length=Fraction(2), num_env_steps=12, num_iterations=6),
-    "counter-per-mini-batch": _t(_ENV3, num_iterations=8, counter_mode="per-mini-batch", num_updates_per_train_iter=2),
+    "env-steps-then-train": _t(
+        _ENV3, unroll_length=Fraction(2), num_env_steps=12, num_iterations=6
+    ),
+    "counter-per-mini-batch": _t(
+        _ENV3, num_iterations=8, counter_mode="per-mini-batch", num_updates_per_train_iter=2
+    ),
     # warm-up and updates
-    "warmup-b3": _t(_ENV3, num_iterations=10, initial_collect_steps=10, mini_batch_size=4, num_updates_per_train_iter=3),
+    "warmup-b3": _t(
+        _ENV3,
+        num_iterations=10,
+        initial_collect_steps=10,
+        mini_batch_size=4,
+        num_updates_per_train_iter=3,
+    ),
     "warmup-strict": _t(_ENV3, num_iterations=8, initial_collect_steps=9, warmup_gate="stored>"),
     "long-windows": _t(_ENV3, num_iterations=10, mini_batch_length=4, capacity=6),
-    "small-capacity": _t(_RANDOM4, unroll_length=Fraction(3), num_iterations=10, capacity=5, mini_batch_length=3),
+    "small-capacity": _t(
+        _RANDOM4, unroll_length=Fraction(3), num_iterations=10, capacity=5, mini_batch_length=3
+    ),
     # sampling policies
-    "forbid-boundaries": _t(_ENV3, unroll_length=Fraction(2), num_iterations=10, mini_batch_length=3,
-                            sampling=SamplingSpec(boundary="forbid")),
-    "pad-boundaries": _t(_ENV3, unroll_length=Fraction(2), num_iterations=10, mini_batch_length=3,
-                         sampling=SamplingSpec(boundary="pad")),
-    "period-absolute": _t(_ENV3, unroll_length=Fraction(2), num_iterations=12, mini_batch_length=2, capacity=7,
-                          sampling=SamplingSpec(period=2)),
-    "period-oldest": _t(_ENV3, unroll_length=Fraction(2), num_iterations=12, mini_batch_length=2, capacity=7,
-                        sampling=SamplingSpec(period=2, anchor="oldest")),
+    "forbid-boundaries": _t(
+        _ENV3,
+        unroll_length=Fraction(2),
+        num_iterations=10,
+        mini_batch_length=3,
+        sampling=SamplingSpec(boundary="forbid"),
+    ),
+    "pad-boundaries": _t(
+        _ENV3,
+        unroll_length=Fraction(2),
+        num_iterations=10,
+        mini_batch_length=3,
+        sampling=SamplingSpec(boundary="pad"),
+    ),
+    "period-absolute": _t(
+        _ENV3,
+        unroll_length=Fraction(2),
+        num_iterations=12,
+        mini_batch_length=2,
+        capacity=7,
+        sampling=SamplingSpec(period=2),
+    ),
+    "period-oldest": _t(
+        _ENV3,
+        unroll_length=Fraction(2),
+        num_iterations=12,
+        mini_batch_length=2,
+        capacity=7,
+        sampling=SamplingSpec(period=2, anchor="oldest"),
+    ),
     # whole buffer
-    "whole-buffer": _t(_ENV3, unroll_length=Fraction(4), num_iterations=6, whole_buffer=True, capacity=16,
-                       mini_batch_length=2, mini_batch_size=4, num_updates_per_train_iter=2),
-    "whole-buffer-clear": _t(_ENV3, unroll_length=Fraction(4), num_iterations=6, whole_buffer=True, capacity=8,
-                             mini_batch_length=2, clear="all"),
-    "whole-buffer-keep-one": _t(_ENV3, unroll_length=Fraction(3), num_iterations=6, whole_buffer=True, capacity=8,
-                                mini_batch_length=2, clear="keep-one-step"),
-    "whole-buffer-clear-fractional": _t(_ENV3, unroll_length=Fraction(1, 2), num_iterations=8, whole_buffer=True,
-                                        capacity=8, clear="keep-one-step"),
-    "on-policy": _t(_ENV3, mode="on-policy", unroll_length=Fraction(4), num_iterations=5, mini_batch_length=2),
+    "whole-buffer": _t(
+        _ENV3,
+        unroll_length=Fraction(4),
+        num_iterations=6,
+        whole_buffer=True,
+        capacity=16,
+        mini_batch_length=2,
+        mini_batch_size=4,
+        num_updates_per_train_iter=2,
+    ),
+    "whole-buffer-clear": _t(
+        _ENV3,
+        unroll_length=Fraction(4),
+        num_iterations=6,
+        whole_buffer=True,
+        capacity=8,
+        mini_batch_length=2,
+        clear="all",
+    ),
+    "whole-buffer-keep-one": _t(
+        _ENV3,
+        unroll_length=Fraction(3),
+        num_iterations=6,
+        whole_buffer=True,
+        capacity=8,
+        mini_batch_length=2,
+        clear="keep-one-step",
+    ),
+    "whole-buffer-clear-fractional": _t(
+        _ENV3,
+        unroll_length=Fraction(1, 2),
+        num_iterations=8,
+        whole_buffer=True,
+        capacity=8,
+        clear="keep-one-step",
+    ),
+    "on-policy": _t(
+        _ENV3, mode="on-policy", unroll_length=Fraction(4), num_iterations=5, mini_batch_length=2
+    ),
     # preprocessing modes
-    "reward-transform": _t(_ENV3, num_iterations=8, preprocess=RewardTransform(Fraction(1, 2), Fraction(-1))),
-    "overwrite-truncated": _t(_ENV3, unroll_length=Fraction(2), num_iterations=8, mini_batch_length=2,
-                              preprocess=OverwriteStepType("MID", "truncated-last")),
-    "exclude-steps": _t(_ENV3, unroll_length=Fraction(2), num_iterations=10, preprocess=ExcludeSteps(3, 1)),
+    "reward-transform": _t(
+        _ENV3, num_iterations=8, preprocess=RewardTransform(Fraction(1, 2), Fraction(-1))
+    ),
+    "overwrite-truncated": _t(
+        _ENV3,
+        unroll_length=Fraction(2),
+        num_iterations=8,
+        mini_batch_length=2,
+        preprocess=OverwriteStepType("MID", "truncated-last"),
+    ),
+    "exclude-steps": _t(
+        _ENV3, unroll_length=Fraction(2), num_iterations=10, preprocess=ExcludeSteps(3, 1)
+    ),
     "exclude-episodes": _t(_ENV3, num_iterations=16, preprocess=ExcludeEpisodes(2, 0)),
-    "exclude-tasks-fractional": _t(_RANDOM4, unroll_length=Fraction(1, 3), num_iterations=30, preprocess=ExcludeTasks((1,))),
+    "exclude-tasks-fractional": _t(
+        _RANDOM4, unroll_length=Fraction(1, 3), num_iterations=30, preprocess=ExcludeTasks((1,))
+    ),
     "delayed-b1": _t(_ENV1, num_iterations=14, preprocess=EpisodeDelayed()),
     "delayed-mixed-b3": _t(_ENV3, num_iterations=14, preprocess=EpisodeDelayed()),
-    "delayed-success-only": _t(_ENV3, unroll_length=Fraction(2), num_iterations=10, preprocess=EpisodeDelayed("success")),
-    "delayed-fractional": _t(_RANDOM4, unroll_length=Fraction(2, 3), num_iterations=20, preprocess=EpisodeDelayed()),
-    "delayed-flush": _t(_ENV3, num_iterations=7, preprocess=EpisodeDelayed(), pending_at_end="flush"),
-    "delayed-plain-accounting": _t(_ENV3, num_iterations=12, preprocess=EpisodeDelayed(), train_accounting="plain"),
-    "delayed-alf-floor": _t(_ENV3, num_iterations=12, preprocess=EpisodeDelayed(), train_accounting="alf-pr1768-floor"),
+    "delayed-success-only": _t(
+        _ENV3, unroll_length=Fraction(2), num_iterations=10, preprocess=EpisodeDelayed("success")
+    ),
+    "delayed-fractional": _t(
+        _RANDOM4, unroll_length=Fraction(2, 3), num_iterations=20, preprocess=EpisodeDelayed()
+    ),
+    "delayed-flush": _t(
+        _ENV3, num_iterations=7, preprocess=EpisodeDelayed(), pending_at_end="flush"
+    ),
+    "delayed-plain-accounting": _t(
+        _ENV3, num_iterations=12, preprocess=EpisodeDelayed(), train_accounting="plain"
+    ),
+    "delayed-alf-floor": _t(
+        _ENV3, num_iterations=12, preprocess=EpisodeDelayed(), train_accounting="alf-pr1768-floor"
+    ),
     # replay sampling on its own
-    "replay-uniform": ReplayScenario(EnvSpec(2, (_MIXED,)), capacity=8, fill_steps=11, batch_size=64, draws=40,
-                                     sampling=SamplingSpec(window_length=3)),
-    "replay-forbid": ReplayScenario(EnvSpec(2, (_MIXED,)), capacity=8, fill_steps=11, batch_size=64, draws=10,
-                                    sampling=SamplingSpec(window_length=2, boundary="forbid")),
-    "replay-period-oldest": ReplayScenario(EnvSpec(2, (_MIXED,)), capacity=7, fill_steps=12, batch_size=64, draws=10,
-                                           sampling=SamplingSpec(window_length=2, period=2, anchor="oldest")),
+    "replay-uniform": ReplayScenario(
+        EnvSpec(2, (_MIXED,)),
+        capacity=8,
+        fill_steps=11,
+        batch_size=64,
+        draws=40,
+        sampling=SamplingSpec(window_length=3),
+    ),
+    "replay-forbid": ReplayScenario(
+        EnvSpec(2, (_MIXED,)),
+        capacity=8,
+        fill_steps=11,
+        batch_size=64,
+        draws=10,
+        sampling=SamplingSpec(window_length=2, boundary="forbid"),
+    ),
+    "replay-period-oldest": ReplayScenario(
+        EnvSpec(2, (_MIXED,)),
+        capacity=7,
+        fill_steps=12,
+        batch_size=64,
+        draws=10,
+        sampling=SamplingSpec(window_length=2, period=2, anchor="oldest"),
+    ),
     # env stepping
     "env-mixed": EnvScenario(EnvSpec(3, (_MIXED,)), steps=20),
     "env-random": EnvScenario(_RANDOM4, steps=30, seed=7),
     # learner-side preprocessing: 38 and 47 training rows (short last minibatches), episodes
     # of mixed endings with in-progress chunks; the longest n-step windows reach past every end
-    "learner-mixed": LearnerScenario(EnvSpec(3, (_MIXED,)), steps=17, minibatch_size=5, num_learners=3),
-    "learner-truncated": LearnerScenario(EnvSpec(4, (RandomSchedule(1, 7, 500),)), steps=15, seed=1,
-                                         gamma=Fraction(99, 100), lam=Fraction(19, 20),
-                                         value_scale=Fraction(-1, 4), nstep=4, num_epochs=3,
-                                         minibatch_size=8, num_learners=2),
-    "learner-long-nstep": LearnerScenario(EnvSpec(1, (FixedSchedule(4, "truncated"),)), steps=12,
-                                          gamma=Fraction(1), lam=Fraction(1), nstep=8, num_epochs=1,
-                                          minibatch_size=64, num_learners=1),
+    "learner-mixed": LearnerScenario(
+        EnvSpec(3, (_MIXED,)), steps=17, minibatch_size=5, num_learners=3
+    ),
+    "learner-truncated": LearnerScenario(
+        EnvSpec(4, (RandomSchedule(1, 7, 500),)),
+        steps=15,
+        seed=1,
+        gamma=Fraction(99, 100),
+        lam=Fraction(19, 20),
+        value_scale=Fraction(-1, 4),
+        nstep=4,
+        num_epochs=3,
+        minibatch_size=8,
+        num_learners=2,
+    ),
+    "learner-long-nstep": LearnerScenario(
+        EnvSpec(1, (FixedSchedule(4, "truncated"),)),
+        steps=12,
+        gamma=Fraction(1),
+        lam=Fraction(1),
+        nstep=8,
+        num_epochs=1,
+        minibatch_size=64,
+        num_learners=1,
+    ),
     # hindsight relabeling: evicted episode heads and in-progress episodes in the buffer
-    "relabel-future": RelabelScenario(_GOALS2, fill_steps=23, capacity=12, strategy="future",
-                                      ratio=Fraction(3, 4), batch_size=63, draws=40),
-    "relabel-final": RelabelScenario(EnvSpec(3, (RandomSchedule(2, 6, 300),), goals=True), fill_steps=20,
-                                     capacity=20, strategy="final", ratio=Fraction(1), batch_size=32, draws=6),
-    "relabel-episode": RelabelScenario(_GOALS2, fill_steps=25, capacity=7, strategy="episode",
-                                       ratio=Fraction(2, 3), batch_size=50, draws=60, seed=2),
+    "relabel-future": RelabelScenario(
+        _GOALS2,
+        fill_steps=23,
+        capacity=12,
+        strategy="future",
+        ratio=Fraction(3, 4),
+        batch_size=63,
+        draws=40,
+    ),
+    "relabel-final": RelabelScenario(
+        EnvSpec(3, (RandomSchedule(2, 6, 300),), goals=True),
+        fill_steps=20,
+        capacity=20,
+        strategy="final",
+        ratio=Fraction(1),
+        batch_size=32,
+        draws=6,
+    ),
+    "relabel-episode": RelabelScenario(
+        _GOALS2,
+        fill_steps=25,
+        capacity=7,
+        strategy="episode",
+        ratio=Fraction(2, 3),
+        batch_size=50,
+        draws=60,
+        seed=2,
+    ),
 }
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import Any
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -80,7 +81,7 @@ def trainer_configs(draw: st.DrawFn) -> TrainerConfig:
     whole = draw(st.booleans()) and draw(st.booleans())
     mbl = draw(st.integers(1, 3))
     capacity = draw(st.integers(mbl, 12))
-    knobs = dict(
+    knobs: dict[str, Any] = dict(
         num_iterations=draw(st.integers(1, 16)),
         num_updates_per_train_iter=draw(st.integers(1, 3)),
         mini_batch_size=draw(st.one_of(st.none(), st.integers(1, 5))),
@@ -103,7 +104,7 @@ def trainer_configs(draw: st.DrawFn) -> TrainerConfig:
         knobs.update(
             whole_buffer=True, clear=draw(st.sampled_from(["none", "all", "keep-one-step"]))
         )
-    return TrainerConfig(**knobs)  # type: ignore[arg-type]
+    return TrainerConfig(**knobs)
 
 
 @st.composite

@@ -8,7 +8,7 @@ trace is parsed (:meth:`refimpl.trace.Trace.from_jsonl`).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from conformance.checks.views import items_of
 from conformance.scenario import Scenario
@@ -35,7 +35,7 @@ _COLUMNS = {
     "shard": ("stop",),
 }
 """Further columns that must be as long as the item columns."""
-_PER_ITERATION = (
+_PER_ITERATION: Final = (
     "env_step",
     "store",
     "exclude",

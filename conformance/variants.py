@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 from conformance.scenario import ReplayScenario, Scenario, TrainerScenario
 
@@ -18,20 +19,20 @@ __all__ = ["VARIANTS", "variant_scenario"]
 Transform = Callable[[Scenario], "Scenario | None"]
 
 
-def _trainer(**knobs: object) -> Transform:
+def _trainer(**knobs: Any) -> Transform:
     def apply(s: Scenario) -> Scenario | None:
         if not isinstance(s, TrainerScenario):
             return None
-        return replace(s, trainer=replace(s.trainer, **knobs))  # type: ignore[arg-type]
+        return replace(s, trainer=replace(s.trainer, **knobs))
 
     return apply
 
 
-def _sampling(**knobs: object) -> Transform:
+def _sampling(**knobs: Any) -> Transform:
     def apply(s: Scenario) -> Scenario | None:
         if not isinstance(s, (TrainerScenario, ReplayScenario)):
             return None
-        return replace(s, sampling=replace(s.sampling, **knobs))  # type: ignore[arg-type]
+        return replace(s, sampling=replace(s.sampling, **knobs))
 
     return apply
 

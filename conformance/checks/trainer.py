@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import replace
 from fractions import Fraction
 from typing import Any
@@ -118,7 +119,7 @@ def check_state_reset(scenario: Scenario, trace: Trace, ctx: Context) -> None:
 def check_loss_mask(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     """timestep.loss-mask-last: loss mask is 0 exactly on padding and stored-LAST items."""
     sc = _sc(scenario)
-    stored_type: dict[Item, int] = {}
+    stored_type: dict[tuple[int, ...], int] = {}
     for e in trace.events:
         if e.kind == "store":
             stored_type.update(zip(items_of(e), e.step_type))
@@ -249,7 +250,10 @@ def check_global_counter(scenario: Scenario, trace: Trace, ctx: Context) -> None
 
 # -- preprocessing -------------------------------------------------------------------------------
 def _fate(trace: Trace) -> tuple[Counter[Item], Counter[Item], Counter[Item], Counter[Item]]:
-    unrolled, stored, excluded, pending = Counter(), Counter(), Counter(), Counter()  # type: ignore[var-annotated]
+    unrolled: Counter[Item] = Counter()
+    stored: Counter[Item] = Counter()
+    excluded: Counter[Item] = Counter()
+    pending: Counter[Item] = Counter()
     for e in trace.events:
         target = {
             "env_step": unrolled,
@@ -325,7 +329,6 @@ def check_delayed_per_env(scenario: Scenario, trace: Trace, ctx: Context) -> Non
         if e.kind == "iteration_end":
             closed.add(e.iteration)
         if e.kind in ("store", "exclude") and e.iteration not in closed:
-            kind = e.kind
             items = items_of(e)
             episodes = {(env, ep) for env, ep, _ in items}
             if len(episodes) != 1:
@@ -348,7 +351,7 @@ def check_delayed_per_env(scenario: Scenario, trace: Trace, ctx: Context) -> Non
                     f"iteration {last_at.get((env, ep))} (its LAST)",
                     f"iteration {e.iteration}",
                 )
-            if kind == "store":
+            if e.kind == "store":
                 want = 1.0 if plan.ending == "terminated" else 0.0
                 if set(e.annotation) != {want}:
                     raise CheckFailure(
@@ -711,13 +714,13 @@ def check_whole_buffer(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     cfg = sc.trainer
     _, capacity, clear = buffer_shape(sc)
     by_call: dict[int, list[Any]] = defaultdict(list)
-    models = {}
+    models: dict[int, dict[int, list[Item]]] = {}
     for update, model in windows_with_state(trace, capacity, clear):
         by_call[update.call].append(update)
         models.setdefault(update.call, {env: list(model.live(env)) for env in model.stored})
     for call, updates in by_call.items():
         live = models[call]
-        want = Counter()  # type: ignore[var-annotated]
+        want: Counter[tuple[Item, ...]] = Counter()
         for items in live.values():
             n = len(items) // cfg.mini_batch_length
             for c in range(n):
@@ -784,11 +787,11 @@ def check_exact_stores(scenario: Scenario, trace: Trace, ctx: Context) -> None:
         )
 
 
-def _is(*types: type) -> Any:
+def _is(*types: type) -> Callable[[Scenario], bool]:
     return lambda s: isinstance(s, TrainerScenario) and isinstance(s.preprocess, types)
 
 
-def _cfg(pred: Any) -> Any:
+def _cfg(pred: Callable[[TrainerScenario], object]) -> Callable[[Scenario], bool]:
     return lambda s: isinstance(s, TrainerScenario) and bool(pred(s))
 
 
@@ -916,8 +919,11 @@ TRAINER_CHECKS: tuple[Check, ...] = (
         "trainer",
         "invariant",
         check_identity_plain_calls,
-        lambda s: (
-            _SYNCED(s) and isinstance(s.preprocess, (Identity, RewardTransform, OverwriteStepType))
+        _cfg(
+            lambda s: (
+                _SYNCED(s)
+                and isinstance(s.preprocess, (Identity, RewardTransform, OverwriteStepType))
+            )
         ),
     ),
     Check(
@@ -926,8 +932,11 @@ TRAINER_CHECKS: tuple[Check, ...] = (
         "trainer",
         "invariant",
         check_excluded_earn_nothing,
-        lambda s: (
-            _SYNCED(s) and isinstance(s.preprocess, (ExcludeSteps, ExcludeEpisodes, ExcludeTasks))
+        _cfg(
+            lambda s: (
+                _SYNCED(s)
+                and isinstance(s.preprocess, (ExcludeSteps, ExcludeEpisodes, ExcludeTasks))
+            )
         ),
     ),
     Check(
@@ -936,7 +945,11 @@ TRAINER_CHECKS: tuple[Check, ...] = (
         "trainer",
         "invariant",
         check_utd_bound,
-        lambda s: _SYNCED(s) and s.trainer.unroll_carry == "exact" and not s.trainer.num_env_steps,
+        _cfg(
+            lambda s: (
+                _SYNCED(s) and s.trainer.unroll_carry == "exact" and not s.trainer.num_env_steps
+            )
+        ),
     ),
     Check(
         "bounded-lag", ("train.bounded-lag",), "trainer", "invariant", check_bounded_lag, _SYNCED

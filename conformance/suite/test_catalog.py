@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 
 from conformance.catalog import CATALOG
-from conformance.checks import ALL_CHECKS
+from conformance.checks import ALL_CHECKS, Check
+from conformance.pytest_plugin import XpspecSession
+from conformance.scenario import Scenario
 
 CASES = [
     pytest.param(
@@ -23,5 +25,5 @@ CASES = [
 
 
 @pytest.mark.parametrize("check, name, scenario", CASES)
-def test_check(xpspec_session, check, name, scenario):  # type: ignore[no-untyped-def]
+def test_check(xpspec_session: XpspecSession, check: Check, name: str, scenario: Scenario) -> None:
     xpspec_session.assert_outcome(check, name, scenario)

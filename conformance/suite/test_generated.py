@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 
-from conformance.checks import ALL_CHECKS
+from conformance.checks import ALL_CHECKS, Check
+from conformance.pytest_plugin import XpspecSession
+from conformance.scenario import TrainerScenario
 from conformance.strategies import trainer_scenarios
 
 INVARIANTS = [
@@ -17,9 +19,9 @@ INVARIANTS = [
 
 
 @pytest.mark.parametrize("check", INVARIANTS)
-def test_invariant(xpspec_session, check):  # type: ignore[no-untyped-def]
+def test_invariant(xpspec_session: XpspecSession, check: Check) -> None:
     @given(trainer_scenarios())
-    def run(scenario):  # type: ignore[no-untyped-def]
+    def run(scenario: TrainerScenario) -> None:
         if check.applies(scenario):
             xpspec_session.assert_outcome(check, "generated", scenario)
 
