@@ -70,7 +70,7 @@ def load_adapter(spec: str) -> Adapter:
     for method in ("info", "smoke"):
         if not callable(getattr(adapter, method, None)):
             raise ValueError(f"adapter {spec!r}: expected a method {method}(), got none")
-    return adapter  # type: ignore[no-any-return]
+    return adapter
 
 
 class OperationTimeout(AdapterError):
@@ -129,7 +129,7 @@ class Session:
 
     # -- running operations ---------------------------------------------------------------------
     def _operation(self, adapter: Adapter, scenario: Scenario) -> Callable[[Scenario], Trace]:
-        return getattr(adapter, f"run_{scenario.kind}")  # type: ignore[no-any-return]
+        return getattr(adapter, f"run_{scenario.kind}")
 
     def run(self, scenario: Scenario, who: str = "adapter") -> Trace:
         """The trace of ``scenario`` (cached). Raises Unsupported or AdapterError."""

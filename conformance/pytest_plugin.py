@@ -10,13 +10,18 @@ import os
 import platform
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import pytest
 
 __all__ = ["XpspecSession"]
 
 REPORT_FORMAT = "xpspec-report/1"
+
+# Per-run state kept on the pytest config.
+_PROFILE = pytest.StashKey[str]()
+_REPORT = pytest.StashKey[TextIO | None]()
+_COUNTS = pytest.StashKey[dict[str, int]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -48,7 +53,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
     profile = config.getoption("--xpspec-profile", None) or os.environ.get("XPSPEC_PROFILE", "ci")
     settings.load_profile(profile)
-    config._xpspec_profile = profile  # type: ignore[attr-defined]
+    config.stash[_PROFILE] = profile
     _CONFIG["config"] = config
 
 
@@ -132,8 +137,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     """Open the report on the controlling process only (xdist workers forward their
     results to it), and write the header."""
     config = session.config
-    config._xpspec_report = None  # type: ignore[attr-defined]
-    config._xpspec_counts = {}  # type: ignore[attr-defined]
+    config.stash[_REPORT] = None
+    config.stash[_COUNTS] = {}
     path = config.getoption("--xpspec-report", None)
     if not path or hasattr(config, "workerinput"):
         return
@@ -156,7 +161,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             "adapter_error": str(exc),
         }
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    config._xpspec_report = open(path, "w", encoding="utf-8")  # type: ignore[attr-defined]
+    config.stash[_REPORT] = open(path, "w", encoding="utf-8")
     _write(
         config,
         {
@@ -166,7 +171,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             "spec": spec_version(),
             "adapter": name,
             **described,
-            "profile": getattr(config, "_xpspec_profile", "ci"),
+            "profile": config.stash.get(_PROFILE, "ci"),
             "seed": 0,
             "versions": _versions(),
         },
@@ -174,38 +179,38 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def _write(config: pytest.Config, record: dict[str, Any]) -> None:
-    handle = getattr(config, "_xpspec_report", None)
+    handle = config.stash.get(_REPORT, None)
     if handle is not None:
         handle.write(json.dumps(record, sort_keys=True) + "\n")
 
 
-_CONFIG: dict[str, Any] = {}
+_CONFIG: dict[str, pytest.Config] = {}
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     outcome = dict(report.user_properties).get("xpspec")
     if (
-        outcome is None
+        not isinstance(outcome, dict)
         or report.when == "teardown"
         or (report.when == "setup" and not report.skipped)
     ):
         return
     config = _CONFIG.get("config")
-    if config is None or getattr(config, "_xpspec_report", None) is None:
+    if config is None or config.stash.get(_REPORT, None) is None:
         return
-    record = {"type": "result", "test": report.nodeid.split("::")[-1], **outcome}
+    record: dict[str, Any] = {"type": "result", "test": report.nodeid.split("::")[-1], **outcome}
     record["clauses"] = list(record["clauses"])
     _write(config, record)
-    counts = config._xpspec_counts  # type: ignore[attr-defined]
+    counts = config.stash[_COUNTS]
     counts[outcome["status"]] = counts.get(outcome["status"], 0) + 1
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    handle = getattr(session.config, "_xpspec_report", None)
+    handle = session.config.stash.get(_REPORT, None)
     if handle is None:
         return
     _write(
         session.config,
-        {"type": "footer", "counts": session.config._xpspec_counts, "exitstatus": int(exitstatus)},
-    )  # type: ignore[attr-defined]
+        {"type": "footer", "counts": session.config.stash[_COUNTS], "exitstatus": int(exitstatus)},
+    )
     handle.close()
