@@ -57,7 +57,11 @@ class _Plans:
     def __init__(self, schedule: Schedule, seed: int, envs: np.ndarray) -> None:
         self.schedule = schedule
         self.envs = envs
-        if isinstance(schedule, RandomSchedule):
+        self.min_length = 1  # a lower bound on the episode lengths
+        if isinstance(schedule, FixedSchedule):
+            self.min_length = schedule.length
+        elif isinstance(schedule, RandomSchedule):
+            self.min_length = schedule.min_length
             seed_hash = _splitmix64(np.array([seed & _MASK64], dtype=np.uint64))
             self._env_hash = _splitmix64(seed_hash ^ envs.astype(np.uint64))[:, None]
         elif isinstance(schedule, CycleSchedule):
@@ -65,6 +69,7 @@ class _Plans:
             self._cycle_len = np.array([p.length for p in schedule.episodes], dtype=np.int64)
             self._cycle_term = np.array([p.ending == "terminated" for p in schedule.episodes])
             self._env_shift = (envs * (schedule.offset % m)) % m
+            self.min_length = int(self._cycle_len.min())
 
     def table(self, first: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
         """Lengths (int64) and terminated flags of episodes ``first[i] + j`` of
@@ -105,6 +110,10 @@ class ToyBatchEnv:
         self._groups = [
             _Plans(s, seed, np.array(envs, dtype=np.int64)) for s, envs in groups.items()
         ]
+        # An episode of at least m transitions spans m + 1 steps, so the block's last step
+        # lies at most ceil((block - 1) / (m + 1)) episodes after the one holding its first.
+        shortest = min(g.min_length for g in self._groups) + 1
+        self._plans_per_block = -(-(self._block - 1) // shortest) + 1
         self._ahead: list[TimeStep] = []  # time steps base .. base + len - 1
         self._base = 0
         self._index = 0  # of the current time step within _ahead
@@ -161,24 +170,23 @@ class ToyBatchEnv:
 
     def _compute(self, base: int) -> list[TimeStep]:
         """The time steps ``base .. base + block - 1``; env ``e`` is at episode
-        ``_next_episode[e]``, begun at step ``_next_start[e] <= base``, at step ``base``."""
+        ``_next_episode[e]``, begun at step ``_next_start[e] <= base``, at step ``base``.
+        Computed step-major (``[block, B]``), so each step's tensors are contiguous rows."""
         b, n = self.num_envs, self._block
-        # An episode lasts at least 2 steps, so the block meets at most n // 2 + 1 episodes.
-        count = n // 2 + 1
         k0, s0 = self._next_episode, self._next_start
-        lengths, terminates = self._plans(k0, count)
+        lengths, terminates = self._plans(k0, self._plans_per_block)  # [B, count]
         ends = s0[:, None] + torch.cumsum(lengths + 1, 1)  # first step after episode k0 + j
         starts = torch.cat([s0[:, None], ends[:, :-1]], 1)
-        steps = torch.arange(base, base + n).expand(b, n).contiguous()
-        j = torch.searchsorted(ends, steps, right=True)  # [B, n] episode offset from k0
-        t = steps - starts.gather(1, j)
-        length = lengths.gather(1, j)
+        steps = torch.arange(base, base + n)
+        j = torch.searchsorted(ends, steps.expand(b, n).contiguous(), right=True).T.contiguous()
+        t = steps[:, None] - starts.T.gather(0, j)  # [n, B]: j = episode offset from k0
+        length = lengths.T.gather(0, j)
         first, last = t == 0, t == length
-        episode = k0[:, None] + j
+        episode = k0 + j
         step_type = torch.where(first, _FIRST, torch.where(last, _LAST, _MID))
-        terminated = terminates.gather(1, j)
+        terminated = terminates.T.gather(0, j)
         discount = (~(last & terminated)).to(torch.float32)
-        env = self._env_ids[:, None].expand(b, n)
+        env = self._env_ids.repeat(n, 1)
         observation = torch.stack([env, episode, t], 2).to(torch.float32)
         if self.spec.goals:
             goal_t = torch.where(terminated, length, length + 1)
@@ -187,11 +195,10 @@ class ToyBatchEnv:
             reward = t.to(torch.float32)
         reward = torch.where(first, 0.0, reward)
         task_id = (env + episode) % self.spec.num_tasks
-        self._next_episode = episode[:, -1] + last[:, -1]
-        self._next_start = torch.where(last[:, -1], base + n, starts.gather(1, j[:, -1:])[:, 0])
+        self._next_episode = episode[-1] + last[-1]
+        self._next_start = torch.where(last[-1], base + n, starts.gather(1, j[-1:].T)[:, 0])
         st, rw, dc, ob, ei, ti = (
-            f.transpose(0, 1).contiguous().unbind(0)  # [B, n] -> n rows of [B]
-            for f in (step_type, reward, discount, observation, env, task_id)
+            f.unbind(0) for f in (step_type, reward, discount, observation, env, task_id)
         )
         if not self.spec.goals:
             return [
@@ -199,9 +206,9 @@ class ToyBatchEnv:
                 for s, r, d, o, e, k in zip(st, rw, dc, ob, ei, ti)
             ]
         # Goals never alias the observation: a buffer may write them in place.
-        achieved = observation.transpose(0, 1).clone(memory_format=torch.contiguous_format)
-        desired = observation.transpose(0, 1).clone(memory_format=torch.contiguous_format)
-        desired[:, :, 2] = goal_t.T
+        achieved = observation.clone()
+        desired = observation.clone()
+        desired[:, :, 2] = goal_t
         return [
             TimeStep(*r) for r in zip(st, rw, dc, ob, ei, ti, achieved.unbind(0), desired.unbind(0))
         ]
