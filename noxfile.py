@@ -63,6 +63,33 @@ def suite(session: nox.Session) -> None:
     session.run("xpspec", "report", "reports/refimpl.jsonl", "--out", "reports")
 
 
+ADAPTERS = ("sb3", "tianshou", "torchrl", "flashbax", "rllib")
+
+
+@nox.session(python="3.11", default=False, tags=["adapters"])
+@nox.parametrize("adapter", [nox.param(a, id=a, tags=[a]) for a in ADAPTERS])
+def conformance(session: nox.Session, adapter: str) -> None:
+    """The suite against one framework adapter, in a venv of its own (frameworks pin
+    conflicting dependencies). Writes reports/<adapter>.jsonl and prints the wall time."""
+    import time
+
+    install(session, f"adapter-{adapter}")
+    start = time.perf_counter()
+    try:
+        session.run(
+            "xpspec",
+            "run",
+            "--adapter",
+            adapter,
+            "--report",
+            f"reports/{adapter}.jsonl",
+            *session.posargs,
+            env=THREADS,
+        )
+    finally:
+        session.log(f"conformance({adapter}): {time.perf_counter() - start:.0f} s")
+
+
 @nox.session(python="3.11", default=False)
 def report(session: nox.Session) -> None:
     """Fold every run in reports/*.jsonl into the matrix and its docs page."""

@@ -8,4 +8,10 @@ __all__ = ["REGISTERED"]
 
 REGISTERED: dict[str, str] = {
     "refimpl": "adapters.refimpl:RefimplAdapter",
+    "sb3": "adapters.sb3:SB3Adapter",
+    "tianshou": "adapters.tianshou:TianshouAdapter",
+    "torchrl": "adapters.torchrl:TorchRLAdapter",
+    "flashbax": "adapters.flashbax:FlashbaxAdapter",
+    "rllib": "adapters.rllib:RLlibAdapter",
+    "alf": "adapters.alf:ALFAdapter",
 }
