@@ -41,3 +41,30 @@ def test_rationals_are_exact() -> None:
 def test_drain_spec_validates_arrivals() -> None:
     with pytest.raises(ConfigError, match=r"drain.arrivals\[1\]"):
         DrainSpec((1, -1))
+
+
+def test_unknown_preprocessor_is_named() -> None:
+    from conformance.scenario import scenario_from_json
+    from refimpl.preprocess import build
+
+    with pytest.raises(ConfigError, match=r"preprocess\.kind.*'magic'"):
+        scenario_from_json(
+            {
+                "kind": "trainer",
+                "env": {},
+                "trainer": {"num_iterations": 1},
+                "preprocess": {"kind": "magic"},
+            }
+        )
+    with pytest.raises(ConfigError, match="named preprocessors"):
+        build("identity")  # type: ignore[arg-type]
+
+
+def test_mismatched_env_ids_are_named() -> None:
+    import torch
+
+    from refimpl.replay import ReplayBuffer
+
+    buffer = ReplayBuffer(2, 4, {"step_type": ((), torch.int64)})
+    with pytest.raises(ConfigError, match=r"env_ids: expected ids in \[0, 2\)"):
+        buffer.add_items(torch.tensor([0, 5]), {"step_type": torch.tensor([0, 1])})
