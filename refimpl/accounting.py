@@ -1,8 +1,8 @@
 """Unroll and train-call accounting, in exact rational arithmetic.
 
-Clauses: ``unroll.fractional-schedule``, ``unroll.alf-float-carry`` (variant),
+Clauses: ``unroll.fractional-schedule``, variant ``alf-float-carry`` of ``unroll.fractional-schedule``,
 ``train.synced-schedule``, ``train.identity-reduces-to-plain``, ``train.excluded-earn-nothing``,
-``train.utd-converges``, ``train.bounded-lag``, ``train.alf-pr1768-floor`` (variant).
+``train.utd-converges``, ``train.bounded-lag``, variant ``alf-pr1768-floor`` of ``train.synced-schedule``.
 
 Unroll schedule. With ``u = unroll_length`` (an exact rational), iteration ``k`` (1-based)
 unrolls ``n_k = floor(k*u) - floor((k-1)*u)`` steps per env, so after ``k`` iterations exactly
@@ -58,7 +58,7 @@ class ExactSchedule:
 
 @dataclass
 class FloatCarrySchedule:
-    """ALF's carry: ``x = r + u; n = int(x); r = x - n`` in IEEE doubles (``unroll.alf-float-carry``)."""
+    """ALF's carry: ``x = r + u; n = int(x); r = x - n`` in IEEE doubles (variant ``alf-float-carry`` of ``unroll.fractional-schedule``)."""
 
     unroll_length: float
     remainder: float = 0.0
@@ -104,7 +104,7 @@ class PlainTrainSchedule:
 
 @dataclass
 class AlfFloorTrainSchedule:
-    """ALF PR 1768's proposal (``train.alf-pr1768-floor``): on an iteration that unrolled
+    """ALF PR 1768's proposal (variant ``alf-pr1768-floor`` of ``train.synced-schedule``): on an iteration that unrolled
     ``n`` steps per env, ``floor(stored / (B*n))`` calls with no carry; an iteration that
     unrolled nothing makes one call. Fractions of an iteration stored by one env are lost."""
 

@@ -28,7 +28,7 @@ Clauses:
   stored step, and drops its bootstrap iff the episode terminated inside the window.
 - ``learner.update-count`` — ``num_epochs * ceil(num_items / minibatch_size)`` updates, the
   last short minibatch kept.
-- ``learner.paths-agree`` — the episodes path and the batch path give identical advantages
+- ``learner.gae`` — the episodes path and the batch path give identical advantages
   and value targets for the same data.
 - ``learner.shard-episodes`` — sharding across learners never splits an episode and balances
   timesteps to within one episode length.

@@ -8,8 +8,8 @@ the goal reward of ``s_{t+1}``'s achieved goal. An episode held by a buffer is s
 (0 unless its head was evicted); a transition at ``t`` can be sampled iff
 ``t_start <= t < t_end``.
 
-Sample time (:func:`relabel`), spec default (clauses ``relabel.future-eligible``,
-``relabel.in-progress``, ``relabel.ratio``, ``relabel.reward``):
+Sample time (:func:`relabel`), spec default (clauses ``relabel.eligible-goals``,
+``relabel.eligible-goals``, ``relabel.ratio``, ``relabel.reward-recomputed``):
 
 - goal sources are achieved goals of states reached by a transition: ``future`` draws
   uniformly from ``t+1..t_end`` (the successor states, own successor included), ``final``
@@ -26,7 +26,7 @@ Sample time (:func:`relabel`), spec default (clauses ``relabel.future-eligible``
   (:func:`goal_rewards`, the vectorised :func:`refimpl.toy_envs.spec.goal_reward`); other rows
   keep their goal and reward; the stored data is never modified.
 
-Store time (:func:`annotate_episode`, clause ``relabel.store-time``) runs once, when an
+Store time (:func:`annotate_episode`, clause ``relabel.placement``) runs once, when an
 episode reaches its LAST (episode-delayed preprocessing): every step gets the hindsight
 success flag (the episode reached its desired goal) and, optionally, the final achieved goal
 as its desired goal with rewards recomputed.
@@ -404,7 +404,7 @@ class Annotation:
 def annotate_episode(
     steps: EpisodeGoals, *, relabel_final: bool = False, reward_fn: RewardFn = goal_rewards
 ) -> Annotation:
-    """Annotate a complete episode when it reaches LAST (clause ``relabel.store-time``).
+    """Annotate a complete episode when it reaches LAST (clause ``relabel.placement``).
 
     ``success`` is true on every step iff some ``s_t``, ``t >= 1``, achieved the episode's
     own desired goal (the equality of :func:`goal_rewards`). With ``relabel_final`` every

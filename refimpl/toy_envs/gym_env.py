@@ -1,5 +1,5 @@
 """The Gymnasium ``Env`` face of the toy env: one env of an :class:`EnvSpec` (clause
-``toyenv.gym-env``).
+the toy env contract of ``spec/timesteps.md``).
 
 The dynamics are those stated in :mod:`refimpl.toy_envs.spec`, told in Gymnasium's convention:
 

@@ -1,4 +1,4 @@
-"""The Gymnasium ``VectorEnv`` face of the toy env (clause ``toyenv.gym-vector``).
+"""The Gymnasium ``VectorEnv`` face of the toy env (the toy env contract of ``spec/timesteps.md``).
 
 :class:`ToyVectorEnv` steps all ``spec.num_envs`` envs in numpy and returns what
 ``gymnasium.vector.SyncVectorEnv(make_env_fns(spec, seed), autoreset_mode=mode)`` returns:
@@ -43,7 +43,7 @@ def step_types_from_gym(
     terminated: npt.ArrayLike, truncated: npt.ArrayLike, previous_done: npt.ArrayLike
 ) -> npt.NDArray[np.int64]:
     """The spec's step types of Gymnasium rows under ``NEXT_STEP`` autoreset (clause
-    ``timestep.from-gym``): FIRST where ``previous_done``, LAST where ``terminated`` or
+    ``timestep.step-types``): FIRST where ``previous_done``, LAST where ``terminated`` or
     ``truncated``, MID elsewhere. The discount is 0 exactly where ``terminated``.
 
     ``previous_done`` is True for rows returned by ``reset()`` and, for rows returned by

@@ -1,4 +1,4 @@
-"""Episode schedules of the toy envs (clause ``toyenv.schedule``).
+"""Episode schedules of the toy envs (the toy env contract of ``spec/timesteps.md``).
 
 A schedule answers, for env ``e`` and its ``k``-th episode, how many transitions the episode
 has and whether it ends by termination (discount 0) or truncation (time limit, discount 1).

@@ -1,4 +1,4 @@
-"""The toy env's definition, shared by every face of it (clauses ``toyenv.*``).
+"""The toy env's definition, shared by every face of it (the toy env contract of ``spec/timesteps.md``).
 
 Dynamics of env ``e`` (all faces implement exactly this):
 

@@ -1,7 +1,7 @@
 """Tests of the toy envs: schedules, EnvSpec, the torch-batched env and the Gymnasium faces.
 
 Expected time steps come from :func:`reference_rows`, a direct transcription of the rules in
-the docstring of ``refimpl/toy_envs/spec.py`` (clauses ``toyenv.*``, ``timestep.*``), or from
+the docstring of ``refimpl/toy_envs/spec.py`` (the toy env contract, clauses ``timestep.*``), or from
 tables written out by hand.
 """
 
@@ -192,7 +192,7 @@ def random_actions(spec: EnvSpec, steps: int, seed: int) -> np.ndarray:
 FAST = settings(deadline=None)  # example counts come from the active Hypothesis profile
 
 
-# -- schedules (clause toyenv.schedule) -------------------------------------------------------
+# -- schedules (toy env contract) -------------------------------------------------------
 def test_fixed_schedule_gives_the_same_plan_everywhere() -> None:
     s = FixedSchedule(3, TRUNC)
     assert {s.episode(seed, e, k) for seed in (0, 9) for e in range(3) for k in range(5)} == {
@@ -361,7 +361,7 @@ def test_every_face_plays_the_hand_derived_cycle(goals: bool) -> None:
 def test_faces_agree_with_the_stated_rules_step_for_step(
     spec: EnvSpec, seed: int, steps: int
 ) -> None:
-    """Clause toyenv.faces-agree: ToyBatchEnv, ToyVectorEnv (NEXT_STEP) and SyncVectorEnv
+    """Toy env contract: ToyBatchEnv, ToyVectorEnv (NEXT_STEP) and SyncVectorEnv
     over ToyEnv give identical (identity, step type, reward, discount, task, goals) rows."""
     actions = random_actions(spec, steps, seed)
     expected = reference_table(spec, seed, steps + 1)
@@ -383,7 +383,7 @@ def test_batched_env_extends_its_plan_table_for_long_runs() -> None:
 def test_vector_env_returns_exactly_what_sync_vector_env_returns(
     spec: EnvSpec, seed: int, steps: int
 ) -> None:
-    """Clause toyenv.gym-vector: same observations, rewards, flags and infos (incl. masks,
+    """Toy env contract: same observations, rewards, flags and infos (incl. masks,
     final_obs and final_info) as gymnasium's SyncVectorEnv, in both autoreset modes."""
     actions = random_actions(spec, steps, seed)
     for mode in (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP):
@@ -602,7 +602,7 @@ def test_vector_env_errors_are_clear() -> None:
         venv.reset(options={"reset_mask": np.zeros(2, dtype=bool)})
 
 
-# -- step types from Gymnasium flags (clause timestep.from-gym) -------------------------------
+# -- step types from Gymnasium flags (clause timestep.step-types) -------------------------------
 def test_step_types_from_gym() -> None:
     terminated = np.array([False, True, False, False])
     truncated = np.array([False, False, True, False])
