@@ -8,7 +8,7 @@ from collections import Counter
 from typing import Any
 
 from conformance.checks.base import Check, CheckFailure, Context
-from conformance.checks.trainer import check_auto_reset, check_identity, check_step_fields
+from conformance.checks.timesteps import check_auto_reset, check_identity, check_step_fields
 from conformance.checks.views import BufferModel
 from conformance.scenario import ReplayScenario, Scenario
 from refimpl.step_type import StepType

@@ -8,9 +8,22 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from conformance.scenario import Scenario, TrainerScenario
 from refimpl.trace import Item, Trace
 
-__all__ = ["BufferModel", "items_of", "iterations", "per_iteration", "windows_with_state"]
+__all__ = [
+    "BufferModel",
+    "buffer_shape",
+    "calls_per_iteration",
+    "env_items",
+    "items_of",
+    "iterations",
+    "per_iteration",
+    "steps_per_iteration",
+    "stored_per_iteration",
+    "trainer_scenario",
+    "windows_with_state",
+]
 
 
 def items_of(event: Any) -> list[Item]:
@@ -93,3 +106,47 @@ def windows_with_state(
             yield e, model
         elif e.kind == "train_call":
             clear_pending = clear != "none" and e.status == "trained"
+
+
+def trainer_scenario(scenario: Scenario) -> TrainerScenario:
+    assert isinstance(scenario, TrainerScenario)
+    return scenario
+
+
+def env_items(trace: Trace) -> list[tuple[int, Item, Any, int]]:
+    """(iteration, item, event, column index) of every unrolled item, in order."""
+    out = []
+    for e in trace.of_kind("env_step"):
+        for i, item in enumerate(items_of(e)):
+            out.append((e.iteration, item, e, i))
+    return out
+
+
+def steps_per_iteration(trace: Trace) -> list[int]:
+    counts = per_iteration(trace, "env_step")
+    return [counts[i] for i in iterations(trace)]
+
+
+def calls_per_iteration(trace: Trace) -> list[int]:
+    counts = per_iteration(trace, "train_call")
+    return [counts[i] for i in iterations(trace)]
+
+
+def stored_per_iteration(trace: Trace) -> list[int]:
+    """Items stored during each iteration; a flush after the last iteration is not counted."""
+    counts = dict.fromkeys(iterations(trace), 0)
+    closed: set[int] = set()
+    for e in trace.events:
+        if e.kind == "iteration_end":
+            closed.add(e.iteration)
+        elif e.kind == "store" and e.iteration not in closed:
+            counts[e.iteration] += len(e.env)
+    return [counts[i] for i in iterations(trace)]
+
+
+def buffer_shape(sc: TrainerScenario) -> tuple[bool, int, str]:
+    """(whole_buffer, capacity, clear) as the spec defines them: on-policy training is
+    whole-buffer training on the iteration's own unroll, cleared after the call."""
+    if sc.trainer.mode == "on-policy":
+        return True, int(sc.trainer.unroll_length), "all"
+    return sc.trainer.whole_buffer, sc.trainer.capacity, sc.trainer.clear

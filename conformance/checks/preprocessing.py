@@ -1,0 +1,221 @@
+"""Checks of experience preprocessing: conservation and the modes (clauses ``preprocess.*``)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from fractions import Fraction
+
+from conformance.checks.base import CheckFailure, Context
+from conformance.checks.views import (
+    env_items,
+    items_of,
+    trainer_scenario,
+)
+from conformance.scenario import Scenario, TrainerScenario
+from refimpl.preprocess import (
+    ExcludeEpisodes,
+    ExcludeSteps,
+    ExcludeTasks,
+    OverwriteStepType,
+    RewardTransform,
+)
+from refimpl.step_type import StepType
+from refimpl.trace import Item, Trace
+
+__all__ = [
+    "check_conservation",
+    "check_delayed_per_env",
+    "check_exclusion",
+    "check_identity_is_plain",
+    "check_pending_at_end",
+    "check_store_order",
+    "check_transform",
+]
+
+
+def _fate(trace: Trace) -> tuple[Counter[Item], Counter[Item], Counter[Item], Counter[Item]]:
+    unrolled: Counter[Item] = Counter()
+    stored: Counter[Item] = Counter()
+    excluded: Counter[Item] = Counter()
+    pending: Counter[Item] = Counter()
+    for e in trace.events:
+        target = {
+            "env_step": unrolled,
+            "store": stored,
+            "exclude": excluded,
+            "run_end": pending,
+        }.get(e.kind)
+        if target is not None:
+            target.update(items_of(e))
+    return unrolled, stored, excluded, pending
+
+
+def check_conservation(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    unrolled, stored, excluded, pending = _fate(trace)
+    accounted = stored + excluded + pending
+    for item, n in unrolled.items():
+        if accounted[item] != n:
+            where = {"stored": stored[item], "excluded": excluded[item], "pending": pending[item]}
+            raise CheckFailure(
+                f"fate of unrolled item {item}", "exactly one of stored/excluded/pending", where
+            )
+    extra = sorted(set(accounted) - set(unrolled))
+    if extra:
+        raise CheckFailure(
+            "items stored, excluded or pending that were never unrolled", [], extra[:5]
+        )
+
+
+def check_identity_is_plain(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    events = list(trace.events)
+    for i, e in enumerate(events):
+        if e.kind != "env_step":
+            continue
+        nxt = events[i + 1] if i + 1 < len(events) else None
+        if nxt is None or nxt.kind != "store" or items_of(nxt) != items_of(e):
+            raise CheckFailure(
+                f"iteration {e.iteration}: store right after the unroll step of {items_of(e)}",
+                "a store of the same items",
+                nxt,
+            )
+        for name in ("step_type", "reward", "discount"):
+            if getattr(nxt, name) != getattr(e, name):
+                raise CheckFailure(
+                    f"iteration {e.iteration}: stored {name} under identity",
+                    getattr(e, name),
+                    getattr(nxt, name),
+                )
+
+
+def check_store_order(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    unroll_index = {item: n for n, (_, item, _, _) in enumerate(env_items(trace))}
+    last: dict[int, tuple[int, Item]] = {}
+    for e in trace.of_kind("store"):
+        for item in items_of(e):
+            n = unroll_index.get(item, -1)
+            if item[0] in last and n <= last[item[0]][0]:
+                raise CheckFailure(
+                    f"iteration {e.iteration}: env {item[0]} stores {item} after {last[item[0]][1]}",
+                    "unroll order",
+                    "out of order",
+                )
+            last[item[0]] = (n, item)
+
+
+def check_delayed_per_env(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    sc = trainer_scenario(scenario)
+    last_at: dict[tuple[int, int], int] = {}
+    for it, (env, episode, _), e, i in env_items(trace):
+        if e.step_type[i] == StepType.LAST:
+            last_at[(env, episode)] = it
+    closed: set[int] = set()
+    for e in trace.events:
+        if e.kind == "iteration_end":
+            closed.add(e.iteration)
+        if e.kind in ("store", "exclude") and e.iteration not in closed:
+            items = items_of(e)
+            episodes = {(env, ep) for env, ep, _ in items}
+            if len(episodes) != 1:
+                raise CheckFailure(
+                    f"iteration {e.iteration}: one release holds",
+                    "exactly one env's episode",
+                    sorted(episodes),
+                )
+            ((env, ep),) = episodes
+            plan = sc.env.episode(sc.seed, env, ep)
+            if [t for _, _, t in items] != list(range(plan.length + 1)):
+                raise CheckFailure(
+                    f"iteration {e.iteration}: released episode {(env, ep)}",
+                    list(range(plan.length + 1)),
+                    [t for _, _, t in items],
+                )
+            if last_at.get((env, ep)) != e.iteration:
+                raise CheckFailure(
+                    f"release of episode {(env, ep)}",
+                    f"iteration {last_at.get((env, ep))} (its LAST)",
+                    f"iteration {e.iteration}",
+                )
+            if e.kind == "store":
+                want = 1.0 if plan.ending == "terminated" else 0.0
+                if set(e.annotation) != {want}:
+                    raise CheckFailure(
+                        f"annotation of episode {(env, ep)} ({plan.ending})",
+                        want,
+                        sorted(set(e.annotation)),
+                    )
+
+
+def _selected(sc: TrainerScenario, item: Item) -> bool:
+    env, episode, t = item
+    p = sc.preprocess
+    if isinstance(p, ExcludeSteps):
+        return t % p.every == p.offset
+    if isinstance(p, ExcludeEpisodes):
+        return episode % p.every == p.offset
+    if isinstance(p, ExcludeTasks):
+        return sc.env.task_id(env, episode) in p.task_ids
+    return False
+
+
+def check_exclusion(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    sc = trainer_scenario(scenario)
+    unrolled, stored, excluded, _ = _fate(trace)
+    for item in unrolled:
+        want = _selected(sc, item)
+        if want and (stored[item] or not excluded[item]):
+            raise CheckFailure(
+                f"selected item {item} under {sc.preprocess}",
+                "excluded",
+                "stored" if stored[item] else "missing",
+            )
+        if not want and excluded[item]:
+            raise CheckFailure(
+                f"unselected item {item} under {sc.preprocess}", "stored", "excluded"
+            )
+    for e in trace.of_kind("exclude"):
+        if not e.reason:
+            raise CheckFailure(
+                f"iteration {e.iteration}: exclusion reason", "a non-empty reason", e.reason
+            )
+
+
+def check_transform(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    sc = trainer_scenario(scenario)
+    p = sc.preprocess
+    unrolled: dict[Item, tuple[int, float, float]] = {}
+    for _, item, e, i in env_items(trace):
+        unrolled[item] = (e.step_type[i], e.reward[i], e.discount[i])
+    for e in trace.of_kind("store"):
+        for item, st, reward in zip(items_of(e), e.step_type, e.reward):
+            u_type, u_reward, u_discount = unrolled[item]
+            want_reward, want_type = u_reward, u_type
+            if isinstance(p, RewardTransform):
+                want_reward = float(Fraction(u_reward) * p.scale + p.shift)
+            if isinstance(p, OverwriteStepType):
+                hit = (
+                    item[2] == p.t
+                    if p.when == "t"
+                    else (u_type == StepType.LAST and u_discount != 0)
+                )
+                want_type = int(StepType[p.to]) if hit else u_type
+            if reward != want_reward or st != want_type:
+                raise CheckFailure(
+                    f"stored fields of {item} under {p}", (want_type, want_reward), (st, reward)
+                )
+
+
+def check_pending_at_end(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """The run end reports exactly the items neither stored nor excluded; under ``flush``
+    that is nothing, because the held items were stored."""
+    sc = trainer_scenario(scenario)
+    unrolled, stored, excluded, pending = _fate(trace)
+    held_open = unrolled - stored - excluded
+    ends = list(trace.of_kind("run_end"))
+    if len(ends) != 1:
+        raise CheckFailure("run end events", 1, len(ends))
+    if sc.trainer.pending_at_end == "flush" and pending:
+        raise CheckFailure("items left pending under policy flush", [], sorted(pending)[:8])
+    if sorted(pending.elements()) != sorted(held_open.elements()):
+        raise CheckFailure(
+            "items reported pending at the end", sorted(held_open)[:8], sorted(pending)[:8]
+        )

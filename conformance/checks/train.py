@@ -1,0 +1,241 @@
+"""Checks of train-iteration accounting, warm-up, updates and hooks (clauses ``train.*``), and the
+exact comparisons of a trainer trace with the reference trainer's."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import replace
+from fractions import Fraction
+from typing import Any
+
+from conformance.checks.base import CheckFailure, Context
+from conformance.checks.views import (
+    buffer_shape,
+    calls_per_iteration,
+    items_of,
+    iterations,
+    per_iteration,
+    steps_per_iteration,
+    stored_per_iteration,
+    trainer_scenario,
+)
+from conformance.scenario import Scenario, TrainerScenario
+from refimpl.preprocess import Identity
+from refimpl.trace import Trace
+
+__all__ = [
+    "check_bounded_lag",
+    "check_exact_projection",
+    "check_exact_stores",
+    "check_excluded_earn_nothing",
+    "check_hooks",
+    "check_identity_plain_calls",
+    "check_synced_schedule",
+    "check_updates_per_call",
+    "check_utd_bound",
+    "check_warmup_gate",
+    "projection_calls",
+    "store_projection",
+    "synced_calls",
+]
+
+
+def synced_calls(sc: TrainerScenario, unrolled: list[int], stored: list[int]) -> list[int]:
+    """Train calls per iteration under ``train.synced-schedule`` (computed here from the
+    clause's formula, independently of refimpl)."""
+    u, b = sc.trainer.unroll_length, sc.env.num_envs
+    unit = u * b if u else Fraction(b)
+    calls, total_u, total_s, out = 0, 0, 0, []
+    for k, (du, ds) in enumerate(zip(unrolled, stored), 1):
+        total_u, total_s = total_u + du, total_s + ds
+        owed = max(calls, math.floor(k - Fraction(total_u - total_s) / unit))
+        out.append(owed - calls)
+        calls = owed
+    return out
+
+
+def check_synced_schedule(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    sc = trainer_scenario(scenario)
+    unrolled = [n * sc.env.num_envs for n in steps_per_iteration(trace)]
+    want = synced_calls(sc, unrolled, stored_per_iteration(trace))
+    got = calls_per_iteration(trace)
+    if got != want:
+        raise CheckFailure(
+            "train calls per iteration (synced schedule, from unrolled and stored counts)",
+            want,
+            got,
+        )
+
+
+def check_identity_plain_calls(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    got = calls_per_iteration(trace)
+    if any(c != 1 for c in got):
+        raise CheckFailure(
+            "train calls per iteration under identity preprocessing", [1] * len(got), got
+        )
+
+
+def check_excluded_earn_nothing(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """Excluding items never adds train calls; with ``X`` excluded items the synced rule
+    removes at least ``ceil(X/(u*B) - 1/u)`` calls (the final effective iteration is
+    ``K - X/(u*B)``, and no earlier one exceeds it by ``1/u`` or more)."""
+    sc = trainer_scenario(scenario)
+    plain = ctx.rerun(replace(sc, preprocess=Identity()))
+    got, base = sum(calls_per_iteration(trace)), sum(calls_per_iteration(plain))
+    if got > base:
+        raise CheckFailure("train calls with exclusions vs the same run without", f"<= {base}", got)
+    u = sc.trainer.unroll_length
+    if u:
+        excluded = sum(len(e.env) for e in trace.of_kind("exclude"))
+        least = math.ceil(Fraction(excluded) / (u * sc.env.num_envs) - 1 / u)
+        if base - got < least:
+            raise CheckFailure(
+                f"train calls removed by {excluded} excluded items", f">= {least}", base - got
+            )
+
+
+def check_utd_bound(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    sc = trainer_scenario(scenario)
+    u, b = sc.trainer.unroll_length, sc.env.num_envs
+    if not u:
+        return
+    calls = stored = 0
+    for k, (c, s) in enumerate(zip(calls_per_iteration(trace), stored_per_iteration(trace)), 1):
+        calls, stored = calls + c, stored + s
+        gap = calls - Fraction(stored) / (u * b)
+        if not -1 < gap < 1 / u:
+            raise CheckFailure(
+                f"iteration {k}: calls - stored/(u*B)", f"in (-1, {1 / u})", str(gap)
+            )
+
+
+def check_bounded_lag(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    sc = trainer_scenario(scenario)
+    unit = sc.trainer.unroll_length * sc.env.num_envs or Fraction(sc.env.num_envs)
+    calls = unrolled = stored = 0
+    for k, (c, n, s) in enumerate(
+        zip(calls_per_iteration(trace), steps_per_iteration(trace), stored_per_iteration(trace)),
+        1,
+    ):
+        calls, unrolled, stored = calls + c, unrolled + n * sc.env.num_envs, stored + s
+        bound = math.ceil(Fraction(unrolled - stored) / unit)
+        if k - calls > bound:
+            raise CheckFailure(
+                f"iteration {k}: lag behind the plain schedule", f"<= {bound}", k - calls
+            )
+
+
+def check_updates_per_call(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    sc = trainer_scenario(scenario)
+    cfg = sc.trainer
+    whole, _, _ = buffer_shape(sc)
+    size = cfg.mini_batch_size or sc.env.num_envs
+    updates: dict[int, list[Any]] = defaultdict(list)
+    for e in trace.of_kind("update"):
+        updates[e.call].append(e)
+    for call in trace.of_kind("train_call"):
+        got = updates.get(call.call, [])
+        if call.status != "trained":
+            if got:
+                raise CheckFailure(f"call {call.call} ({call.status}) made updates", 0, len(got))
+            continue
+        if whole:
+            # Each epoch covers all chunks in batches of `size`.
+            chunks = sum(len(u.windows) for u in got) // cfg.num_updates_per_train_iter
+            want = cfg.num_updates_per_train_iter * math.ceil(chunks / size) if chunks else 0
+            if len(got) != want:
+                raise CheckFailure(
+                    f"updates of whole-buffer call {call.call} ({chunks} chunks)", want, len(got)
+                )
+        elif len(got) != cfg.num_updates_per_train_iter:
+            raise CheckFailure(
+                f"updates of call {call.call}", cfg.num_updates_per_train_iter, len(got)
+            )
+        for u in got:
+            if not whole and len(u.windows) != size:
+                raise CheckFailure(
+                    f"windows in update {u.index} of call {call.call}", size, len(u.windows)
+                )
+            if any(len(w) != cfg.mini_batch_length for w in u.windows):
+                raise CheckFailure(
+                    f"window length in call {call.call}",
+                    cfg.mini_batch_length,
+                    sorted({len(w) for w in u.windows}),
+                )
+
+
+def check_warmup_gate(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    sc = trainer_scenario(scenario)
+    ics, gate = sc.trainer.initial_collect_steps, sc.trainer.warmup_gate
+    stored = 0
+    for e in trace.events:
+        if e.kind == "store":
+            stored += len(e.env)
+        elif e.kind == "train_call":
+            warm = stored > ics if gate == "stored>" else stored >= ics
+            if gate == "size>=":
+                continue  # capped size is checked by the exact projection
+            if e.status == "trained" and not warm:
+                raise CheckFailure(
+                    f"call {e.call} trained with {stored} items stored",
+                    f">= {ics} stored first",
+                    e.status,
+                )
+            if e.status == "warmup" and warm:
+                raise CheckFailure(
+                    f"call {e.call} held back with {stored} items stored",
+                    "trained or no-data",
+                    e.status,
+                )
+
+
+def check_hooks(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    events = list(trace.events)
+    for i, e in enumerate(events):
+        if e.kind == "update":
+            nxt = events[i + 1] if i + 1 < len(events) else None
+            if nxt is None or nxt.kind != "hook" or nxt.name != "after_update":
+                raise CheckFailure(
+                    f"event after update {e.index} of call {e.call}", "after_update hook", nxt
+                )
+    unrolled = per_iteration(trace, "env_step")
+    hooks = per_iteration(trace, "hook", lambda e: e.name == "after_train_iter")
+    for it in iterations(trace):
+        want = 1 if unrolled.get(it) else 0
+        if hooks.get(it, 0) != want:
+            raise CheckFailure(f"after_train_iter calls in iteration {it}", want, hooks.get(it, 0))
+
+
+def projection_calls(scenario: Scenario, trace: Trace) -> Any:
+    return {
+        "unroll": steps_per_iteration(trace),
+        "calls": calls_per_iteration(trace),
+        "status": [e.status for e in trace.of_kind("train_call")],
+    }
+
+
+def check_exact_projection(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    want = projection_calls(scenario, ctx.reference(scenario))
+    got = projection_calls(scenario, trace)
+    for key in want:
+        if got[key] != want[key]:
+            raise CheckFailure(f"{key} per iteration vs the reference trainer", want[key], got[key])
+
+
+def store_projection(scenario: Scenario, trace: Trace) -> Any:
+    return [(e.iteration, tuple(items_of(e))) for e in trace.of_kind("store")]
+
+
+def check_exact_stores(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    want = store_projection(scenario, ctx.reference(scenario))
+    got = store_projection(scenario, trace)
+    if got != want:
+        first = next(
+            (i for i, (a, b) in enumerate(zip(want, got)) if a != b), min(len(want), len(got))
+        )
+        raise CheckFailure(
+            f"stores vs the reference trainer (first difference at store #{first})",
+            want[first : first + 2],
+            got[first : first + 2],
+        )

@@ -1,0 +1,149 @@
+"""Checks of the windows a trainer samples for its updates (clauses ``replay.*``), against the
+buffer contents the trace's stores imply."""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter, defaultdict
+from typing import Any
+
+from conformance.checks.base import CheckFailure, Context
+from conformance.checks.views import (
+    buffer_shape,
+    trainer_scenario,
+    windows_with_state,
+)
+from conformance.scenario import Scenario
+from refimpl.step_type import StepType
+from refimpl.trace import Item, Trace
+
+__all__ = [
+    "check_boundary_policy",
+    "check_clear",
+    "check_period_anchor",
+    "check_whole_buffer",
+    "check_windows_valid",
+]
+
+
+def check_windows_valid(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    sc = trainer_scenario(scenario)
+    _, capacity, clear = buffer_shape(sc)
+    for update, model in windows_with_state(trace, capacity, clear):
+        for window in update.windows:
+            located = model.locate(window)
+            if located is None:
+                raise CheckFailure(
+                    f"update {update.index} of call {update.call}: window {window}",
+                    "starts at an item in the buffer",
+                    "not in the buffer",
+                )
+            env, start = located
+            live = model.live(env)
+            real = [w for w in window if w is not None]
+            if [tuple(w) for w in real] != live[start : start + len(real)]:
+                raise CheckFailure(
+                    f"update {update.index} of call {update.call}: window",
+                    live[start : start + len(window)],
+                    window,
+                )
+            if any(w is not None for w in window[len(real) :]):
+                raise CheckFailure("padding inside a window", "padding only at the end", window)
+
+
+def check_boundary_policy(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    sc = trainer_scenario(scenario)
+    policy = sc.sampling.boundary
+    for update, model in windows_with_state(trace, sc.trainer.capacity, sc.trainer.clear):
+        for window in update.windows:
+            real = [tuple(w) for w in window if w is not None]
+            crosses = any(
+                model.step_type[a] == StepType.LAST or model.step_type[b] == StepType.FIRST
+                for a, b in itertools.pairwise(real)
+            )
+            if policy != "cross" and crosses:
+                raise CheckFailure(
+                    f"window under boundary policy {policy!r}", "no episode boundary inside", window
+                )
+            if policy == "pad" and len(real) < len(window):
+                live = model.live(real[0][0])
+                nxt = live.index(real[-1]) + 1
+                ends = (
+                    model.step_type[real[-1]] == StepType.LAST
+                    or nxt >= len(live)
+                    or model.step_type[live[nxt]] == StepType.FIRST
+                )
+                if not ends:
+                    raise CheckFailure(
+                        "padding before the episode end",
+                        "padding only after a boundary or the newest item",
+                        window,
+                    )
+            if policy != "pad" and len(real) < len(window):
+                raise CheckFailure(
+                    f"padding under boundary policy {policy!r}", "no padding", window
+                )
+
+
+def check_period_anchor(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    sc = trainer_scenario(scenario)
+    p = sc.sampling.period
+    for update, model in windows_with_state(trace, sc.trainer.capacity, sc.trainer.clear):
+        for window in update.windows:
+            located = model.locate(window)
+            if located is None:
+                continue
+            env, index = located
+            position = model.start[env] + index
+            oldest = model.start[env]
+            anchor = 0 if sc.sampling.anchor == "absolute" else oldest
+            if (position - anchor) % p:
+                raise CheckFailure(
+                    f"start position of window {window[:2]}... (period {p}, anchor {sc.sampling.anchor})",
+                    f"≡ {anchor % p} mod {p}",
+                    position,
+                )
+
+
+def check_whole_buffer(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    sc = trainer_scenario(scenario)
+    cfg = sc.trainer
+    _, capacity, clear = buffer_shape(sc)
+    by_call: dict[int, list[Any]] = defaultdict(list)
+    models: dict[int, dict[int, list[Item]]] = {}
+    for update, model in windows_with_state(trace, capacity, clear):
+        by_call[update.call].append(update)
+        models.setdefault(update.call, {env: list(model.live(env)) for env in model.stored})
+    for call, updates in by_call.items():
+        live = models[call]
+        want: Counter[tuple[Item, ...]] = Counter()
+        for items in live.values():
+            n = len(items) // cfg.mini_batch_length
+            for c in range(n):
+                want[tuple(items[c * cfg.mini_batch_length : (c + 1) * cfg.mini_batch_length])] += (
+                    cfg.num_updates_per_train_iter
+                )
+        got = Counter(tuple(tuple(i) for i in w) for u in updates for w in u.windows)
+        if got != want:
+            raise CheckFailure(
+                f"chunks trained by whole-buffer call {call}",
+                sorted(want.items())[:4],
+                sorted(got.items())[:4],
+            )
+
+
+def check_clear(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """A call trains only on items stored since the last clear (the windows themselves are
+    checked against the clear-aware buffer model by ``windows-valid``)."""
+    stored_since_clear = 0
+    for e in trace.events:
+        if e.kind == "store":
+            stored_since_clear += len(e.env)
+        elif e.kind == "train_call" and e.status == "trained":
+            if stored_since_clear == 0:
+                raise CheckFailure(
+                    f"call {e.call} trained with nothing stored since the last clear",
+                    "no-data",
+                    e.status,
+                )
+            stored_since_clear = 0
