@@ -302,10 +302,13 @@ class ReplayBuffer:
                 slot = (self._cursor + n - keep) % c
                 head = min(keep, c - slot)
                 for name, value in data.items():
-                    ring, src = self._rings[name], value[n - keep :].transpose(0, 1)
-                    ring[:, slot : slot + head] = src[:, :head]
-                    if head < keep:
-                        ring[:, : keep - head] = src[:, head:]
+                    ring = self._rings[name]
+                    src = (value if keep == n else value[n - keep :]).transpose(0, 1)
+                    if head == keep:
+                        ring.narrow(1, slot, keep).copy_(src)
+                    else:
+                        ring.narrow(1, slot, head).copy_(src[:, :head])
+                        ring.narrow(1, 0, keep - head).copy_(src[:, head:])
                 self._cursor += n
             else:
                 offsets = torch.arange(n - keep, n)[:, None]
