@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from itertools import pairwise
+from operator import itemgetter
 from typing import Any
 
 import torch
@@ -33,8 +34,11 @@ from refimpl.trace import (
 
 __all__ = ["Recorder"]
 
-_ENV_STEP_FIELDS = ("observation", "step_type", "reward", "discount", "policy_state", "action")
-_STORE_FIELDS = ("observation", "step_type", "reward", "discount", "annotation")
+_ENV_STEP_FIELDS = itemgetter(
+    "observation", "step_type", "reward", "discount", "policy_state", "action"
+)
+_STORE_FIELDS = itemgetter("observation", "step_type", "reward", "discount", "annotation")
+
 _INT, _FLOAT = torch.int64, torch.float64
 _ENV_STEP_KINDS = (_INT, _FLOAT, _FLOAT, _INT, _INT)  # the fields after the observation
 _STORE_KINDS = (_INT, _FLOAT, _FLOAT, _FLOAT)
@@ -49,19 +53,26 @@ def _cat(tensors: list[torch.Tensor], dtype: torch.dtype) -> torch.Tensor:
     return torch.cat(tensors).to(dtype)
 
 
+def _shaped(t: torch.Tensor, dim: int) -> torch.Tensor:
+    """``t`` as rows of observations (``dim`` 2) or as a vector (``dim`` 1)."""
+    if t.dim() == dim:
+        return t
+    return t.reshape(-1, 3) if dim == 2 else t.reshape(-1)
+
+
 def _row_columns(
     raws: Sequence[tuple[Any, ...]], kinds: Sequence[torch.dtype]
 ) -> Iterator[list[tuple[Any, ...]]]:
-    """Per event of ``raws`` (``(tag, iteration, observation, *fields)``): ``env``,
+    """Per event of ``raws`` (``(tag, iteration, (observation, *fields))``): ``env``,
     ``episode``, ``t`` and then each field as tuples of Python ints or floats. Values are
     those of ``int()`` / ``float()`` applied to each element converted to float64."""
-    sizes = [int(r[2].shape[0]) for r in raws]
+    sizes = [int(r[2][0].shape[0]) for r in raws]
     bounds = [0]
     for size in sizes:
         bounds.append(bounds[-1] + size)
-    obs = _cat([r[2].reshape(-1, 3) for r in raws], torch.float64).to(_INT).T.tolist()
+    obs = _cat([_shaped(r[2][0], 2) for r in raws], torch.float64).to(_INT).T.tolist()
     cols = obs + [
-        _cat([r[3 + i].reshape(-1) for r in raws], kind).tolist() for i, kind in enumerate(kinds)
+        _cat([_shaped(r[2][i], 1) for r in raws], kind).tolist() for i, kind in enumerate(kinds, 1)
     ]
     for column in cols:
         yield [tuple(column[a:b]) for a, b in pairwise(bounds)]
@@ -71,8 +82,16 @@ def _ints(col: torch.Tensor) -> tuple[int, ...]:
     return tuple(col.to(torch.float64).to(_INT).tolist())
 
 
-def _window(obs: list[list[int]], mask: list[bool]) -> tuple[Any, ...]:
-    return tuple(tuple(o) if m else None for o, m in zip(obs, mask))
+def _windows(obs: torch.Tensor, valid: torch.Tensor) -> tuple[Any, ...]:
+    """Each window's items as ``(env, episode, t)``, ``None`` where ``valid`` is false."""
+    if bool(valid.all()):
+        items = map(tuple, obs.reshape(-1, 3).to(torch.float64).to(_INT).tolist())
+        return tuple(zip(*[items] * obs.shape[1]))  # consecutive groups of T items
+    ids = obs.to(torch.float64).to(_INT).tolist()
+    return tuple(
+        tuple(tuple(o) if m else None for o, m in zip(window, mask))
+        for window, mask in zip(ids, valid.tolist())
+    )
 
 
 class Recorder:
@@ -83,10 +102,12 @@ class Recorder:
         self.copy = copy
         self._raw: list[tuple[Any, ...]] = []
 
-    def _rows(self, rows: dict[str, torch.Tensor], names: Sequence[str]) -> tuple[Any, ...]:
-        if self.copy:
-            return tuple(rows[name].clone() for name in names)
-        return tuple(rows[name] for name in names)
+    def _rows(self, rows: dict[str, torch.Tensor], fields: itemgetter[Any]) -> Any:
+        tensors = fields(rows)
+        return tuple(t.clone() for t in tensors) if self.copy else tensors
+
+    def _observation(self, rows: dict[str, torch.Tensor]) -> torch.Tensor:
+        return rows["observation"].clone() if self.copy else rows["observation"]
 
     def iteration_start(self, iteration: int, counter: int, unroll_steps: int) -> None:
         if self.enabled:
@@ -94,19 +115,19 @@ class Recorder:
 
     def env_step(self, iteration: int, rows: dict[str, torch.Tensor]) -> None:
         if self.enabled:
-            self._raw.append((EnvStep, iteration, *self._rows(rows, _ENV_STEP_FIELDS)))
+            self._raw.append((EnvStep, iteration, self._rows(rows, _ENV_STEP_FIELDS)))
 
     def store(self, iteration: int, rows: dict[str, torch.Tensor]) -> None:
         if self.enabled:
-            self._raw.append((Store, iteration, *self._rows(rows, _STORE_FIELDS)))
+            self._raw.append((Store, iteration, self._rows(rows, _STORE_FIELDS)))
 
     def exclude(self, iteration: int, rows: dict[str, torch.Tensor], reason: str) -> None:
         if self.enabled:
-            self._raw.append((Exclude, iteration, *self._rows(rows, ("observation",)), reason))
+            self._raw.append((Exclude, iteration, self._observation(rows), reason))
 
     def hold(self, iteration: int, rows: dict[str, torch.Tensor]) -> None:
         if self.enabled:
-            self._raw.append((Hold, iteration, *self._rows(rows, ("observation",))))
+            self._raw.append((Hold, iteration, self._observation(rows)))
 
     def train_call(self, iteration: int, call: int, counter: int, status: str, stored: int) -> None:
         if self.enabled:
@@ -172,8 +193,6 @@ class Recorder:
             return RunEnd(raw[1], raw[2], raw[3], env, episode, t)
         if cls is Update:
             _, iteration, call, index, counter, obs, valid, loss_mask = raw
-            ids = obs.to(torch.float64).to(_INT).tolist()
-            windows = tuple(_window(o, m) for o, m in zip(ids, valid.tolist()))
             mask = tuple(map(tuple, loss_mask.to(_INT).tolist()))
-            return Update(iteration, call, index, counter, windows, mask)
+            return Update(iteration, call, index, counter, _windows(obs, valid), mask)
         return cls(*raw[1:])
