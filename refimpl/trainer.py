@@ -189,14 +189,11 @@ class Trainer:
         """``n`` vector steps. Without preprocessing the rows of the whole unroll are written
         to the buffer at its end, in one call: nothing reads the buffer during an unroll, so
         this equals writing each step's rows as it is taken."""
-        staged: dict[str, list[torch.Tensor]] | None = None
-        if self._identity:
-            staged = {name: [] for name in self._fields if name != "annotation"}
+        staged: list[Rows] | None = [] if self._identity else None
         for _ in range(n):
             time_step, state = self._unroll_step(iteration, time_step, state, staged)
-        if staged is not None and n > 0:
-            data = {name: torch.stack(rows) for name, rows in staged.items()}
-            data["annotation"] = torch.zeros(n, self.num_envs)
+        if staged:
+            data = {name: torch.stack([rows[name] for rows in staged]) for name in self._fields}
             self.buffer.add_rows(data)
         return time_step, state
 
@@ -205,7 +202,7 @@ class Trainer:
         iteration: int,
         time_step: TimeStep,
         state: torch.Tensor,
-        staged: dict[str, list[torch.Tensor]] | None,
+        staged: list[Rows] | None,
     ) -> tuple[TimeStep, torch.Tensor]:
         is_first = time_step.step_type == StepType.FIRST
         state = self._reset_state(is_first, state)
@@ -232,8 +229,7 @@ class Trainer:
         else:
             self.env_steps += self.num_envs
         if staged is not None:
-            for name, value in staged.items():
-                value.append(rows[name])
+            staged.append(rows)
             self._stored(iteration, rows, self.num_envs)
         else:
             for verdict in self._runtime.step(rows):
