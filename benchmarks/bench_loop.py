@@ -1,0 +1,347 @@
+"""Full-loop throughput of the reference trainer beside a minimal hand-written torch loop.
+
+Both loops do the same work per iteration: ``UNROLL`` vector steps of ``B`` toy envs (each
+step: policy state reset at FIRST, action, env step with auto-reset, the pre-step time step
+stored), then one train call drawing ``BATCH`` windows of ``WINDOW`` items from per-env rings
+of ``100_000 // B`` items (about 100k items in all). The trainer runs with identity
+preprocessing, so its store is the identity hook's.
+
+Configuration, and why:
+
+- ``unroll_length = 8`` and one train call of ``256`` windows per iteration: the shape of a
+  typical off-policy iteration (a short unroll, then one mini-batch of a few hundred
+  sequences); at ``B = 1`` it samples 32 windows per env step, at ``B = 256`` one per eight,
+  so the three sizes weigh collection against sampling differently.
+- windows of ``2`` items: one transition ``(o_t, o_{t+1})``, the smallest window a TD
+  learner trains on.
+- episodes of ``RandomSchedule(5, 50)`` (uniform lengths, mean 27.5 transitions, all
+  terminated), so envs reset at different steps.
+
+The minimal loop is what one would write by hand for this work: a batched counter env in
+plain tensor ops (per-env length drawn with ``torch.randint`` at each reset, auto-reset by
+``torch.where``), one slice write per field and vector step into ``[B, capacity]`` rings of
+the same eight fields, and uniform ``(env, start)`` windows gathered with one
+``index_select`` per field. It checks nothing and records nothing.
+
+Protocol: one process, ``torch.set_num_threads(1)`` and ``OMP_NUM_THREADS=1`` (set before
+torch is imported when this module is run as a script); after setup ``gc.collect()`` then
+``gc.freeze()``, so the collector's full passes do not walk the interpreter's import-time
+objects (``--no-freeze`` leaves the collector as it is). Each window builds a fresh loop
+(not timed) and times
+``iterations`` iterations of it; the iteration count per ``B`` is calibrated so that the
+trainer's window lasts about ``seconds``, and every loop of that ``B`` runs the same count.
+The windows of all configurations are interleaved within each repeat; the tables give the
+median and the min-max over ``repeats``, and ratios of medians.
+
+Tracing: ``record=True`` windows time the run with the trace's materialisation deferred
+(recording only); in the first ``trace_repeats`` of them the materialisation
+(``Recorder.trace``) and the serialisation (``Trace.to_jsonl``) of that very run are then
+timed on their own, and reported per env step.
+
+Run: ``python -m benchmarks.bench_loop`` (``--help`` for options).
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import argparse
+import gc
+import math
+import statistics
+import time
+from fractions import Fraction
+
+import torch
+
+from refimpl.config import TrainerConfig
+from refimpl.step_type import StepType
+from refimpl.toy_envs.schedule import RandomSchedule
+from refimpl.toy_envs.spec import EnvSpec
+from refimpl.trace import Trace
+from refimpl.trainer import Trainer
+
+__all__ = ["run"]
+
+SIZES = (1, 16, 256)
+UNROLL = 8
+BATCH = 256
+WINDOW = 2
+TOTAL_CAPACITY = 100_000
+MIN_LENGTH, MAX_LENGTH = 5, 50
+NUM_ACTIONS = 2
+NUM_TASKS = 1
+_FIRST, _MID, _LAST = int(StepType.FIRST), int(StepType.MID), int(StepType.LAST)
+
+
+def _capacity(num_envs: int) -> int:
+    return TOTAL_CAPACITY // num_envs
+
+
+class MinimalLoop:
+    """The hand-written loop (module docstring): same dynamics, storage and sampling."""
+
+    def __init__(self, num_envs: int, seed: int = 0) -> None:
+        b, c = num_envs, _capacity(num_envs)
+        self.num_envs, self.capacity = b, c
+        self.generator = torch.Generator().manual_seed(seed)
+        self.env = torch.arange(b)
+        self.episode = torch.zeros(b, dtype=torch.int64)
+        self.t = torch.zeros(b, dtype=torch.int64)
+        self.length = self._lengths()
+        self.step_type = torch.full((b,), _FIRST, dtype=torch.int64)
+        self.state = torch.zeros(b, dtype=torch.int64)
+        fields = {
+            "observation": ((3,), torch.float32),
+            "step_type": ((), torch.int64),
+            "reward": ((), torch.float32),
+            "discount": ((), torch.float32),
+            "action": ((), torch.int64),
+            "policy_state": ((), torch.int64),
+            "task_id": ((), torch.int64),
+            "annotation": ((), torch.float32),
+        }
+        self.flat = {n: torch.zeros((b * c, *s), dtype=d) for n, (s, d) in fields.items()}
+        self.rings = {n: f.view(b, c, *f.shape[1:]) for n, f in self.flat.items()}
+        self.zeros = torch.zeros(b)
+        self.offsets = torch.arange(WINDOW)
+        self.end = 0
+        self.env_steps = 0
+
+    def _lengths(self) -> torch.Tensor:
+        b = self.num_envs
+        return torch.randint(MIN_LENGTH, MAX_LENGTH + 1, (b,), generator=self.generator)
+
+    def step(self) -> None:
+        first = self.step_type == _FIRST
+        state = torch.where(first, 0, self.state)
+        action = state % NUM_ACTIONS
+        t = self.t
+        row = {
+            "observation": torch.stack([self.env, self.episode, t], 1).to(torch.float32),
+            "step_type": self.step_type,
+            "reward": torch.where(first, 0.0, t.to(torch.float32)),
+            "discount": (self.step_type != _LAST).to(torch.float32),
+            "action": action,
+            "policy_state": state,
+            "task_id": (self.env + self.episode) % NUM_TASKS,
+            "annotation": self.zeros,
+        }
+        slot = self.end % self.capacity
+        for name, value in row.items():
+            self.rings[name][:, slot] = value
+        self.end += 1
+        restart = self.step_type == _LAST
+        self.episode = self.episode + restart
+        self.t = torch.where(restart, 0, t + 1)
+        self.length = torch.where(restart, self._lengths(), self.length)
+        last = self.t == self.length
+        self.step_type = torch.where(restart, _FIRST, torch.where(last, _LAST, _MID))
+        self.state = state + 1
+        self.env_steps += self.num_envs
+
+    def train(self) -> dict[str, torch.Tensor] | None:
+        size = min(self.end, self.capacity)
+        starts = size - WINDOW + 1
+        if starts <= 0:
+            return None
+        g = self.generator
+        env = torch.randint(0, self.num_envs, (BATCH, 1), generator=g)
+        start = torch.randint(0, starts, (BATCH, 1), generator=g) + (self.end - size)
+        rows = (env * self.capacity + (start + self.offsets) % self.capacity).view(-1)
+        batch = {
+            name: flat.index_select(0, rows).view(BATCH, WINDOW, *flat.shape[1:])
+            for name, flat in self.flat.items()
+        }
+        batch["loss_mask"] = batch["step_type"] != _LAST
+        return batch
+
+    def run(self, iterations: int) -> int:
+        for _ in range(iterations):
+            for _ in range(UNROLL):
+                self.step()
+            self.train()
+        return self.env_steps
+
+
+def make_trainer(num_envs: int, iterations: int, record: bool, seed: int = 0) -> Trainer:
+    """The reference trainer on the benchmark's configuration (module docstring)."""
+    env = EnvSpec(num_envs, (RandomSchedule(MIN_LENGTH, MAX_LENGTH),), num_actions=NUM_ACTIONS)
+    config = TrainerConfig(
+        unroll_length=Fraction(UNROLL),
+        num_iterations=iterations,
+        mini_batch_size=BATCH,
+        mini_batch_length=WINDOW,
+        capacity=_capacity(num_envs),
+    )
+    return Trainer(env, config, seed=seed, record=record)
+
+
+def _time_minimal(num_envs: int, iterations: int) -> dict[str, float]:
+    loop = MinimalLoop(num_envs)
+    gc.collect()
+    t0 = time.perf_counter()
+    steps = loop.run(iterations)
+    return {"loop": steps / (time.perf_counter() - t0)}
+
+
+def _time_trainer(
+    num_envs: int, iterations: int, record: bool, convert: bool = False
+) -> dict[str, float]:
+    trainer = make_trainer(num_envs, iterations, record)
+    recorder = trainer.recorder
+    materialise = recorder.trace
+    header: dict[str, object] = {}
+
+    def deferred(h: dict[str, object] | None = None) -> Trace:
+        header.update(h or {})
+        return Trace((), {})
+
+    recorder.trace = deferred  # type: ignore[method-assign,assignment]
+    gc.collect()
+    t0 = time.perf_counter()
+    steps = trainer.run().env_steps
+    out = {"loop": steps / (time.perf_counter() - t0)}
+    if convert:
+        t0 = time.perf_counter()
+        trace = materialise(header)
+        t1 = time.perf_counter()
+        trace.to_jsonl()
+        t2 = time.perf_counter()
+        out["materialise_us"] = 1e6 * (t1 - t0) / steps
+        out["serialise_us"] = 1e6 * (t2 - t1) / steps
+    return out
+
+
+def _calibrate(num_envs: int, seconds: float) -> int:
+    """Iterations for which the trainer (record off) runs about ``seconds``."""
+    iterations = 4
+    while True:
+        trainer = make_trainer(num_envs, iterations, record=False)
+        t0 = time.perf_counter()
+        trainer.run()
+        elapsed = time.perf_counter() - t0
+        if elapsed >= seconds / 4:
+            return max(1, round(iterations * seconds / elapsed))
+        iterations *= 2
+
+
+def _fmt(rate: float) -> str:
+    return f"{rate / 1e6:.2f}M" if rate >= 1e6 else f"{rate / 1e3:.1f}k"
+
+
+def _cell(values: list[float]) -> str:
+    return f"{_fmt(statistics.median(values))} [{_fmt(min(values))}-{_fmt(max(values))}]"
+
+
+def run(
+    repeats: int = 5,
+    seconds: float = 0.5,
+    sizes: tuple[int, ...] = SIZES,
+    trace_repeats: int = 1,
+    freeze: bool = True,
+) -> list[dict[str, object]]:
+    """Median env steps/s over ``repeats`` interleaved windows for each ``B`` in ``sizes``:
+    the minimal loop, the trainer without and with recording; the first ``trace_repeats``
+    recording windows also time materialisation and serialisation. ``freeze``: call
+    ``gc.freeze()`` after setup. Prints the tables and returns one row per measurement."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    used = torch.get_num_threads()
+    try:
+        for b in sizes:  # warm-up, not reported
+            _time_minimal(b, 50)
+            _time_trainer(b, 50, record=True, convert=True)
+        counts = {b: _calibrate(b, seconds) for b in sizes}
+        gc.collect()
+        if freeze:
+            gc.freeze()
+        samples: dict[tuple[int, str], list[dict[str, float]]] = {}
+        for repeat in range(repeats):
+            for b in sizes:
+                n, convert = counts[b], repeat < trace_repeats
+                samples.setdefault((b, "minimal"), []).append(_time_minimal(b, n))
+                samples.setdefault((b, "refimpl"), []).append(_time_trainer(b, n, False))
+                samples.setdefault((b, "refimpl+record"), []).append(
+                    _time_trainer(b, n, True, convert)
+                )
+        if freeze:
+            gc.unfreeze()
+    finally:
+        torch.set_num_threads(threads)
+    print(
+        f"env steps/s through unroll -> store -> sample; torch threads "
+        f"{used}, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}"
+        f", gc {'frozen after setup' if freeze else 'default'}; median [min-max] of "
+        f"{repeats} windows of ~{seconds} s"
+    )
+    print(
+        f"config: unroll_length {UNROLL}, 1 train call of {BATCH} windows x {WINDOW} per "
+        f"iteration, RandomSchedule({MIN_LENGTH}, {MAX_LENGTH}), capacity "
+        f"{TOTAL_CAPACITY} // B per env"
+    )
+    head = ("B", "iters", "minimal loop", "refimpl", "ratio", "refimpl+record", "tracing")
+    print(
+        f"{head[0]:>4} {head[1]:>6}  {head[2]:<24}{head[3]:<24}{head[4]:>6}  {head[5]:<24}"
+        f"{head[6]:>8}"
+    )
+    results: list[dict[str, object]] = []
+    for b in sizes:
+        rates = {
+            impl: [s["loop"] for s in samples[(b, impl)]]
+            for impl in ("minimal", "refimpl", "refimpl+record")
+        }
+        med = {impl: statistics.median(v) for impl, v in rates.items()}
+        ratio = med["refimpl"] / med["minimal"]
+        tracing = med["refimpl"] / med["refimpl+record"] - 1.0
+        rec = [s for s in samples[(b, "refimpl+record")] if "materialise_us" in s]
+        materialise = statistics.median(s["materialise_us"] for s in rec) if rec else math.nan
+        serialise = statistics.median(s["serialise_us"] for s in rec) if rec else math.nan
+        print(
+            f"{b:>4} {counts[b]:>6}  {_cell(rates['minimal']):<24}{_cell(rates['refimpl']):<24}"
+            f"{ratio:>6.2f}  {_cell(rates['refimpl+record']):<24}{100 * tracing:>+7.0f}%"
+        )
+        for impl, values in rates.items():
+            results.append(
+                {
+                    "impl": impl,
+                    "num_envs": b,
+                    "iterations": counts[b],
+                    "env_steps_per_s": med[impl],
+                    "min": min(values),
+                    "max": max(values),
+                    "ratio_to_minimal": med[impl] / med["minimal"],
+                }
+            )
+        results[-1]["tracing_cost"] = tracing
+        results[-1]["materialise_us_per_env_step"] = materialise
+        results[-1]["serialise_us_per_env_step"] = serialise
+    print(
+        f"trace after the run, per env step (median of {min(trace_repeats, repeats)}): "
+        "materialise (Recorder.trace) / serialise (Trace.to_jsonl)"
+    )
+    for b in sizes:
+        row = next(r for r in results if r["num_envs"] == b and r["impl"] == "refimpl+record")
+        loop_us = 1e6 / float(row["env_steps_per_s"])  # type: ignore[arg-type]
+        m, s = row["materialise_us_per_env_step"], row["serialise_us_per_env_step"]
+        print(f"{b:>4}  {m:7.2f} us / {s:7.2f} us  (recording loop: {loop_us:.2f} us per env step)")
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--seconds", type=float, default=0.5)
+    parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
+    parser.add_argument(
+        "--trace-repeats", type=int, default=1, help="windows that also time materialisation"
+    )
+    parser.add_argument("--no-freeze", action="store_true", help="leave the collector as is")
+    args = parser.parse_args()
+    run(args.repeats, args.seconds, tuple(args.sizes), args.trace_repeats, not args.no_freeze)
+
+
+if __name__ == "__main__":
+    main()
