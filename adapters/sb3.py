@@ -1,0 +1,913 @@
+"""Adapter over Stable-Baselines3 2.9.2: its ``DummyVecEnv``, the ``DQN`` training loop
+(``OffPolicyAlgorithm.learn``), ``ReplayBuffer``, ``HerReplayBuffer``, ``NStepReplayBuffer``
+and the ``PPO`` rollout buffer, driven on the toy env and recorded at their seams (the vec
+env's step, the buffer's ``add`` and ``sample``, the algorithm's ``collect_rollouts`` and
+``train``). Nothing of SB3 is re-implemented; sources are cited as ``file:function`` of the
+installed ``stable_baselines3`` package.
+
+**Time steps.** SB3's vec envs reset an env inside the step that ends its episode: the step
+returns the next episode's first observation and moves the final one to
+``infos[e]["terminal_observation"]`` (``common/vec_env/dummy_vec_env.py:step_wait``). A buffer
+row is one transition ``(o_t, a_t, r_{t+1}, o_{t+1}, done, timeout)`` with ``o_{t+1}`` the
+terminal observation at an episode end (``common/off_policy_algorithm.py:_store_transition``,
+``common/buffers.py:ReplayBuffer.add``). Step types are derived from ``done`` and the resets,
+never from the observation: an observation returned by a reset (the first one, or one that
+follows ``done``) is FIRST, a ``terminal_observation`` is LAST (discount 0 unless
+``TimeLimit.truncated``), any other MID.
+
+- ``run_env`` records every time step the vec env returns, in order: a step that ends an
+  env's episode returns two time steps of it (LAST, then FIRST), recorded as two events.
+- ``run_trainer`` and ``run_replay`` name a row by ``o_t``, the time step the policy acted on
+  (``EnvStep``) and the buffer stored as ``observations`` (``Store``); its reward and step
+  type are those of ``o_t`` (the previous row's reward, FIRST after a ``done``). The LAST time
+  step is never a time step the policy acts on nor a row of its own: it exists only as the
+  final transition's ``next_observations``. So an episode of ``L`` transitions takes ``L``
+  vector steps, where the spec's auto-reset takes ``L + 1`` (clause ``timestep.auto-reset``).
+- ``run_relabel`` names the same rows and, for a row whose ``done`` is set, also the LAST it
+  holds as ``next_observations`` (relabeled goals and rewards come from next observations).
+
+**Trainer iterations.** One spec iteration is one ``collect_rollouts`` call of
+``OffPolicyAlgorithm.learn`` (``train_freq = (u, "step")``: ``u`` vector steps) followed by
+learn's gate ``num_timesteps > learning_starts``: when it opens, one train call
+``train(gradient_steps, batch_size)`` whose ``gradient_steps`` replay samples are the updates;
+when it stays shut, the call is recorded with status ``warmup``. Knobs: ``unroll_length`` ->
+``train_freq`` (integers only), ``num_updates_per_train_iter`` -> ``gradient_steps``,
+``mini_batch_size`` -> ``batch_size`` (default ``B``), ``initial_collect_steps`` ->
+``learning_starts`` (same unit: items, ``num_timesteps`` grows by ``B`` per vector step and
+every transition is stored; the gate is strict), ``capacity`` -> ``buffer_size = capacity * B``
+(``buffer_size // n_envs`` rows per env), ``num_iterations`` -> ``learn(num_iterations * u * B)``,
+``num_env_steps`` -> ``learn(num_env_steps)``. SB3 keys schedules and logs on
+``num_timesteps`` and has no iteration counter: the trace's counter is ``num_timesteps`` (mode
+per-iteration) or ``_n_updates`` (per-mini-batch, which ``DQN.train`` increments after its
+loop). SB3 has no ``after_update`` or ``after_train_iter`` hook, so no hook event is recorded.
+Its policies are stateless; the ``policy_state`` column holds the reference counting state
+``t`` (clause ``timestep.state-reset`` holds trivially).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+try:
+    import stable_baselines3
+    from stable_baselines3 import DQN, PPO, HerReplayBuffer
+    from stable_baselines3.common.policies import ActorCriticPolicy
+    from stable_baselines3.common.vec_env import DummyVecEnv, VecEnvWrapper
+except ImportError as exc:  # pragma: no cover - exercised only without the framework
+    raise ImportError(
+        "adapters.sb3 needs stable-baselines3 2.9.2: pip install 'xpspec[adapter-sb3]'"
+    ) from exc
+
+import gymnasium
+import numpy as np
+import torch
+
+from conformance.protocol import PROTOCOL_VERSION, AdapterInfo, Unsupported
+from conformance.scenario import (
+    EnvScenario,
+    LearnerScenario,
+    RelabelScenario,
+    ReplayScenario,
+    TrainerScenario,
+)
+from refimpl.preprocess import Identity
+from refimpl.step_type import StepType
+from refimpl.toy_envs.gym_env import make_env_fns
+from refimpl.toy_envs.spec import EnvSpec
+from refimpl.trace import (
+    Advantages,
+    EnvStep,
+    Event,
+    Item,
+    IterationEnd,
+    IterationStart,
+    NStep,
+    Relabel,
+    RunEnd,
+    Sampled,
+    Shard,
+    Store,
+    Trace,
+    TrainCall,
+    Update,
+    UpdatePlan,
+)
+
+__all__ = ["SB3Adapter"]
+
+_VERSION = "2.9.2"
+_SRC = "stable_baselines3 2.9.2"
+_LINK = "https://github.com/DLR-RM/stable-baselines3/tree/v2.9.2/stable_baselines3"
+_FIRST, _MID, _LAST = int(StepType.FIRST), int(StepType.MID), int(StepType.LAST)
+_NET = {"net_arch": [8]}
+"""A tiny Q-network: the spec is about experience, not learning."""
+
+
+# -- observations and items -------------------------------------------------------------------
+def _ids(obs: Any) -> np.ndarray:
+    """``[n, 3]`` int64 identities of a batch of toy-env observations (dict ones included)."""
+    if isinstance(obs, dict):
+        obs = obs["observation"]
+    if isinstance(obs, torch.Tensor):
+        obs = obs.detach().cpu().numpy()
+    return np.asarray(obs, dtype=np.float64).reshape(-1, 3).astype(np.int64)
+
+
+def _items(obs: Any) -> list[Item]:
+    return [(int(e), int(k), int(t)) for e, k, t in _ids(obs)]
+
+
+def _columns(items: Sequence[Item]) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    if not items:
+        return (), (), ()
+    env, episode, t = zip(*items)
+    return tuple(env), tuple(episode), tuple(t)
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """SB3 warns about small buffers and mini-batch sizes; the suite prints nothing."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+def _env_fns(spec: EnvSpec, seed: int) -> list[Callable[[], gymnasium.Env[Any, Any]]]:
+    return list(make_env_fns(spec, seed))
+
+
+def _vec_env(spec: EnvSpec, seed: int) -> DummyVecEnv:
+    return DummyVecEnv(_env_fns(spec, seed))
+
+
+def _patch(obj: Any, name: str, function: Callable[..., Any]) -> None:
+    """Replace method ``name`` of this one instance (its class and other instances keep it)."""
+    setattr(obj, name, function)
+
+
+def _policy(spec: EnvSpec) -> str:
+    return "MultiInputPolicy" if spec.goals else "MlpPolicy"
+
+
+# -- the rows SB3 writes ----------------------------------------------------------------------
+class _RowMapper:
+    """Names the rows of SB3's ``add(obs, next_obs, action, reward, done, infos)`` calls.
+
+    Row ``o_t`` of env ``e`` is item ``t``: FIRST if it is the env's first row or the previous
+    row of that env was ``done``, else MID with the previous row's reward (the reward into
+    ``t``). With ``with_last``, a row whose ``done`` is set also names the LAST it holds as
+    ``next_obs`` (the terminal observation), with this row's reward and discount 0 unless
+    ``TimeLimit.truncated``.
+    """
+
+    def __init__(self, num_envs: int, with_last: bool) -> None:
+        self.with_last = with_last
+        self.first = np.ones(num_envs, dtype=bool)
+        self.reward = np.zeros(num_envs)
+
+    def store(
+        self, iteration: int, obs: Any, next_obs: Any, reward: Any, done: Any, infos: Any
+    ) -> Store:
+        items = _items(obs)
+        types = [_FIRST if f else _MID for f in self.first]
+        rewards = [0.0 if f else float(r) for f, r in zip(self.first, self.reward)]
+        discounts = [1.0] * len(items)
+        if self.with_last:
+            for e, last in zip(np.flatnonzero(done), _items(_take(next_obs, np.flatnonzero(done)))):
+                truncated = bool(infos[e].get("TimeLimit.truncated", False))
+                items.append(last)
+                types.append(_LAST)
+                rewards.append(float(reward[e]))
+                discounts.append(1.0 if truncated else 0.0)
+        self.first = np.asarray(done, dtype=bool).copy()
+        self.reward = np.asarray(reward, dtype=np.float64).copy()
+        env, episode, t = _columns(items)
+        annotation = (0.0,) * len(items)
+        return Store(
+            iteration, env, episode, t, tuple(types), tuple(rewards), tuple(discounts), annotation
+        )
+
+
+def _take(obs: Any, rows: np.ndarray) -> Any:
+    if isinstance(obs, dict):
+        return {key: np.asarray(value)[rows] for key, value in obs.items()}
+    return np.asarray(obs)[rows]
+
+
+# -- the vector steps SB3 takes ---------------------------------------------------------------
+class _StepRecorder(VecEnvWrapper):
+    """A pass-through ``VecEnvWrapper`` that reports each vector step: the time step every
+    env was in before it (FIRST after a reset or a ``done``, else MID with the reward the
+    previous step returned; never LAST, see the module docstring) and the actions."""
+
+    def __init__(self, venv: DummyVecEnv, on_step: Callable[[_StepStart], None]) -> None:
+        super().__init__(venv)
+        self._on_step = on_step
+        self._obs: Any = None
+        self._first = np.ones(self.num_envs, dtype=bool)
+        self._reward = np.zeros(self.num_envs)
+        self._actions: Any = None
+
+    def reset(self) -> Any:
+        self._obs = self.venv.reset()
+        self._first[:] = True
+        self._reward[:] = 0.0
+        return self._obs
+
+    def step_async(self, actions: np.ndarray) -> None:
+        self._actions = np.asarray(actions).copy()
+        self.venv.step_async(actions)
+
+    def step_wait(self) -> Any:
+        obs, rewards, dones, infos = self.venv.step_wait()
+        self._on_step(
+            _StepStart(_items(self._obs), self._first.copy(), self._reward.copy(), self._actions)
+        )
+        self._obs = obs
+        self._first = np.asarray(dones, dtype=bool).copy()
+        self._reward = np.asarray(rewards, dtype=np.float64).copy()
+        return obs, rewards, dones, infos
+
+
+@dataclass(frozen=True)
+class _StepStart:
+    """What one vector step started from: items, FIRST flags, rewards into them, actions."""
+
+    items: list[Item]
+    first: np.ndarray
+    reward: np.ndarray
+    actions: Any
+
+    def event(self, iteration: int) -> EnvStep:
+        env, episode, t = _columns(self.items)
+        return EnvStep(
+            iteration,
+            env,
+            episode,
+            t,
+            tuple(_FIRST if f else _MID for f in self.first),
+            tuple(0.0 if f else float(r) for f, r in zip(self.first, self.reward)),
+            (1.0,) * len(self.items),
+            t,
+            tuple(int(a) for a in np.asarray(self.actions).reshape(-1)),
+        )
+
+
+# -- translating trainer scenarios ------------------------------------------------------------
+@dataclass(frozen=True)
+class _DQNConfig:
+    """SB3 ``DQN`` arguments and the ``learn`` budget of a trainer scenario."""
+
+    train_freq: int
+    gradient_steps: int
+    batch_size: int
+    learning_starts: int
+    buffer_size: int
+    total_timesteps: int
+
+
+def _unsupported(reason: str) -> Unsupported:
+    return Unsupported(f"{reason} ({_SRC})", _LINK)
+
+
+def _check_sampling(length: int, period: int, distribution: str) -> None:
+    if length != 1:
+        raise _unsupported(
+            f"window length {length}: SB3's ReplayBuffer samples single transitions "
+            "(common/buffers.py:BaseBuffer.sample), there is no sequence sampling"
+        )
+    if period != 1:
+        raise _unsupported(f"period {period}: SB3 samples any stored row (no period grid)")
+    if distribution != "uniform-windows":
+        raise _unsupported(
+            f"sampling distribution {distribution!r}: SB3 draws a row uniformly, then an env "
+            "uniformly (common/buffers.py:ReplayBuffer._get_samples), and cannot be configured"
+        )
+
+
+def _dqn_config(scenario: TrainerScenario) -> _DQNConfig:
+    """SB3's own configuration for ``scenario``; raises Unsupported for what SB3 lacks."""
+    cfg, b = scenario.trainer, scenario.env.num_envs
+    if cfg.mode != "off-policy":
+        raise _unsupported("on-policy mode: the adapter drives SB3's off-policy DQN loop")
+    if not isinstance(scenario.preprocess, Identity):
+        raise _unsupported(
+            f"preprocessing {type(scenario.preprocess).__name__}: SB3 stores every collected "
+            "transition as it is (off_policy_algorithm.py:_store_transition), with no hook"
+        )
+    if cfg.drain is not None:
+        raise _unsupported("drain mode: SB3 collects synchronously (no asynchronous unroller)")
+    u = cfg.unroll_length
+    if u.denominator != 1:
+        raise _unsupported(
+            f"unroll_length {u}: train_freq=(n, 'step') takes an integer number of vector "
+            "steps (off_policy_algorithm.py:_convert_train_freq)"
+        )
+    if cfg.whole_buffer:
+        raise _unsupported("whole-buffer training: DQN.train samples mini-batches at random")
+    if cfg.warmup_gate == "size>=":
+        raise _unsupported(
+            "warm-up gate on the buffer size: learn() compares num_timesteps with learning_starts"
+        )
+    _check_sampling(cfg.mini_batch_length, scenario.sampling.period, scenario.sampling.distribution)
+    n = int(u)
+    per_iteration = n * b
+    if cfg.num_env_steps and cfg.env_step_count != "all":
+        raise _unsupported("num_timesteps counts every collected transition, FIRST ones included")
+    if cfg.num_iterations:
+        total = cfg.num_iterations * per_iteration
+        if cfg.num_env_steps and math.ceil(cfg.num_env_steps / per_iteration) < cfg.num_iterations:
+            raise _unsupported(
+                "training iterations after the env-step budget: learn() stops collecting and "
+                "training together once num_timesteps reaches total_timesteps"
+            )
+    else:
+        total = cfg.num_env_steps
+    return _DQNConfig(
+        train_freq=n,
+        gradient_steps=cfg.num_updates_per_train_iter,
+        batch_size=cfg.mini_batch_size or b,
+        learning_starts=cfg.initial_collect_steps,
+        buffer_size=cfg.capacity * b,
+        total_timesteps=total,
+    )
+
+
+def _dqn(venv: Any, spec: EnvSpec, config: _DQNConfig, seed: int, **kwargs: Any) -> DQN:
+    return DQN(
+        _policy(spec),
+        venv,
+        train_freq=(config.train_freq, "step"),
+        gradient_steps=config.gradient_steps,
+        batch_size=config.batch_size,
+        learning_starts=config.learning_starts,
+        buffer_size=config.buffer_size,
+        policy_kwargs=_NET,
+        seed=seed,
+        device="cpu",
+        verbose=0,
+        **kwargs,
+    )
+
+
+# -- recording a train run --------------------------------------------------------------------
+class _TrainerRun:
+    """Wraps one DQN instance (``collect_rollouts``, ``train``, the buffer's ``add`` and
+    ``sample``) and turns what it does into trainer events."""
+
+    def __init__(self, scenario: TrainerScenario, config: _DQNConfig) -> None:
+        self.scenario, self.config = scenario, config
+        self.num_envs = scenario.env.num_envs
+        self.per_update = scenario.trainer.counter_mode == "per-mini-batch"
+        self.events: list[Event] = []
+        self.iteration = 0
+        self.open = False
+        self.trained = False
+        self.calls = 0
+        self.update_index = 0
+        self.stored = 0
+        self.env_steps = 0
+        self.rows = _RowMapper(self.num_envs, with_last=False)
+        venv = _StepRecorder(_vec_env(scenario.env, scenario.seed), self._on_env_step)
+        self.model = _dqn(venv, scenario.env, config, scenario.seed)
+        self._wrap()
+
+    def _counter(self) -> int:
+        return int(self.model._n_updates if self.per_update else self.model.num_timesteps)
+
+    def _wrap(self) -> None:
+        model, buffer = self.model, self.model.replay_buffer
+        assert buffer is not None
+        collect, train = model.collect_rollouts, model.train
+        add, sample = buffer.add, buffer.sample
+
+        def collect_rollouts(*args: Any, **kwargs: Any) -> Any:
+            self._close_iteration()
+            self.iteration += 1
+            self.events.append(
+                IterationStart(self.iteration, self._counter(), self.config.train_freq)
+            )
+            result = collect(*args, **kwargs)
+            self.open, self.trained = True, False
+            return result
+
+        def train_call(gradient_steps: int, batch_size: int) -> None:
+            self.events.append(
+                TrainCall(self.iteration, self.calls, self._counter(), "trained", self.stored)
+            )
+            self.update_index = 0
+            train(gradient_steps=gradient_steps, batch_size=batch_size)
+            self.trained = True
+            self.calls += 1
+
+        def add_row(
+            obs: Any, next_obs: Any, action: Any, reward: Any, done: Any, infos: Any
+        ) -> None:
+            store = self.rows.store(self.iteration, obs, next_obs, reward, done, infos)
+            self.events.append(store)
+            self.stored += len(store.env)
+            add(obs, next_obs, action, reward, done, infos)
+
+        def sample_batch(batch_size: int, env: Any = None) -> Any:
+            samples = sample(batch_size, env=env)
+            windows = tuple((item,) for item in _items(samples.observations))
+            self.events.append(
+                Update(
+                    self.iteration,
+                    self.calls,
+                    self.update_index,
+                    self._counter(),
+                    windows,
+                    ((1,),) * len(windows),
+                )
+            )
+            self.update_index += 1
+            return samples
+
+        _patch(model, "collect_rollouts", collect_rollouts)
+        _patch(model, "train", train_call)
+        _patch(buffer, "add", add_row)
+        _patch(buffer, "sample", sample_batch)
+
+    def _on_env_step(self, row: _StepStart) -> None:
+        self.events.append(row.event(self.iteration))
+        self.env_steps += len(row.items)
+
+    def _close_iteration(self) -> None:
+        """End the open iteration; learn() made no train call after its rollout iff its gate
+        ``num_timesteps > learning_starts`` was shut."""
+        if not self.open:
+            return
+        if not self.trained:
+            self.events.append(
+                TrainCall(self.iteration, self.calls, self._counter(), "warmup", self.stored)
+            )
+            self.calls += 1
+        self.events.append(
+            IterationEnd(self.iteration, self._counter(), self.env_steps, self.stored, 0)
+        )
+        self.open = False
+
+    def run(self) -> Trace:
+        self.model.learn(self.config.total_timesteps)
+        self._close_iteration()
+        policy = self.scenario.trainer.pending_at_end
+        self.events.append(RunEnd(self.iteration, self.env_steps, policy, (), (), ()))
+        return Trace(tuple(self.events), {"producer": f"sb3 {_VERSION}"})
+
+
+# -- relabeling -------------------------------------------------------------------------------
+def _n_sampled_goal(ratio: Fraction) -> int:
+    """``n_sampled_goal`` whose ``her_ratio = 1 - 1/(n + 1)`` is ``ratio``
+    (``her/her_replay_buffer.py:HerReplayBuffer.__init__``)."""
+    if ratio == 1 or (ratio / (1 - ratio)).denominator != 1:
+        raise _unsupported(
+            f"relabel ratio {ratio}: SB3 relabels the fraction 1 - 1/(n_sampled_goal + 1) "
+            "of a batch for an integer n_sampled_goal >= 0 (her_replay_buffer.py:__init__)"
+        )
+    return int(ratio / (1 - ratio))
+
+
+def _goal_steps(items: Sequence[Item], goals: np.ndarray) -> tuple[int, ...]:
+    """The time step whose achieved goal ``[e, k, t']`` became each row's goal."""
+    out = []
+    for (e, k, t), (ge, gk, gt) in zip(items, goals.reshape(-1, 3).astype(np.int64)):
+        if (ge, gk) != (e, k):
+            raise RuntimeError(
+                f"SB3 relabeled the transition at {(e, k, t)} with the achieved goal of "
+                f"{(int(ge), int(gk), int(gt))}, another episode: the trace cannot name it"
+            )
+        out.append(int(gt))
+    return tuple(out)
+
+
+# -- the adapter ------------------------------------------------------------------------------
+class SB3Adapter:
+    """Stable-Baselines3 2.9.2 (see the module docstring for the mapping)."""
+
+    def info(self) -> AdapterInfo:
+        return AdapterInfo(
+            name="sb3",
+            framework="Stable-Baselines3",
+            framework_version=stable_baselines3.__version__,
+            protocol_version=PROTOCOL_VERSION,
+            capabilities=("env", "trainer", "replay", "learner", "relabel"),
+            issue_tracker="https://github.com/DLR-RM/stable-baselines3/issues",
+            notes="DQN with a tiny Q-network on DummyVecEnv; PPO's rollout buffer for GAE",
+            extra_versions={
+                "torch": torch.__version__,
+                "gymnasium": gymnasium.__version__,
+                "numpy": np.__version__,
+            },
+        )
+
+    def smoke(self) -> None:
+        if stable_baselines3.__version__ != _VERSION:
+            raise RuntimeError(
+                f"stable-baselines3: expected {_VERSION}, got {stable_baselines3.__version__}"
+            )
+        with _quiet():
+            spec = EnvSpec()
+            config = _DQNConfig(1, 1, 1, 0, 8, 2)
+            _dqn(_vec_env(spec, 0), spec, config, 0).learn(2)
+
+    # -- env ----------------------------------------------------------------------------------
+    def run_env(self, scenario: EnvScenario) -> Trace:
+        """The time steps SB3's ``DummyVecEnv`` returns for ``steps`` calls (the reset and
+        ``steps - 1`` steps with action 0): one event per call, and one more after a step
+        that ended episodes, holding the FIRSTs it returned for them."""
+        venv = _vec_env(scenario.env, scenario.seed)
+        b = venv.num_envs
+        events: list[Event] = []
+        zeros = np.zeros(b, dtype=np.int64)
+        with _quiet():
+            obs = venv.reset()
+            events.append(_env_event(_items(obs), [_FIRST] * b, [0.0] * b, [1.0] * b))
+            for _ in range(scenario.steps - 1):
+                obs, rewards, dones, infos = venv.step(zeros)
+                items, types, discounts = _items(obs), [_MID] * b, [1.0] * b
+                for e in np.flatnonzero(dones):
+                    (items[e],) = _items(_row_obs(infos[e]["terminal_observation"]))
+                    types[e] = _LAST
+                    truncated = bool(infos[e].get("TimeLimit.truncated", False))
+                    discounts[e] = 1.0 if truncated else 0.0
+                events.append(_env_event(items, types, [float(r) for r in rewards], discounts))
+                firsts = [item for item, done in zip(_items(obs), dones) if done]
+                if firsts:
+                    n = len(firsts)
+                    events.append(_env_event(firsts, [_FIRST] * n, [0.0] * n, [1.0] * n))
+        return Trace(tuple(events), {"producer": f"sb3 {_VERSION}"})
+
+    # -- trainer ------------------------------------------------------------------------------
+    def run_trainer(self, scenario: TrainerScenario) -> Trace:
+        """One ``DQN.learn`` run (see the module docstring for the mapping)."""
+        config = _dqn_config(scenario)
+        with _quiet():
+            return _TrainerRun(scenario, config).run()
+
+    # -- replay -------------------------------------------------------------------------------
+    def run_replay(self, scenario: ReplayScenario) -> Trace:
+        """Fill: ``DQN.learn`` for ``fill_steps`` vector steps with the gate never open
+        (``learning_starts`` = the whole budget), every transition stored by SB3's own
+        ``_store_transition``. Draws: ``ReplayBuffer.sample(batch_size)``, seeded through
+        ``DQN(seed=...)``; each sampled row is a window of one item."""
+        s = scenario.sampling
+        _check_sampling(s.window_length, s.period, s.distribution)
+        if scenario.fill_steps == 0:
+            raise _unsupported("sampling an empty ReplayBuffer raises (numpy randint(0, 0))")
+        b = scenario.env.num_envs
+        total = scenario.fill_steps * b
+        config = _DQNConfig(1, 1, 1, total, scenario.capacity * b, total)
+        events: list[Event] = []
+        with _quiet():
+            model = _dqn(_vec_env(scenario.env, scenario.seed), scenario.env, config, scenario.seed)
+            _record_adds(model, _RowMapper(b, with_last=False), events)
+            model.learn(total)
+            buffer = model.replay_buffer
+            assert buffer is not None
+            for draw in range(scenario.draws):
+                samples = buffer.sample(scenario.batch_size)
+                events.append(
+                    Sampled(draw, tuple((item,) for item in _items(samples.observations)))
+                )
+        return Trace(tuple(events), {"producer": f"sb3 {_VERSION}"})
+
+    # -- relabel ------------------------------------------------------------------------------
+    def run_relabel(self, scenario: RelabelScenario) -> Trace:
+        """Fill: ``DQN.learn`` with ``HerReplayBuffer(n_sampled_goal, goal_selection_strategy)``
+        for ``fill_steps`` vector steps, never training; stores name each row's ``o_t`` and,
+        at a ``done``, the LAST its ``next_observations`` hold. Draws:
+        ``HerReplayBuffer.sample(batch_size)``; its virtual rows (the last ones, counted by
+        wrapping ``_get_virtual_samples``) are relabeled, their goal step decoded from the
+        new desired goal ``[e, k, t']``; rows keep SB3's order and rewards."""
+        n_goals = _n_sampled_goal(scenario.ratio)
+        b = scenario.env.num_envs
+        total = scenario.fill_steps * b
+        config = _DQNConfig(1, 1, 1, total, scenario.capacity * b, total)
+        events: list[Event] = []
+        with _quiet():
+            model = _dqn(
+                _vec_env(scenario.env, scenario.seed),
+                scenario.env,
+                config,
+                scenario.seed,
+                replay_buffer_class=HerReplayBuffer,
+                replay_buffer_kwargs={
+                    "n_sampled_goal": n_goals,
+                    "goal_selection_strategy": scenario.strategy,
+                },
+            )
+            _record_adds(model, _RowMapper(b, with_last=True), events)
+            model.learn(total)
+            buffer = model.replay_buffer
+            assert isinstance(buffer, HerReplayBuffer)
+            virtual = _count_virtual(buffer)
+            for draw in range(scenario.draws):
+                try:
+                    samples = buffer.sample(scenario.batch_size)
+                except RuntimeError as exc:  # no complete episode stored
+                    raise _unsupported(
+                        f"HerReplayBuffer.sample: {exc} (spec variant complete-episodes-only)"
+                    ) from exc
+                events.append(_relabel_event(draw, samples, virtual.pop()))
+        return Trace(tuple(events), {"producer": f"sb3 {_VERSION}"})
+
+    # -- learner ------------------------------------------------------------------------------
+    def run_learner(self, scenario: LearnerScenario) -> Trace:
+        """Learner-side preprocessing by SB3's own code (see :class:`_LearnerRun`)."""
+        with _quiet():
+            return _LearnerRun(scenario).run()
+
+
+def _row_obs(obs: Any) -> Any:
+    """A single env's observation as a batch of one."""
+    if isinstance(obs, dict):
+        return {key: np.asarray(value)[None] for key, value in obs.items()}
+    return np.asarray(obs)[None]
+
+
+def _env_event(
+    items: Sequence[Item],
+    types: Sequence[int],
+    rewards: Sequence[float],
+    discounts: Sequence[float],
+) -> EnvStep:
+    env, episode, t = _columns(items)
+    return EnvStep(
+        0, env, episode, t, tuple(types), tuple(rewards), tuple(discounts), t, (0,) * len(items)
+    )
+
+
+def _record_adds(model: DQN, rows: _RowMapper, events: list[Event]) -> None:
+    """Record every ``add`` of ``model``'s buffer as a Store event (iteration 0)."""
+    buffer = model.replay_buffer
+    assert buffer is not None
+    add = buffer.add
+
+    def add_row(obs: Any, next_obs: Any, action: Any, reward: Any, done: Any, infos: Any) -> None:
+        events.append(rows.store(0, obs, next_obs, reward, done, infos))
+        add(obs, next_obs, action, reward, done, infos)
+
+    _patch(buffer, "add", add_row)
+
+
+def _count_virtual(buffer: HerReplayBuffer) -> list[int]:
+    """Wrap ``_get_virtual_samples`` so that each sample leaves its virtual row count in the
+    returned list (SB3 concatenates real rows, then virtual ones)."""
+    counts: list[int] = []
+    virtual = buffer._get_virtual_samples
+
+    def get_virtual(batch_indices: np.ndarray, env_indices: np.ndarray, env: Any = None) -> Any:
+        counts.append(len(batch_indices))
+        return virtual(batch_indices, env_indices, env)
+
+    _patch(buffer, "_get_virtual_samples", get_virtual)
+    return counts
+
+
+def _relabel_event(draw: int, samples: Any, virtual: int) -> Relabel:
+    items = _items(samples.observations["observation"])
+    real = len(items) - virtual
+    goals = samples.observations["desired_goal"].detach().cpu().numpy()
+    goal_t = (-1,) * real + _goal_steps(items[real:], goals[real:])
+    env, episode, t = _columns(items)
+    rewards = tuple(float(r) for r in samples.rewards.reshape(-1).tolist())
+    return Relabel(draw, env, episode, t, goal_t, rewards)
+
+
+# -- learner-side preprocessing ---------------------------------------------------------------
+def _transitions(scenario: LearnerScenario, env: int) -> int:
+    """Transitions among env ``env``'s first ``steps`` time steps: the rows SB3 collects for
+    them (it takes no step at a LAST)."""
+    remaining, k, count = scenario.steps, 0, 0
+    while remaining > 0:
+        length = scenario.env.episode(scenario.seed, env, k).length
+        count += min(length, remaining - 1)
+        remaining -= length + 1
+        k += 1
+    return count
+
+
+class _ValuePolicy(ActorCriticPolicy):
+    """The trivial policy the learner operation gives PPO: action 0 with log-probability 0,
+    ``V(o) = value_scale * t(o)``. ``evaluate_actions`` returns, as log-probabilities, zeros
+    that require grad (one tensor per mini-batch, kept in ``probes``): at ratio 1 PPO's
+    policy loss ``-mean(min(A r, A clip(r)))`` has gradient ``-A_i / n`` with respect to
+    them, so the advantages PPO's ``train`` used (normalised or not) are ``-n * grad``."""
+
+    def __init__(self, *args: Any, value_scale: float = 0.0, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.value_scale = value_scale
+        self.probes: list[torch.Tensor] = []
+
+    def _values(self, obs: Any) -> torch.Tensor:
+        return self.value_scale * torch.as_tensor(obs, dtype=torch.float32)[:, 2:3]
+
+    def forward(
+        self, obs: Any, deterministic: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        n = int(obs.shape[0])
+        return torch.zeros(n, dtype=torch.long), self._values(obs), torch.zeros(n)
+
+    def predict_values(self, obs: Any) -> torch.Tensor:
+        return self._values(obs)
+
+    def evaluate_actions(
+        self, obs: Any, actions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        probe = torch.zeros(int(obs.shape[0]), requires_grad=True)
+        self.probes.append(probe)
+        return self._values(obs), probe, torch.zeros(int(obs.shape[0]))
+
+    def _predict(self, observation: Any, deterministic: bool = False) -> torch.Tensor:
+        return torch.zeros(int(observation.shape[0]), dtype=torch.long)
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """PPO's rollout rows before ``train`` flattens them: ``[n_steps, n_envs]`` arrays."""
+
+    items: list[list[Item]]
+    advantages: np.ndarray
+    returns: np.ndarray
+
+
+class _LearnerRun:
+    """Learner-side preprocessing of a learner scenario by SB3's own code.
+
+    - Advantages and value targets: one ``PPO.learn`` iteration (``n_steps`` = the
+      transitions of each env's first ``steps`` time steps, ``gamma``, ``gae_lambda = lam``)
+      with :class:`_ValuePolicy`: ``OnPolicyAlgorithm.collect_rollouts`` adds
+      ``gamma * V(terminal_observation)`` to the reward of a ``TimeLimit.truncated`` step and
+      calls ``RolloutBuffer.compute_returns_and_advantage`` (bootstrapping the in-progress
+      tail from ``V`` of the newest observation). SB3 keeps no row for an episode's final
+      observation: the bootstrap row ``L`` is recorded with zeros and loss mask 0 (nothing is
+      trained on it).
+    - Normalised advantages: the values ``PPO.train`` used in the first epoch
+      (``normalize_advantage=True``: per mini-batch, ``(A - mean) / (std + 1e-8)``), recovered
+      from the gradient of its loss (see :class:`_ValuePolicy`).
+    - Update plan: the mini-batches of ``RolloutBuffer.get(batch_size)`` over ``n_epochs``
+      (``minibatch_size``, ``num_epochs``), recorded by wrapping ``_get_samples``; row
+      ``e * n_steps + s`` of SB3's env-major flattening is training row ``e * n_steps + s``
+      of the spec's canonical order.
+    - n-step targets: per env, ``DQN(n_steps=nstep, gamma)`` (which selects
+      ``NStepReplayBuffer``) collects that env's transitions without training;
+      ``NStepReplayBuffer._get_samples`` over every stored row gives the n-step reward sum,
+      ``next_observations`` and ``dones`` of the last row used and ``discounts = gamma^k``;
+      the target is DQN's TD target ``reward + (1 - done) * discount * V(next_obs)``
+      (``dqn/dqn.py:DQN.train``) with ``V = value_scale * t``, and ``k`` is ``t(next_obs) - t``.
+    - Shards: SB3 trains one learner; with ``num_learners == 1`` it holds every episode.
+    """
+
+    def __init__(self, scenario: LearnerScenario) -> None:
+        self.scenario = scenario
+        b = scenario.env.num_envs
+        if scenario.num_learners != 1:
+            raise _unsupported(
+                f"{scenario.num_learners} learners: SB3 trains one algorithm instance, with "
+                "no sharding of episodes across learners"
+            )
+        counts = [_transitions(scenario, e) for e in range(b)]
+        if len(set(counts)) != 1:
+            raise _unsupported(
+                f"per-env transitions {counts} in the first {scenario.steps} time steps differ: "
+                "PPO's rollout buffer holds n_steps transitions of every env "
+                "(on_policy_algorithm.py:collect_rollouts) and takes no step at a LAST"
+            )
+        self.n_steps = counts[0]
+        if self.n_steps * b < 2:
+            raise _unsupported("PPO needs n_steps * n_envs > 1 (ppo/ppo.py:PPO.__init__)")
+        if scenario.env.goals:
+            raise _unsupported(
+                "goal observations: NStepReplayBuffer refuses Dict observation spaces "
+                "(off_policy_algorithm.py:_setup_model)"
+            )
+        if scenario.minibatch_size < 2:
+            raise _unsupported("PPO with advantage normalisation needs batch_size > 1")
+
+    def run(self) -> Trace:
+        rows, plan, normalized = self._ppo()
+        events: list[Event] = list(self._advantages(rows, normalized))
+        events.append(self._nstep())
+        events.append(plan)
+        pieces = [(e.env, e.episode, 0, len(e.t) - 1) for e in events if isinstance(e, Advantages)]
+        env, episode, start, stop = (tuple(c) for c in zip(*pieces)) if pieces else ((),) * 4
+        events.append(Shard(0, env, episode, start, stop))
+        return Trace(tuple(events), {"producer": f"sb3 {_VERSION}"})
+
+    # PPO: GAE, normalisation, update plan
+    def _ppo(self) -> tuple[_Rows, UpdatePlan, dict[int, float]]:
+        sc = self.scenario
+        b = sc.env.num_envs
+        model = PPO(
+            _ValuePolicy,
+            _vec_env(sc.env, sc.seed),
+            n_steps=self.n_steps,
+            batch_size=sc.minibatch_size,
+            n_epochs=sc.num_epochs,
+            gamma=float(sc.gamma),
+            gae_lambda=float(sc.lam),
+            ent_coef=0.0,
+            normalize_advantage=True,
+            policy_kwargs={"value_scale": float(sc.value_scale)},
+            seed=sc.seed,
+            device="cpu",
+            verbose=0,
+        )
+        policy = model.policy
+        assert isinstance(policy, _ValuePolicy)
+        buffer = model.rollout_buffer
+        snapshot: list[_Rows] = []
+        minibatches: list[np.ndarray] = []
+        train, get_samples = model.train, buffer._get_samples
+
+        def train_once() -> None:
+            snapshot.append(
+                _Rows(
+                    [_items(buffer.observations[s]) for s in range(self.n_steps)],
+                    buffer.advantages.copy(),
+                    buffer.returns.copy(),
+                )
+            )
+            train()
+
+        def samples(batch_inds: np.ndarray, env: Any = None) -> Any:
+            minibatches.append(np.asarray(batch_inds).copy())
+            return get_samples(batch_inds, env)
+
+        _patch(model, "train", train_once)
+        _patch(buffer, "_get_samples", samples)
+        model.learn(self.n_steps * b)
+        per_epoch = math.ceil(self.n_steps * b / sc.minibatch_size)
+        normalized: dict[int, float] = {}
+        for inds, probe in zip(minibatches[:per_epoch], policy.probes):
+            grad = probe.grad
+            assert grad is not None
+            for i, g in zip(inds.tolist(), grad.tolist()):
+                normalized[int(i)] = -len(inds) * g
+        plan = UpdatePlan(len(minibatches), tuple(tuple(int(i) for i in m) for m in minibatches))
+        return snapshot[0], plan, normalized
+
+    def _advantages(self, rows: _Rows, normalized: dict[int, float]) -> Iterator[Advantages]:
+        """One event per episode, env-major, oldest first, from SB3's ``[step, env]`` rows."""
+        for e in range(self.scenario.env.num_envs):
+            groups: dict[int, list[int]] = {}
+            for s in range(self.n_steps):
+                groups.setdefault(rows.items[s][e][1], []).append(s)
+            for k, steps in groups.items():
+                ts = [rows.items[s][e][2] for s in steps]
+                flat = [e * self.n_steps + s for s in steps]
+                yield Advantages(
+                    e,
+                    k,
+                    (*ts, ts[-1] + 1),
+                    (*(float(rows.advantages[s, e]) for s in steps), 0.0),
+                    (*(float(rows.returns[s, e]) for s in steps), 0.0),
+                    (*(normalized[i] for i in flat), 0.0),
+                    (1,) * len(steps) + (0,),
+                )
+
+    # NStepReplayBuffer
+    def _nstep(self) -> NStep:
+        sc = self.scenario
+        items: list[Item] = []
+        targets: list[float] = []
+        steps: list[int] = []
+        scale = float(sc.value_scale)
+        for e in range(sc.env.num_envs):
+            n = _transitions(sc, e)
+            if n == 0:
+                continue
+            venv = DummyVecEnv(_env_fns(sc.env, sc.seed)[e : e + 1])
+            config = _DQNConfig(1, 1, 1, n, n + 1, n)
+            model = _dqn(venv, sc.env, config, sc.seed, n_steps=sc.nstep, gamma=float(sc.gamma))
+            model.learn(n)
+            buffer = model.replay_buffer
+            assert buffer is not None
+            data = buffer._get_samples(np.arange(n))
+            starts, ends = _items(data.observations), _items(data.next_observations)
+            # n_steps == 1 selects the plain ReplayBuffer, whose samples carry no discounts:
+            # DQN.train then uses gamma.
+            discounts = (
+                [float(sc.gamma)] * n
+                if data.discounts is None
+                else data.discounts.reshape(-1).tolist()
+            )
+            for start, end, reward, done, discount in zip(
+                starts,
+                ends,
+                data.rewards.reshape(-1).tolist(),
+                data.dones.reshape(-1).tolist(),
+                discounts,
+            ):
+                items.append(start)
+                targets.append(reward + (1.0 - done) * discount * scale * end[2])
+                steps.append(end[2] - start[2])
+        env, episode, t = _columns(items)
+        return NStep(env, episode, t, tuple(targets), tuple(steps))
