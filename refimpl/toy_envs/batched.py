@@ -50,46 +50,55 @@ def _splitmix64(x: np.ndarray) -> np.ndarray:
 
 
 class _Plans:
-    """Episode plans of one schedule for a group of envs, computed in bulk: equal, entry by
+    """Episode plans of a group of envs, computed in bulk: all with fixed schedules, all with
+    random ones (parameters may differ per env), or all sharing one cycle. Equal, entry by
     entry, to ``schedule.episode(seed, env, k)`` (checked against it step for step by the
     toy-env tests)."""
 
-    def __init__(self, schedule: Schedule, seed: int, envs: np.ndarray) -> None:
-        self.schedule = schedule
+    def __init__(self, schedules: list[Schedule], seed: int, envs: np.ndarray) -> None:
         self.envs = envs
+        self.kind = schedules[0].kind
         self.min_length = 1  # a lower bound on the episode lengths
-        if isinstance(schedule, FixedSchedule):
-            self.min_length = schedule.length
-        elif isinstance(schedule, RandomSchedule):
-            self.min_length = schedule.min_length
+        if isinstance(schedules[0], CycleSchedule):
+            cycle = self.cycle = schedules[0]
+            m = len(cycle.episodes)
+            self._cycle_len = np.array([p.length for p in cycle.episodes], dtype=np.int64)
+            self._cycle_term = np.array([p.ending == "terminated" for p in cycle.episodes])
+            self._env_shift = ((envs * (cycle.offset % m)) % m)[:, None]
+            self.min_length = int(self._cycle_len.min())
+            return
+        fixed = [x for x in schedules if isinstance(x, FixedSchedule)]
+        random = [x for x in schedules if isinstance(x, RandomSchedule)]
+        if fixed:
+            self._length = np.array([[x.length] for x in fixed], dtype=np.int64)
+            self._term = np.array([[x.ending == "terminated"] for x in fixed])
+            self.min_length = int(self._length.min())
+        if random:
+            self._low = np.array([[x.min_length] for x in random], dtype=np.int64)
+            span = [[x.max_length - x.min_length + 1] for x in random]
+            self._span = np.array(span, dtype=np.uint64)
+            self._tpm = np.array([[x.truncate_per_mille] for x in random], dtype=np.uint64)
             seed_hash = _splitmix64(np.array([seed & _MASK64], dtype=np.uint64))
             self._env_hash = _splitmix64(seed_hash ^ envs.astype(np.uint64))[:, None]
-        elif isinstance(schedule, CycleSchedule):
-            m = len(schedule.episodes)
-            self._cycle_len = np.array([p.length for p in schedule.episodes], dtype=np.int64)
-            self._cycle_term = np.array([p.ending == "terminated" for p in schedule.episodes])
-            self._env_shift = (envs * (schedule.offset % m)) % m
-            self.min_length = int(self._cycle_len.min())
+            self.min_length = int(self._low.min())
 
     def table(self, first: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
         """Lengths (int64) and terminated flags of episodes ``first[i] + j`` of
         ``envs[i]``, ``0 <= j < count``: two ``[len(envs), count]`` arrays."""
         k = first[:, None] + np.arange(count, dtype=np.int64)
-        s = self.schedule
-        if isinstance(s, FixedSchedule):
+        if self.kind == "fixed":
             shape = k.shape
-            return np.full(shape, s.length, np.int64), np.full(shape, s.ending == "terminated")
-        if isinstance(s, CycleSchedule):
-            idx = (k % len(s.episodes) + self._env_shift[:, None]) % len(s.episodes)
+            return np.broadcast_to(self._length, shape).copy(), np.broadcast_to(
+                self._term, shape
+            ).copy()
+        if self.kind == "cycle":
+            m = len(self.cycle.episodes)
+            idx = (k % m + self._env_shift) % m
             return self._cycle_len[idx], self._cycle_term[idx]
-        if isinstance(s, RandomSchedule):
-            h = _splitmix64(self._env_hash ^ k.astype(np.uint64))
-            span = np.uint64(s.max_length - s.min_length + 1)
-            lengths = (h % span).astype(np.int64) + s.min_length
-            truncated = (h >> np.uint64(32)) % np.uint64(1000) < np.uint64(s.truncate_per_mille)
-            return lengths, ~truncated
-        # EnvSpec admits only the three schedules above.
-        raise ConfigError("env.schedules", s, "FixedSchedule, CycleSchedule or RandomSchedule")
+        h = _splitmix64(self._env_hash ^ k.astype(np.uint64))
+        lengths = (h % self._span).astype(np.int64) + self._low
+        truncated = (h >> np.uint64(32)) % np.uint64(1000) < self._tpm
+        return lengths, ~truncated
 
 
 class ToyBatchEnv:
@@ -104,11 +113,14 @@ class ToyBatchEnv:
         self.num_envs = b = spec.num_envs
         self._block = block if block is not None else max(16, min(256, 8192 // b))
         self._env_ids = torch.arange(b)
-        groups: dict[Schedule, list[int]] = {}
+        groups: dict[object, list[int]] = {}  # fixed envs, random envs, each distinct cycle
         for e in range(b):
-            groups.setdefault(spec.schedule(e), []).append(e)
+            schedule = spec.schedule(e)
+            key = schedule if isinstance(schedule, CycleSchedule) else schedule.kind
+            groups.setdefault(key, []).append(e)
         self._groups = [
-            _Plans(s, seed, np.array(envs, dtype=np.int64)) for s, envs in groups.items()
+            _Plans([spec.schedule(e) for e in envs], seed, np.array(envs, dtype=np.int64))
+            for envs in groups.values()
         ]
         # An episode of at least m transitions spans m + 1 steps, so the block's last step
         # lies at most ceil((block - 1) / (m + 1)) episodes after the one holding its first.
