@@ -25,6 +25,10 @@ follows ``done``) is FIRST, a ``terminal_observation`` is LAST (discount 0 unles
   vector steps, where the spec's auto-reset takes ``L + 1`` (clause ``timestep.auto-reset``).
 - ``run_relabel`` names the same rows and, for a row whose ``done`` is set, also the LAST it
   holds as ``next_observations`` (relabeled goals and rewards come from next observations).
+  Its ring keeps ``buffer_size // n_envs`` transitions per env, i.e. that many time steps plus
+  one LAST per episode end among them: no ``buffer_size`` gives a ring of exactly
+  ``capacity`` time steps, and ``capacity * B`` keeps more than the spec's ring.
+- ``run_learner``: see :class:`_LearnerRun`.
 
 **Trainer iterations.** One spec iteration is one ``collect_rollouts`` call of
 ``OffPolicyAlgorithm.learn`` (``train_freq = (u, "step")``: ``u`` vector steps) followed by
