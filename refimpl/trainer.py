@@ -44,6 +44,7 @@ __all__ = ["RunResult", "Trainer", "train"]
 
 _IDENTITY = Identity()
 _SAMPLING = SamplingSpec()
+_FIRST, _LAST = int(StepType.FIRST), int(StepType.LAST)  # plain ints: cheaper to compare
 
 
 @dataclass(frozen=True)
@@ -204,7 +205,7 @@ class Trainer:
         state: torch.Tensor,
         staged: list[Rows] | None,
     ) -> tuple[TimeStep, torch.Tensor]:
-        is_first = time_step.step_type == StepType.FIRST
+        is_first = time_step.step_type == _FIRST
         state = self._reset_state(is_first, state)
         action = state % self.env_spec.num_actions
         # Rows are read, never written: they may share tensors with the env's time steps.
@@ -294,7 +295,7 @@ class Trainer:
         for index, (observation, valid, step_type) in enumerate(batches):
             if cfg.counter_mode == "per-mini-batch":
                 self.counter += 1
-            loss_mask = valid & (step_type != StepType.LAST) if cfg.mask_last else valid
+            loss_mask = valid & (step_type != _LAST) if cfg.mask_last else valid
             self.recorder.update(
                 iteration, call, index, self.counter, observation, valid, loss_mask
             )
