@@ -48,6 +48,11 @@ VARIANTS: dict[tuple[str, str], Transform] = {
     ("replay.period-anchor", "oldest-anchored"): _sampling(anchor="oldest"),
     ("replay.uniform-windows", "env-balanced"): _sampling(distribution="env-balanced"),
     ("replay.uniform-windows", "uniform-episodes"): _sampling(distribution="uniform-episodes"),
+    # TorchRL 0.14.1 SliceSampler: a trajectory uniformly, then a start inside it; slices never
+    # cross a trajectory boundary, whatever the scenario's boundary policy.
+    ("replay.uniform-windows", "uniform-episodes-forbid"): _sampling(
+        boundary="forbid", distribution="uniform-episodes"
+    ),
 }
 
 
