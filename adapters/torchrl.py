@@ -1,27 +1,49 @@
-"""Adapter for TorchRL 0.14.1 (tensordict 0.14.3): TorchRL's own env wrappers, collector,
-trainer loop, replay buffers, samplers, value estimators and post-processors, driven on the
-toy env.
+"""Adapter for TorchRL 0.14.1 (tensordict 0.14.3): TorchRL's own env wrappers, ``Collector``,
+``Trainer`` loop, replay buffers, samplers, value estimators and post-processors, driven on the
+toy env. Sources are cited as ``file:function`` under the installed ``torchrl`` package.
 
 **The env.** The toy env's Gymnasium face (:func:`refimpl.toy_envs.gym_env.make_env_fns`)
-goes into ``gymnasium.vector.SyncVectorEnv`` with ``AutoresetMode.DISABLED`` and then into
-TorchRL's ``GymWrapper`` (``envs/libs/gym.py``), so TorchRL's own partial reset
-(``step_and_maybe_reset`` with a ``_reset`` mask) is what restarts an env. ``InitTracker``
-marks the reset observations (``is_init``) and a ``TensorDictPrimer`` keeps the toy policy's
-state, which TorchRL resets at every reset. The toy policy reads that state, acts
+goes into ``gymnasium.vector.SyncVectorEnv`` with ``AutoresetMode.DISABLED`` (the mode
+``GymWrapper`` prefers) and then into ``GymWrapper`` (``envs/libs/gym.py``), so TorchRL's own
+partial reset (``step_and_maybe_reset`` with a ``_reset`` mask) restarts an env.
+``InitTracker`` marks reset observations (``is_init``); a ``TensorDictPrimer`` holds the toy
+policy's state and resets it at every reset. The policy reads that state, acts
 ``state % num_actions`` and writes ``("next", "policy_state") = state + 1``.
 
-**Frames and rows.** TorchRL stores *frames*: a frame pairs a root observation ``o_t`` (and
-its action) with ``("next", ...)``: the reward into ``t + 1``, ``o_{t+1}`` and the done
-flags. Its collector resets in the same step that ends an episode, so an episode of ``L``
-transitions is ``L`` frames whose roots are ``t = 0 .. L - 1``; the final observation ``o_L``
-is only ever the ``("next", "observation")`` of the frame at ``L - 1``. The adapter names a
-frame by its root item ``(e, k, t)`` and gives it the spec's row fields: FIRST where
-``is_init``, else MID; the reward into ``t`` (0 at FIRST, else the previous frame's
-``("next", "reward")``); discount 1. No frame is ever a LAST row. :meth:`run_env` records the
-time steps the collector produced and splits the frame that ends an episode into its two
-time steps (the spec's rule for same-step resets, ``timestep.auto-reset``): the LAST one,
-read from ``("next", ...)``, gets its own ``env_step`` event with action ``-1`` (none is
-taken at it). The other operations record frames as TorchRL stores and samples them.
+**Frames and rows.** TorchRL stores *frames*: a root observation ``o_t`` with its action, and
+under ``"next"`` the reward into ``t + 1``, ``o_{t+1}`` and the done flags. The collector
+resets in the step that ends an episode, so an episode of ``L`` transitions is ``L`` frames
+with roots ``t = 0 .. L - 1``; its final observation is only the last frame's
+``("next", "observation")``. A frame is named by its root item with the spec's row fields:
+FIRST where ``is_init``, else MID; the reward into ``t`` (0 at FIRST, else the previous
+frame's ``("next", "reward")``); discount 1. No frame is a LAST row, so where the spec's
+auto-reset takes ``L + 1`` vector steps per episode TorchRL takes ``L`` (clause
+``timestep.auto-reset``). ``run_env`` records every time step the collector produced: the
+frame that ends an episode is followed by its LAST time step (read from ``"next"``, action
+``-1``: none is taken at it), the spec's rule for same-step resets.
+
+**Trainer** (``run_trainer``). ``Trainer`` with ``ReplayBufferTrainer`` (``trainers/
+trainers.py``): one iteration is one collector batch of ``frames_per_batch = u * B``
+frames (integer ``u``), extended into a ``ReplayBuffer`` over ``LazyTensorStorage(capacity *
+B, ndim=2)`` (one ring of ``capacity`` frames per env); then, once ``collected_frames >=
+init_random_frames`` (``initial_collect_steps``; ``+ 1`` for the strict gate), one train call
+of ``optim_steps_per_batch = num_updates_per_train_iter`` samples of ``mini_batch_size *
+mini_batch_length`` frames. The collector also acts at random for the first
+``ceil(init_random_frames / frames_per_batch)`` batches, without calling the policy. Hooks are
+the Trainer's ``post_optim`` (``after_update``) and ``post_steps`` (``after_train_iter``) ops;
+the counter is the collector's batch count (per iteration) or the Trainer's ``_optim_count``
+(per mini-batch). Windows of one item use ``RandomSampler``; longer ones ``SliceSampler`` over
+``("collector", "traj_ids")``, ``strict_length`` unless the boundary policy is ``pad``
+(``pad_output``). When no stored trajectory holds a slice, ``SliceSampler`` raises and
+``Trainer.train`` stops: the trace ends there (header ``stopped``).
+
+**Replay, learner, relabel.** ``run_replay`` fills the same storage one collector step at a
+time and samples as above. ``run_learner`` collects each env's frames of its first ``steps``
+time steps (``set_truncated=True`` marks the cut), runs ``GAE`` (and ``GAE(average_gae=True)``
+for normalised advantages) over all of them, ``MultiStep`` + ``TD0Estimator`` for n-step
+targets, and the PPO scripts' ``SamplerWithoutReplacement`` epochs. ``run_relabel`` writes
+each env's frames whole into ``HERReplayBuffer`` (1-D storage) with ``achieved_goal_key=
+("next", "achieved_goal")``; its stores name every time step the frames hold.
 """
 
 from __future__ import annotations
