@@ -805,18 +805,22 @@ def _goal_reward(data: TensorDictBase) -> torch.Tensor:
 def _held_rows(sc: RelabelScenario, frames: TensorDictBase) -> list[tuple[Item, int, float, float]]:
     """The time steps one env's frames hold, in order, as ``(item, step type, reward,
     discount)``: each frame's root where it starts an episode, then its ``("next", ...)``
-    observation. The collector's ``set_truncated`` marks the batch end truncated; the env
-    ended an episode there only if that step is the episode's last (its plan says so)."""
+    observation, LAST where the frame is done. The collector's ``set_truncated`` also marks
+    the batch's last frame done; that one ended an episode only if it terminated or is the
+    last step of its episode's plan (a truncation by the env)."""
     roots = _items(frames.get("observation"))
     nexts = _items(frames.get(("next", "observation")))
     first = _flags(frames, "is_init")
+    done = _flags(frames, ("next", "done"))
     reward = _values(frames, ("next", "reward"))
     terminated = _flags(frames, ("next", "terminated"))
     out: list[tuple[Item, int, float, float]] = []
     for i, (root, nxt) in enumerate(zip(roots, nexts)):
         if first[i]:
             out.append((root, _FIRST, 0.0, 1.0))
-        ended = sc.env.episode(sc.seed, nxt[0], nxt[1]).length == nxt[2]
+        ended = done[i]
+        if i == len(roots) - 1 and not terminated[i]:
+            ended = sc.env.episode(sc.seed, nxt[0], nxt[1]).length == nxt[2]
         discount = 0.0 if terminated[i] else 1.0
         out.append((nxt, _LAST if ended else _MID, reward[i], discount))
     return out
