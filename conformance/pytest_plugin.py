@@ -91,7 +91,11 @@ class XpspecSession:
         self.node: Any = None
 
     def assert_outcome(self, check: Any, name: str, scenario: Any) -> None:
-        outcome = self.engine.evaluate(check, name, scenario)
+        """Evaluate ``check`` on ``scenario`` and turn the outcome into the test's result."""
+        self.report(self.engine.evaluate(check, name, scenario))
+
+    def report(self, outcome: Any) -> None:
+        """Record ``outcome`` on the current test and raise the matching pytest result."""
         if self.node is not None:
             self.node.user_properties[:] = [
                 p for p in self.node.user_properties if p[0] != "xpspec"

@@ -104,6 +104,16 @@ def trainer_configs(draw: st.DrawFn) -> TrainerConfig:
         knobs.update(
             whole_buffer=True, clear=draw(st.sampled_from(["none", "all", "keep-one-step"]))
         )
+    if draw(st.booleans()):
+        # An env-step budget, alone or with an iteration count (interaction then stops early).
+        stalls = drain and not any(knobs["drain"].arrivals)  # could never reach the budget
+        knobs.update(
+            num_env_steps=draw(st.integers(1, 40)),
+            num_iterations=knobs["num_iterations"]
+            if stalls
+            else draw(st.sampled_from([0, knobs["num_iterations"]])),
+            env_step_count=draw(st.sampled_from(["all", "non-first"])),
+        )
     return TrainerConfig(**knobs)
 
 

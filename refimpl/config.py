@@ -91,6 +91,13 @@ class TrainerConfig:
             _check_int(name, getattr(self, name), 0)
         if self.num_iterations == 0 and self.num_env_steps == 0:
             raise ConfigError("num_iterations", 0, "num_iterations or num_env_steps > 0")
+        if self.num_iterations == 0 and self.drain is not None and not any(self.drain.arrivals):
+            # The run would never reach num_env_steps: nothing ever arrives.
+            raise ConfigError(
+                "drain.arrivals",
+                self.drain.arrivals,
+                "some arrival > 0 when the run ends by num_env_steps",
+            )
         _check_int("num_updates_per_train_iter", self.num_updates_per_train_iter, 1)
         if self.mini_batch_size is not None:
             _check_int("mini_batch_size", self.mini_batch_size, 1)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Any
 
 from conformance.checks.base import CheckFailure, Context
 from conformance.checks.views import (
@@ -22,6 +21,7 @@ __all__ = [
     "check_fractional_schedule",
     "check_global_counter",
     "check_num_env_steps",
+    "interacting",
 ]
 
 
@@ -30,23 +30,31 @@ def _expected_unroll(sc: TrainerScenario, count: int) -> list[int]:
     return [math.floor(k * u) - math.floor((k - 1) * u) for k in range(1, count + 1)]
 
 
+def interacting(sc: TrainerScenario, trace: Trace) -> list[bool]:
+    """Per iteration: whether interaction was still allowed when it began, i.e. fewer than
+    ``num_env_steps`` env steps (counted as the scenario says) had been taken
+    (``unroll.num-env-steps``). Without a budget, always."""
+    limit, count, out = sc.trainer.num_env_steps, 0, []
+    by_iteration: dict[int, int] = defaultdict(int)
+    for e in trace.of_kind("env_step"):
+        by_iteration[e.iteration] += sum(
+            1 for t in e.step_type if sc.trainer.env_step_count == "all" or t != StepType.FIRST
+        )
+    for it in iterations(trace):
+        out.append(not limit or count < limit)
+        count += by_iteration.get(it, 0)
+    return out
+
+
+def _gate(sc: TrainerScenario, trace: Trace, want: list[int]) -> list[int]:
+    """``want`` with the iterations that may not interact set to 0."""
+    return [n if allowed else 0 for n, allowed in zip(want, interacting(sc, trace))]
+
+
 def check_fractional_schedule(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     sc = trainer_scenario(scenario)
     got = steps_per_iteration(trace)
-    want = _expected_unroll(sc, len(got))
-    if sc.trainer.num_env_steps:
-        # Interaction may stop early (unroll.num-env-steps): compare the interacting prefix.
-        n = next(
-            (
-                i
-                for i, g in enumerate(got)
-                if g == 0
-                and want[i] > 0
-                and sum(got[:i]) * sc.env.num_envs >= sc.trainer.num_env_steps
-            ),
-            len(got),
-        )
-        got, want = got[:n], want[:n]
+    want = _gate(sc, trace, _expected_unroll(sc, len(got)))
     if got != want:
         raise CheckFailure(
             f"vector steps per iteration with unroll_length {sc.trainer.unroll_length}", want, got
@@ -74,40 +82,30 @@ def check_drain(scenario: Scenario, trace: Trace, ctx: Context) -> None:
         n = min(queued, drain.max_unroll_length)
         queued -= n
         want.append(n)
+    want = _gate(sc, trace, want)
     if got != want:
         raise CheckFailure("vector steps drained per iteration", want, got)
 
 
 def check_num_env_steps(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """No unroll once the budget is reached; without ``num_iterations`` the run ends with the
+    iteration that reached it."""
     sc = trainer_scenario(scenario)
-    limit = sc.trainer.num_env_steps
-    count, stopped_at = 0, None
-    by_iteration: dict[int, list[Any]] = defaultdict(list)
-    for e in trace.of_kind("env_step"):
-        by_iteration[e.iteration].append(e)
-    for it in iterations(trace):
-        steps = by_iteration.get(it, [])
-        if steps and count >= limit:
+    steps = dict(zip(iterations(trace), steps_per_iteration(trace)))
+    allowed = dict(zip(iterations(trace), interacting(sc, trace)))
+    for it, ok in allowed.items():
+        if not ok and steps[it]:
             raise CheckFailure(
-                f"iteration {it} unrolled after {count} env steps",
-                f"no unroll once {limit} are reached",
-                len(steps),
+                f"iteration {it} unrolled after the budget of {sc.trainer.num_env_steps} env steps",
+                0,
+                steps[it],
             )
-        for e in steps:
-            count += sum(
-                1 for t in e.step_type if sc.trainer.env_step_count == "all" or t != StepType.FIRST
-            )
-        if count >= limit and stopped_at is None:
-            stopped_at = it
-    if (
-        not sc.trainer.num_iterations
-        and stopped_at is not None
-        and iterations(trace)[-1] != stopped_at
-    ):
+    closed = [it for it, ok in allowed.items() if not ok]
+    if not sc.trainer.num_iterations and closed:
         raise CheckFailure(
             "the run goes on after num_env_steps is reached",
-            f"last iteration {stopped_at}",
-            iterations(trace)[-1],
+            f"last iteration {closed[0] - 1}",
+            closed[-1],
         )
 
 

@@ -224,6 +224,17 @@ class NewestChunks(Trainer):
             self.buffer.chunks = original  # type: ignore[method-assign]
 
 
+class BudgetSkipsFirst(Trainer):
+    """The env-step budget counts only non-FIRST steps where the spec counts every item."""
+
+    def _unroll_step(self, iteration: int, time_step: Any, *rest: Any) -> Any:
+        firsts = int((time_step.step_type == StepType.FIRST).sum())
+        out = super()._unroll_step(iteration, time_step, *rest)
+        if self.config.env_step_count == "all":
+            self.env_steps -= firsts
+        return out
+
+
 @dataclass(frozen=True)
 class Mutant:
     name: str
@@ -390,6 +401,21 @@ MUTANTS: tuple[Mutant, ...] = (
         NewestChunks,
         "replay.whole-buffer",
         ("replay.window-validity", "replay.eviction"),
+    ),
+    Mutant(
+        "budget-skips-first",
+        BudgetSkipsFirst,
+        "unroll.num-env-steps",
+        (
+            "unroll.fractional-schedule",
+            "unroll.drain",
+            "train.synced-schedule",
+            "train.warmup-gate",
+            "train.insufficient-data",
+            "preprocess.conservation",
+            "preprocess.store-order",
+            "train.hooks",
+        ),
     ),
 )
 

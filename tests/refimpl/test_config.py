@@ -68,3 +68,8 @@ def test_mismatched_env_ids_are_named() -> None:
     buffer = ReplayBuffer(2, 4, {"step_type": ((), torch.int64)})
     with pytest.raises(ConfigError, match=r"env_ids: expected ids in \[0, 2\)"):
         buffer.add_items(torch.tensor([0, 5]), {"step_type": torch.tensor([0, 1])})
+
+
+def test_a_run_that_could_never_end_is_refused() -> None:
+    with pytest.raises(ConfigError, match="drain.arrivals"):
+        TrainerConfig(unroll_length=0, drain=DrainSpec((0, 0)), num_env_steps=5)
