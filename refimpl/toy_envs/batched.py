@@ -206,7 +206,8 @@ class ToyBatchEnv:
         else:
             reward = t.to(torch.float32)
         reward = torch.where(first, 0.0, reward)
-        task_id = (env + episode) % self.spec.num_tasks
+        tasks = self.spec.num_tasks
+        task_id = (env + episode) % tasks if tasks > 1 else torch.zeros_like(env)
         self._next_episode = episode[-1] + last[-1]
         self._next_start = torch.where(last[-1], base + n, starts.gather(1, j[-1:].T)[:, 0])
         st, rw, dc, ob, ei, ti = (
