@@ -7,7 +7,10 @@ One :class:`Trainer` run is a sequence of iterations (clauses ``iteration.*``):
    still allowed (``num_env_steps``), ``n_k`` vector steps are taken. For each step: the
    policy state is reset where the time step is FIRST (``timestep.state-reset``), the policy
    acts, the env steps, and the pre-step time step with its action and state goes through
-   the preprocessing hook, whose verdicts are stored, excluded or held (``preprocess.*``);
+   the preprocessing hook, whose verdicts are stored, excluded or held (``preprocess.*``).
+   Without preprocessing every row is stored, in one buffer write at the end of the unroll
+   (equivalent: nothing reads the buffer during an unroll), and no Python loop runs over
+   envs;
 3. the train accounting says how many train calls the iteration owes (``train.*``); each
    call passes the warm-up gate (``warmup.*``) and then makes its gradient updates;
 4. ``after_train_iter`` is called if the iteration unrolled anything.
