@@ -230,6 +230,26 @@ CATALOG: dict[str, Scenario] = {
         draws=10,
         sampling=SamplingSpec(window_length=2, period=2, anchor="oldest"),
     ),
+    # 11 writes into rings of 8 leave positions 3..10: absolute starts 4, 6, 8 and
+    # oldest-anchored starts 3, 5, 7 are disjoint, so every draw tells the anchors apart
+    "replay-period-absolute": ReplayScenario(
+        EnvSpec(2, (_MIXED,)),
+        capacity=8,
+        fill_steps=11,
+        batch_size=64,
+        draws=10,
+        sampling=SamplingSpec(window_length=3, period=2),
+    ),
+    # windows one item shorter than the ring, after 15 writes into rings of 6: each env holds
+    # two valid windows, both running across the ring's physical end
+    "replay-near-capacity": ReplayScenario(
+        _RANDOM4,
+        capacity=6,
+        fill_steps=15,
+        batch_size=32,
+        draws=25,
+        sampling=SamplingSpec(window_length=5),
+    ),
     # env stepping
     "env-mixed": EnvScenario(EnvSpec(3, (_MIXED,)), steps=20),
     "env-random": EnvScenario(_RANDOM4, steps=30, seed=7),
