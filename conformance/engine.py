@@ -254,6 +254,10 @@ class Session:
         except (Unsupported, AdapterError) as exc:  # a re-run inside the check
             status: Status = "not-applicable" if isinstance(exc, Unsupported) else "error"
             return out(status, str(exc))
+        except Exception as exc:  # a bug in the check itself: report it, keep the suite going
+            return out(
+                "error", f"check {check.name} crashed on {name!r}: {type(exc).__name__}: {exc}"
+            )
         if deviation is not None:
             return out(
                 "pass", f"stale expectation: {deviation.clause} is declared but passes", stale=True

@@ -87,6 +87,8 @@ def check_uniform(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     valid = [(env, i) for env in model.stored for i in range(len(model.live(env)) - length + 1)]
     counts = Counter(_start(model, w) for d in draws for w in d.windows)
     n, w = sum(counts.values()), len(valid)
+    if w == 0:
+        raise CheckFailure("valid windows in the buffer the stores imply", "at least one", 0)
     mean, sd = n / w, math.sqrt(n * (1 / w) * (1 - 1 / w))
     for window in valid:
         if abs(counts[window] - mean) > 5 * sd:

@@ -137,3 +137,14 @@ def test_should_failure_is_a_warning_that_can_be_silenced(tmp_path) -> None:  # 
         Session(load_adapter("refimpl"), "r").evaluate(must, "plain-u2-b3", SCENARIO).level
         == "MUST"
     )
+
+
+def test_a_crashing_check_is_an_error_not_a_crash() -> None:
+    from conformance.checks.base import Check
+
+    def broken(scenario, trace, ctx):  # type: ignore[no-untyped-def]
+        raise ZeroDivisionError("division by zero")
+
+    check = Check("broken", ("trace.deterministic",), "trainer", "invariant", broken)
+    outcome = Session(load_adapter("refimpl"), "refimpl").evaluate(check, "plain-u2-b3", SCENARIO)
+    assert outcome.status == "error" and "check broken crashed" in outcome.message
