@@ -26,10 +26,11 @@ the same eight fields, and uniform ``(env, start)`` windows gathered with one
 Protocol: one process, ``torch.set_num_threads(1)`` and ``OMP_NUM_THREADS=1`` (set before
 torch is imported when this module is run as a script); after setup ``gc.collect()`` then
 ``gc.freeze()``, so the collector's full passes do not walk the interpreter's import-time
-objects (``--no-freeze`` leaves the collector as it is). Each window builds a fresh loop
-(not timed) and times
-``iterations`` iterations of it; the iteration count per ``B`` is calibrated so that the
-trainer's window lasts about ``seconds``, and every loop of that ``B`` runs the same count.
+objects (``--no-freeze`` leaves the collector as it is; recording then costs more at small
+``B``, since every full collection walks the import-time objects and all the tensors a
+recording run keeps). Each window builds a fresh loop (not timed) and times ``iterations``
+iterations of it; the iteration count per ``B`` is calibrated so that the trainer's window
+lasts about ``seconds``, and every loop of that ``B`` runs the same count.
 The windows of all configurations are interleaved within each repeat; the tables give the
 median and the min-max over ``repeats``, and ratios of medians.
 
