@@ -76,9 +76,6 @@ class _RowColumns:
         self.dtypes = dtypes  # the dtype each field's values are read from
         self.rows: list[Sequence[torch.Tensor]] = []
 
-    def add(self, tensors: Sequence[torch.Tensor]) -> None:
-        self.rows.append(tensors)
-
     def events(self) -> Iterator[tuple[Any, ...]]:
         """Per event: ``env``, ``episode``, ``t``, then each other field, as tuples of Python
         ints or floats (``int()`` / ``float()`` of each element converted to float64)."""
@@ -131,13 +128,13 @@ class Recorder:
     def env_step(self, iteration: int, rows: dict[str, torch.Tensor]) -> None:
         if self.enabled:
             tensors = _ENV_STEP(rows)
-            self._env_steps.add([t.clone() for t in tensors] if self.copy else tensors)
+            self._env_steps.rows.append([t.clone() for t in tensors] if self.copy else tensors)
             self._raw.append(("env_step", iteration))
 
     def store(self, iteration: int, rows: dict[str, torch.Tensor]) -> None:
         if self.enabled:
             tensors = _STORE(rows)
-            self._stores.add([t.clone() for t in tensors] if self.copy else tensors)
+            self._stores.rows.append([t.clone() for t in tensors] if self.copy else tensors)
             self._raw.append(("store", iteration))
 
     def exclude(self, iteration: int, rows: dict[str, torch.Tensor], reason: str) -> None:
@@ -163,8 +160,11 @@ class Recorder:
         loss_mask: torch.Tensor,
     ) -> None:
         if self.enabled:
-            tensors = [self._kept(t) for t in (observation, valid, loss_mask)]
-            self._raw.append(("update", iteration, call, index, counter, *tensors))
+            if self.copy:
+                observation, valid, loss_mask = (t.clone() for t in (observation, valid, loss_mask))
+            self._raw.append(
+                ("update", iteration, call, index, counter, observation, valid, loss_mask)
+            )
 
     def hook(self, iteration: int, name: str) -> None:
         if self.enabled:
