@@ -120,4 +120,5 @@ def docs(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Throughput medians over repeats, torch pinned to one thread, ratios to minimal loops."""
     install(session)
-    session.run("python", "-m", "benchmarks.bench_sampling", *session.posargs, env=THREADS)
+    session.run("python", "-m", "benchmarks.bench_sampling", env=THREADS)
+    session.run("python", "-m", "benchmarks.bench_loop", *session.posargs, env=THREADS)

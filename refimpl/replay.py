@@ -1,6 +1,6 @@
 """Replay storage and sampling: per-env rings, window validity, sampling distributions.
 
-Storage (clause ``replay.storage``): ``num_envs`` rings of ``capacity`` items each. Every env
+Storage (clause ``replay.eviction``): ``num_envs`` rings of ``capacity`` items each. Every env
 keeps an absolute position counter: the ``i``-th item ever written to env ``e`` has position
 ``i``; positions are never reset, not even by :meth:`ReplayBuffer.clear`. A full ring evicts
 its env's oldest item (clause ``replay.eviction``). The stored range of env ``e`` is
@@ -261,7 +261,7 @@ class ReplayBuffer:
 
     def add_row(self, data: Mapping[str, Tensor]) -> None:
         """Append one item to every env: ``data[name]`` is ``[num_envs, ...]``, row ``e`` to
-        env ``e`` (clause ``replay.storage``)."""
+        env ``e`` (clause ``replay.eviction``)."""
         self._check_data(data, None)
         with torch.no_grad():
             if self._cursor is not None:
@@ -280,7 +280,7 @@ class ReplayBuffer:
     def add_rows(self, data: Mapping[str, Tensor]) -> None:
         """Append ``n`` items to every env: ``data[name]`` is ``[n, num_envs, ...]``; the
         result is that of ``add_row`` called with ``data[name][0]``, ..., ``data[name][n-1]``
-        in order (clause ``replay.storage``), in at most two slice copies per field."""
+        in order (clause ``replay.eviction``), in at most two slice copies per field."""
         if data.keys() != self._names:
             raise ConfigError("data", sorted(data), f"exactly the fields {sorted(self._names)}")
         step = data["step_type"]

@@ -660,3 +660,47 @@ def test_sampling_benchmark_runs(capsys):
     )
     assert all(r["transitions_per_s"] > 0 for r in rows)  # type: ignore[operator]
     assert "x baseline" in capsys.readouterr().out
+
+
+# -- add_rows: n vector steps at once ------------------------------------------------------------
+@given(
+    capacity=st.integers(1, 6),
+    before=st.integers(0, 9),
+    n=st.integers(1, 14),
+    items_first=st.booleans(),
+)
+def test_add_rows_equals_repeated_add_row(
+    capacity: int, before: int, n: int, items_first: bool
+) -> None:
+    """add_rows(data) stores exactly what n add_row calls store, also past the capacity and
+    after add_items left the envs at different end positions."""
+    fields = {"step_type": ((), torch.int64), "observation": ((3,), torch.float32)}
+    a, b = ReplayBuffer(2, capacity, fields), ReplayBuffer(2, capacity, fields)
+    counter = iter(range(10_000))
+
+    def row() -> dict[str, torch.Tensor]:
+        k = next(counter)
+        return {
+            "step_type": torch.tensor([k % 3, (k + 1) % 3]),
+            "observation": torch.full((2, 3), float(k)),
+        }
+
+    for buf in (a, b):
+        if items_first:
+            buf.add_items(
+                torch.tensor([1]),
+                {"step_type": torch.tensor([1]), "observation": torch.zeros(1, 3)},
+            )
+    counter = iter(range(10_000))
+    rows = [row() for _ in range(before + n)]
+    for r in rows[:before]:
+        a.add_row(r)
+        b.add_row(r)
+    for r in rows[before:]:
+        a.add_row(r)
+    b.add_rows({k: torch.stack([r[k] for r in rows[before:]]) for k in fields})
+    assert torch.equal(a.sizes, b.sizes) and torch.equal(a.end_positions, b.end_positions)
+    for env in range(2):
+        assert a.valid_starts(env, SamplingSpec()) == b.valid_starts(env, SamplingSpec())
+    chunks_a, chunks_b = a.chunks(1), b.chunks(1)
+    assert torch.equal(chunks_a.data["observation"], chunks_b.data["observation"])

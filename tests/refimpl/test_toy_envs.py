@@ -612,3 +612,27 @@ def test_step_types_from_gym() -> None:
     assert int(step_types_from_gym(True, False, False)) == L
     with pytest.raises(ConfigError, match=r"^terminated/truncated"):
         step_types_from_gym([True], [False], [True])
+
+
+@pytest.mark.parametrize("block", [1, 2, 3, 5, 8, 13, 17])
+def test_block_size_does_not_change_the_dynamics(block: int) -> None:
+    """Time steps are computed ahead in blocks; any block size gives the same sequence."""
+    spec = EnvSpec(
+        3,
+        (
+            FixedSchedule(2),
+            CycleSchedule((EpisodePlan(3, "truncated"), EpisodePlan(5, "terminated"))),
+            RandomSchedule(2, 6, 500),
+        ),
+        goals=True,
+        num_tasks=2,
+    )
+    a, b = ToyBatchEnv(spec, seed=4), ToyBatchEnv(spec, seed=4, block=block)
+    steps_a, steps_b = [a.reset()], [b.reset()]
+    action = torch.zeros(3, dtype=torch.int64)
+    for _ in range(40):
+        steps_a.append(a.step(action))
+        steps_b.append(b.step(action))
+    for x, y in zip(steps_a, steps_b):
+        for name in x._fields:
+            assert torch.equal(getattr(x, name), getattr(y, name)), name

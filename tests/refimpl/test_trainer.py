@@ -147,3 +147,15 @@ def test_on_policy_requires_identity() -> None:
 def test_same_seed_same_bytes() -> None:
     cfg = TrainerConfig(unroll_length=Fraction(3, 2), num_iterations=6, mini_batch_length=2)
     assert train(ENV2, cfg, seed=3).trace.to_jsonl() == train(ENV2, cfg, seed=3).trace.to_jsonl()
+
+
+def test_recording_by_reference_or_by_copy_gives_the_same_trace() -> None:
+    from refimpl.recorder import Recorder
+
+    cfg = TrainerConfig(unroll_length=Fraction(3, 2), num_iterations=6, mini_batch_length=2)
+    reference = train(ENV2, cfg, preprocess=EpisodeDelayed(), seed=1).trace.to_jsonl()
+    from refimpl.trainer import Trainer
+
+    trainer = Trainer(ENV2, cfg, preprocess=EpisodeDelayed(), seed=1)
+    trainer.recorder = Recorder(enabled=True, copy=True)
+    assert trainer.run().trace.to_jsonl() == reference
