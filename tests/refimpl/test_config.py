@@ -71,5 +71,5 @@ def test_mismatched_env_ids_are_named() -> None:
 
 
 def test_a_run_that_could_never_end_is_refused() -> None:
-    with pytest.raises(ConfigError, match="drain.arrivals"):
+    with pytest.raises(ConfigError, match=r"drain\.arrivals"):
         TrainerConfig(unroll_length=0, drain=DrainSpec((0, 0)), num_env_steps=5)
