@@ -258,6 +258,8 @@ CATALOG: dict[str, Scenario] = {
     "learner-mixed": LearnerScenario(
         EnvSpec(3, (_MIXED,)), steps=17, minibatch_size=5, num_learners=3
     ),
+    # One learner: frameworks without episode sharding can run every other learner check.
+    "learner-single": LearnerScenario(EnvSpec(3, (_MIXED,)), steps=17, nstep=3, num_learners=1),
     "learner-truncated": LearnerScenario(
         EnvSpec(4, (RandomSchedule(1, 7, 500),)),
         steps=15,

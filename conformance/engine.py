@@ -64,9 +64,9 @@ def load_adapter(spec: str) -> Adapter:
         obj = getattr(module, attr)
     except AttributeError:
         raise ValueError(f"adapter: module {module_name!r} has no attribute {attr!r}") from None
-    adapter = (
-        obj() if (callable(obj) and not hasattr(obj, "info")) or isinstance(obj, type) else obj
-    )
+    # A class or a factory is called; an instance (it has info()) is used as it is.
+    is_instance = hasattr(obj, "info") and not isinstance(obj, type)
+    adapter = obj if is_instance else obj()
     for method in ("info", "smoke"):
         if not callable(getattr(adapter, method, None)):
             raise ValueError(f"adapter {spec!r}: expected a method {method}(), got none")
