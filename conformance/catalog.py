@@ -94,6 +94,8 @@ CATALOG: dict[str, Scenario] = {
         mini_batch_size=4,
         num_updates_per_train_iter=3,
     ),
+    # Exactly on the boundary: 9 items are stored after iteration 3 (3 envs).
+    "warmup-boundary": _t(_ENV3, num_iterations=6, initial_collect_steps=9),
     "warmup-strict": _t(_ENV3, num_iterations=8, initial_collect_steps=9, warmup_gate="stored>"),
     "long-windows": _t(_ENV3, num_iterations=10, mini_batch_length=4, capacity=6),
     "small-capacity": _t(

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from conformance.checks.base import Check, CheckFailure, Context
-from conformance.expectations import Expectations
+from conformance.expectations import Deviation, Expectations
 from conformance.protocol import Adapter, Unsupported
 from conformance.scenario import Scenario, scenario_to_json
 from conformance.validate import TraceError, validate_trace
@@ -167,31 +167,86 @@ class Session:
         levels = {self._registry[c].level if c in self._registry else "MUST" for c in check.clauses}
         return "SHOULD" if levels == {"SHOULD"} else "MUST"
 
-    def _reproduce(
-        self, clause: str, variant: str, check: Check, scenario: Scenario, trace: Trace
-    ) -> str:
-        """Why refimpl run as ``variant`` does not explain ``trace`` ("" when it does): every
-        check of the same capability that applies to the variant scenario must pass."""
-        from conformance.checks import ALL_CHECKS
+    def _declared(self, name: str) -> list[Deviation]:
+        """The deviations the expectations declare for catalogue scenario ``name``."""
+        return [d for d in self.expectations.deviations if not d.scenarios or name in d.scenarios]
+
+    def _explain(
+        self,
+        check: Check,
+        name: str,
+        scenario: Scenario,
+        trace: Trace,
+        message: str,
+        level: str,
+        out: Callable[..., Outcome],
+    ) -> Outcome:
+        """A failing check against the declared deviations. The declared variants together
+        are the adapter's model: refimpl run as all of them. If the check passes on the
+        model scenario, the failure is a known deviation (whether or not its own clause was
+        declared: it may follow from another declared variant); if a variant has no
+        executable model or the model does not pass, it stays a failure. A deviation
+        declared for this clause without a variant is accepted on its reason alone."""
         from conformance.variants import variant_scenario
 
-        modelled = variant_scenario(clause, variant, scenario)
-        if modelled is None:
-            return f"no executable model of {clause}/{variant} for a {scenario.kind} scenario"
+        declared = self._declared(name)
+        own = self.expectations.find(check.clauses, name)
+        with_variant = [d for d in declared if d.variant]
+        if with_variant:
+            model: Scenario | None = scenario
+            for d in with_variant:
+                model = variant_scenario(d.clause, d.variant, model) if model is not None else None
+                if model is None:
+                    problem = f"no executable model of {d.clause}/{d.variant} for this {scenario.kind} scenario"
+                    break
+            else:
+                problem = self._model_problem(check, model, trace)
+            variants = ", ".join(f"{d.clause}/{d.variant}" for d in with_variant)
+            if not problem:
+                reasons = own.reason if own is not None else "follows from the declared variants"
+                return out(
+                    "deviation",
+                    f"known deviation, reproduced by refimpl run as {variants}: {reasons}\n{message}",
+                    variant=",".join(d.variant for d in with_variant),
+                    level=level,
+                )
+            if own is not None and own.variant:
+                return out(
+                    "fail",
+                    f"{message}\ndeclared variants ({variants}) do not reproduce the trace: {problem}",
+                    level=level,
+                )
+        if own is not None and not own.variant:
+            return out(
+                "deviation", f"known deviation (no variant): {own.reason}\n{message}", level=level
+            )
+        return out("fail", message, level=level)
+
+    def _model_problem(self, check: Check, model: Scenario, trace: Trace) -> str:
+        """Why ``trace`` is not what refimpl run as ``model`` allows ("" if it is). A check
+        that concerns the model scenario is verified on it; one that does not (it is about the
+        default behaviour the variant replaces) gives way to every check of its capability
+        that concerns the model, the exact comparisons with refimpl run as the model
+        included."""
+        from conformance.checks import ALL_CHECKS
+
+        if check.applies(model):
+            candidates: tuple[Check, ...] = (check,)
+        else:
+            candidates = tuple(
+                c
+                for c in ALL_CHECKS
+                if c.capability == check.capability
+                and c.applies(model)
+                and not c.name.startswith("deterministic")
+                and c.name != "excluded-earn-nothing"  # compares two adapter runs, not a model
+            )
         context = Context(self.reference, self.run, self._fresh)
-        for other in ALL_CHECKS:
-            if (
-                other.capability != check.capability
-                or not other.applies(modelled)
-                or other.name.startswith("deterministic")
-            ):
-                continue
-            if other.name == "excluded-earn-nothing":
-                continue  # compares two adapter runs, not a model
+        for candidate in candidates:
             try:
-                other.verify(modelled, trace, context)
+                candidate.verify(model, trace, context)
             except CheckFailure as exc:
-                return f"{other.name}: {exc}"
+                return f"{candidate.name}: {exc}"
         return ""
 
     def _fresh(self, scenario: Scenario) -> Trace:
@@ -230,7 +285,7 @@ class Session:
         except CheckFailure as exc:
             message = f"[{', '.join(check.clauses)}] {check.name}: {exc}\n{repro(name, scenario, self.adapter_name)}"
             level = self._level(check)
-            if deviation is None:
+            if not self._declared(name):
                 silenced = self.expectations.silence(check.clauses) if level == "SHOULD" else None
                 if silenced is not None:
                     return out(
@@ -239,18 +294,7 @@ class Session:
                         level=level,
                     )
                 return out("fail", message, level=level)
-            note = f"known deviation ({deviation.variant or 'no variant'}): {deviation.reason}"
-            if deviation.variant:
-                problem = self._reproduce(
-                    deviation.clause, deviation.variant, check, scenario, trace
-                )
-                if problem:
-                    return out(
-                        "fail",
-                        f"{message}\ndeclared variant {deviation.variant!r} does not reproduce the trace: {problem}",
-                    )
-                note += f" — reproduced by refimpl as variant {deviation.variant!r}"
-            return out("deviation", f"{note}\n{message}", variant=deviation.variant)
+            return self._explain(check, name, scenario, trace, message, level, out)
         except (Unsupported, AdapterError) as exc:  # a re-run inside the check
             status: Status = "not-applicable" if isinstance(exc, Unsupported) else "error"
             return out(status, str(exc))

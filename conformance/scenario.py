@@ -15,7 +15,7 @@ from typing import Literal, Union
 
 from refimpl.config import TrainerConfig
 from refimpl.errors import ConfigError
-from refimpl.preprocess import Identity, PreprocessorSpec
+from refimpl.preprocess import Identity, PreprocessorSpec, require_compatible
 from refimpl.replay import SamplingSpec
 from refimpl.serial import canonical_json, from_jsonable, parse_fraction
 from refimpl.toy_envs.spec import EnvSpec
@@ -37,6 +37,13 @@ def _check_int(name: str, value: object, minimum: int) -> None:
         raise ConfigError(name, value, f"an integer >= {minimum}")
 
 
+def _require_next_step(env: EnvSpec) -> None:
+    """Learner and relabel scenarios cut episodes at LAST: their data is defined with the
+    spec's next-step auto-reset (the framework's own reset convention is an env matter)."""
+    if env.autoreset != "next-step":
+        raise ConfigError("env.autoreset", env.autoreset, "'next-step' for this kind of scenario")
+
+
 @dataclass(frozen=True)
 class TrainerScenario:
     """A full train run: unroll, preprocess, store, train (capability ``trainer``)."""
@@ -50,6 +57,7 @@ class TrainerScenario:
 
     def __post_init__(self) -> None:
         _check_int("seed", self.seed, 0)
+        require_compatible(self.preprocess, self.env.autoreset)
         if self.sampling.window_length != self.trainer.mini_batch_length:
             object.__setattr__(
                 self, "sampling", _with_length(self.sampling, self.trainer.mini_batch_length)
@@ -124,6 +132,7 @@ class LearnerScenario:
     kind: Literal["learner"] = "learner"
 
     def __post_init__(self) -> None:
+        _require_next_step(self.env)
         for name, minimum in (
             ("steps", 1),
             ("nstep", 1),
@@ -158,6 +167,7 @@ class RelabelScenario:
     kind: Literal["relabel"] = "relabel"
 
     def __post_init__(self) -> None:
+        _require_next_step(self.env)
         if not self.env.goals:
             raise ConfigError("env.goals", self.env.goals, "true for relabeling")
         for name, minimum in (

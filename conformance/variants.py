@@ -12,7 +12,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from conformance.scenario import ReplayScenario, Scenario, TrainerScenario
+from conformance.scenario import EnvScenario, ReplayScenario, Scenario, TrainerScenario
+from refimpl.errors import ConfigError
 
 __all__ = ["VARIANTS", "variant_scenario"]
 
@@ -37,7 +38,17 @@ def _sampling(**knobs: Any) -> Transform:
     return apply
 
 
+def _env(**knobs: Any) -> Transform:
+    def apply(s: Scenario) -> Scenario | None:
+        if not isinstance(s, (TrainerScenario, ReplayScenario, EnvScenario)):
+            return None
+        return replace(s, env=replace(s.env, **knobs))
+
+    return apply
+
+
 VARIANTS: dict[tuple[str, str], Transform] = {
+    ("timestep.auto-reset", "same-step"): _env(autoreset="same-step"),
     ("unroll.fractional-schedule", "alf-float-carry"): _trainer(unroll_carry="alf-float"),
     ("unroll.num-env-steps", "non-first"): _trainer(env_step_count="non-first"),
     ("train.synced-schedule", "plain"): _trainer(train_accounting="plain"),
@@ -60,4 +71,9 @@ def variant_scenario(clause: str, variant: str, scenario: Scenario) -> Scenario 
     """``scenario`` with refimpl configured as ``variant`` of ``clause``; None when the
     variant has no executable model or does not concern this kind of scenario."""
     transform = VARIANTS.get((clause, variant))
-    return None if transform is None else transform(scenario)
+    if transform is None:
+        return None
+    try:
+        return transform(scenario)
+    except ConfigError:  # the variant cannot serve this scenario (e.g. same-step + delayed)
+        return None

@@ -40,6 +40,7 @@ __all__ = [
     "Runtime",
     "Verdict",
     "build",
+    "require_compatible",
 ]
 
 Rows = dict[str, torch.Tensor]
@@ -231,6 +232,15 @@ PreprocessorSpec = Union[
     ExcludeTasks,
     EpisodeDelayed,
 ]
+
+
+def require_compatible(spec: PreprocessorSpec, autoreset: str) -> None:
+    """Refuse combinations the env cannot serve: episode-delayed release waits for LAST,
+    which a same-step auto-resetting env never returns (clause ``timestep.auto-reset``)."""
+    if isinstance(spec, EpisodeDelayed) and autoreset == "same-step":
+        raise ConfigError(
+            "preprocess", spec, "no episode-delayed preprocessing with same-step auto-reset"
+        )
 
 
 def build(spec: PreprocessorSpec) -> Runtime:

@@ -35,7 +35,7 @@ from refimpl.accounting import (
 )
 from refimpl.config import TrainerConfig
 from refimpl.errors import ConfigError
-from refimpl.preprocess import Identity, PreprocessorSpec, Rows, build
+from refimpl.preprocess import Identity, PreprocessorSpec, Rows, build, require_compatible
 from refimpl.recorder import Recorder
 from refimpl.replay import NoValidWindow, ReplayBuffer, SamplingSpec
 from refimpl.step_type import StepType
@@ -74,6 +74,7 @@ class Trainer:
         seed: int = 0,
         record: bool = True,
     ) -> None:
+        require_compatible(preprocess, env.autoreset)
         if config.mode == "on-policy":
             if not isinstance(preprocess, Identity):
                 raise ConfigError("preprocess", preprocess, "identity in on-policy mode")

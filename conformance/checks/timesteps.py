@@ -66,13 +66,19 @@ def check_step_fields(scenario: Scenario, trace: Trace, ctx: Context) -> None:
 
 
 def check_auto_reset(scenario: Scenario, trace: Trace, ctx: Context) -> None:
-    """timestep.auto-reset: per env, the item after a LAST is FIRST of the next episode."""
+    """timestep.auto-reset: per env, the item after a LAST is FIRST of the next episode.
+    Under the ``same-step`` variant (``env.autoreset``) LAST is never returned: the item after
+    an episode's step ``L - 1`` is FIRST of the next episode."""
+    same_step = scenario.env.autoreset == "same-step"
     previous: dict[int, tuple[Item, int]] = {}
     for it, item, e, i in env_items(trace):
         env = item[0]
         if env in previous:
             (p_env, p_ep, p_t), p_type = previous[env]
-            want = (env, p_ep + 1, 0) if p_type == StepType.LAST else (env, p_ep, p_t + 1)
+            ended = p_type == StepType.LAST or (
+                same_step and p_t == scenario.env.episode(scenario.seed, env, p_ep).length - 1
+            )
+            want = (env, p_ep + 1, 0) if ended else (env, p_ep, p_t + 1)
             if item != want:
                 raise CheckFailure(
                     f"iteration {it}: step after {(p_env, p_ep, p_t)} ({StepType(p_type).name})",

@@ -124,7 +124,10 @@ class ToyBatchEnv:
         ]
         # An episode of at least m transitions spans m + 1 steps, so the block's last step
         # lies at most ceil((block - 1) / (m + 1)) episodes after the one holding its first.
-        shortest = min(g.min_length for g in self._groups) + 1
+        # Under same-step auto-reset the LAST time step is never returned: an episode of m
+        # transitions spans m steps instead of m + 1 (clause ``timestep.auto-reset``).
+        self._span_extra = 0 if spec.autoreset == "same-step" else 1
+        shortest = min(g.min_length for g in self._groups) + self._span_extra
         self._plans_per_block = -(-(self._block - 1) // shortest) + 1
         self._ahead: list[TimeStep] = []  # time steps base .. base + len - 1
         self._base = 0
@@ -187,13 +190,15 @@ class ToyBatchEnv:
         b, n = self.num_envs, self._block
         k0, s0 = self._next_episode, self._next_start
         lengths, terminates = self._plans(k0, self._plans_per_block)  # [B, count]
-        ends = s0[:, None] + torch.cumsum(lengths + 1, 1)  # first step after episode k0 + j
+        span = lengths + self._span_extra  # steps the env returns per episode
+        ends = s0[:, None] + torch.cumsum(span, 1)  # first step after episode k0 + j
         starts = torch.cat([s0[:, None], ends[:, :-1]], 1)
         steps = torch.arange(base, base + n)
         j = torch.searchsorted(ends, steps.expand(b, n).contiguous(), right=True).T.contiguous()
         t = steps[:, None] - starts.T.gather(0, j)  # [n, B]: j = episode offset from k0
         length = lengths.T.gather(0, j)
-        first, last = t == 0, t == length
+        first, last = t == 0, t == length  # never t == length under same-step auto-reset
+        final = t == span.T.gather(0, j) - 1  # the episode's last returned step
         episode = k0 + j
         step_type = torch.where(first, _FIRST, torch.where(last, _LAST, _MID))
         terminated = terminates.T.gather(0, j)
@@ -208,8 +213,8 @@ class ToyBatchEnv:
         reward = torch.where(first, 0.0, reward)
         tasks = self.spec.num_tasks
         task_id = (env + episode) % tasks if tasks > 1 else torch.zeros_like(env)
-        self._next_episode = episode[-1] + last[-1]
-        self._next_start = torch.where(last[-1], base + n, starts.gather(1, j[-1:].T)[:, 0])
+        self._next_episode = episode[-1] + final[-1]
+        self._next_start = torch.where(final[-1], base + n, starts.gather(1, j[-1:].T)[:, 0])
         st, rw, dc, ob, ei, ti = (
             f.unbind(0) for f in (step_type, reward, discount, observation, env, task_id)
         )

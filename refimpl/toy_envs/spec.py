@@ -20,6 +20,7 @@ Dynamics of env ``e`` (all faces implement exactly this):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from refimpl.errors import ConfigError
 from refimpl.identity import MAX_COORDINATE
@@ -52,6 +53,11 @@ class EnvSpec:
     goals: bool = False
     num_tasks: int = 1
     num_actions: int = 2
+    autoreset: Literal["next-step", "same-step"] = "next-step"
+    """``next-step`` (the spec): the step after LAST returns FIRST. ``same-step`` (variant of
+    ``timestep.auto-reset``; Gymnasium's SAME_STEP, SB3, TorchRL, Tianshou, RLlib): the step
+    that reaches LAST returns the next episode's FIRST instead, so LAST is never a time step
+    the trainer acts on or stores; an episode of ``L`` transitions is ``L`` rows."""
 
     def __post_init__(self) -> None:
         if not _is_int(self.num_envs) or not 1 <= self.num_envs < MAX_COORDINATE:
@@ -73,6 +79,8 @@ class EnvSpec:
             raise ConfigError("env.num_tasks", self.num_tasks, "an integer >= 1")
         if not _is_int(self.num_actions) or self.num_actions < 1:
             raise ConfigError("env.num_actions", self.num_actions, "an integer >= 1")
+        if self.autoreset not in ("next-step", "same-step"):
+            raise ConfigError("env.autoreset", self.autoreset, "'next-step' or 'same-step'")
 
     def schedule(self, env: int) -> Schedule:
         return self.schedules[env if len(self.schedules) > 1 else 0]

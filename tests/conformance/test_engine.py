@@ -112,7 +112,7 @@ def test_declared_variant_must_reproduce(tmp_path) -> None:  # type: ignore[no-u
     outcome = Session(MutantAdapter(float_carry), "m", Expectations.load(wrong)).evaluate(
         check, name, CATALOG[name]
     )
-    assert outcome.status == "fail" and "does not reproduce" in outcome.message
+    assert outcome.status == "fail" and "do not reproduce" in outcome.message
 
 
 def test_should_failure_is_a_warning_that_can_be_silenced(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -148,3 +148,34 @@ def test_a_crashing_check_is_an_error_not_a_crash() -> None:
     check = Check("broken", ("trace.deterministic",), "trainer", "invariant", broken)
     outcome = Session(load_adapter("refimpl"), "refimpl").evaluate(check, "plain-u2-b3", SCENARIO)
     assert outcome.status == "error" and "check broken crashed" in outcome.message
+
+
+def test_declared_variants_together_model_the_framework(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Failures that follow from declared variants are deviations, whichever clause they
+    are about; with one variant missing from the declaration, they stay failures."""
+    both = tmp_path / "both.toml"
+    both.write_text(
+        '[[deviation]]\nclause = "timestep.auto-reset"\nvariant = "same-step"\nreason = "transitions"\n'
+        '[[deviation]]\nclause = "train.warmup-gate"\nvariant = "strict"\nreason = "strict gate"\n'
+    )
+    adapter = load_adapter("tests.conformance.third_party:SameStepStrict")
+    session = Session(adapter, "s", Expectations.load(both))
+    statuses = {}
+    for name in ("warmup-strict", "warmup-boundary", "plain-u2-b3", "fractional-u3/10-b3"):
+        for check in ALL_CHECKS:
+            if check.capability == "trainer" and check.applies(CATALOG[name]):
+                outcome = session.evaluate(check, name, CATALOG[name])
+                statuses[(name, check.name)] = outcome.status
+    assert set(statuses.values()) <= {"pass", "deviation"}, {
+        k: v for k, v in statuses.items() if v == "fail"
+    }
+    assert statuses[("plain-u2-b3", "auto-reset")] == "deviation"
+    assert statuses[("plain-u2-b3", "exact-stores")] == "deviation"  # follows from same-step
+    only_one = tmp_path / "one.toml"
+    only_one.write_text(
+        '[[deviation]]\nclause = "timestep.auto-reset"\nvariant = "same-step"\nreason = "r"\n'
+    )
+    partial = Session(adapter, "s", Expectations.load(only_one))
+    check = next(c for c in ALL_CHECKS if c.name == "warmup-gate")
+    assert statuses[("warmup-boundary", "warmup-gate")] == "deviation"
+    assert partial.evaluate(check, "warmup-boundary", CATALOG["warmup-boundary"]).status == "fail"

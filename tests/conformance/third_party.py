@@ -8,6 +8,7 @@ import time
 from adapters.refimpl import RefimplAdapter
 from conformance.protocol import AdapterInfo, Unsupported
 from conformance.scenario import TrainerScenario
+from refimpl.preprocess import Identity
 from refimpl.trace import EnvStep, Trace
 
 
@@ -46,3 +47,17 @@ class Malformed(External):
 
 
 INSTANCE = External()
+
+
+class SameStepStrict(External):
+    """Behaves like a transition-storing framework with a strict warm-up gate: refimpl with
+    same-step auto-reset and the ``stored>`` gate, whatever the scenario asks."""
+
+    def run_trainer(self, scenario: TrainerScenario) -> Trace:
+        from dataclasses import replace
+
+        if not isinstance(scenario.preprocess, Identity):
+            raise Unsupported("identity preprocessing only")
+        env = replace(scenario.env, autoreset="same-step")
+        trainer = replace(scenario.trainer, warmup_gate="stored>")
+        return super().run_trainer(replace(scenario, env=env, trainer=trainer))
