@@ -187,19 +187,21 @@ class Session:
         declared: it may follow from another declared variant); if a variant has no
         executable model or the model does not pass, it stays a failure. A deviation
         declared for this clause without a variant is accepted on its reason alone."""
-        from conformance.variants import variant_scenario
+        from conformance.variants import VARIANTS, variant_scenario
 
         declared = self._declared(name)
         own = self.expectations.find(check.clauses, name)
         with_variant = [d for d in declared if d.variant]
         if with_variant:
-            model: Scenario | None = scenario
+            model: Scenario = scenario
+            problem = ""
             for d in with_variant:
-                model = variant_scenario(d.clause, d.variant, model) if model is not None else None
-                if model is None:
-                    problem = f"no executable model of {d.clause}/{d.variant} for this {scenario.kind} scenario"
+                if (d.clause, d.variant) not in VARIANTS:
+                    problem = f"no executable model of {d.clause}/{d.variant}"
                     break
-            else:
+                # A variant that does not concern this kind of scenario leaves it unchanged.
+                model = variant_scenario(d.clause, d.variant, model) or model
+            if not problem:
                 problem = self._model_problem(check, model, trace)
             variants = ", ".join(f"{d.clause}/{d.variant}" for d in with_variant)
             if not problem:
