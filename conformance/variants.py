@@ -64,6 +64,9 @@ VARIANTS: dict[tuple[str, str], Transform] = {
     ("replay.uniform-windows", "uniform-episodes-forbid"): _sampling(
         boundary="forbid", distribution="uniform-episodes"
     ),
+    # Tianshou 2.0.1 frame-stack windows (stack_num, sample_avail): uniform over the windows
+    # inside one episode, whatever boundary policy was asked for.
+    ("replay.uniform-windows", "uniform-windows-forbid"): _sampling(boundary="forbid"),
 }
 
 
