@@ -140,7 +140,7 @@ class RefimplAdapter:
             framework="xpspec refimpl",
             framework_version="0.1.0",
             protocol_version=PROTOCOL_VERSION,
-            capabilities=("env", "trainer", "replay", "learner", "relabel"),
+            capabilities=("env", "trainer", "replay", "learner", "relabel", "counter", "hooks"),
             extra_versions={"torch": torch.__version__},
         )
 

@@ -907,7 +907,7 @@ class TorchRLAdapter:
             framework="TorchRL",
             framework_version=_version("torchrl"),
             protocol_version=PROTOCOL_VERSION,
-            capabilities=("env", "trainer", "replay", "learner", "relabel"),
+            capabilities=("env", "trainer", "replay", "learner", "relabel", "counter", "hooks"),
             issue_tracker="https://github.com/pytorch/rl/issues",
             notes=(
                 "Frames are named by their root observation; the final observation of an "

@@ -269,8 +269,9 @@ class Session:
         def out(status: Status, message: str = "", **kw: Any) -> Outcome:
             return Outcome(check.name, check.clauses, name, status, message, **kw)
 
-        if check.capability not in self.info.capabilities:
-            return out("not-applicable", f"adapter declares no capability {check.capability!r}")
+        for needed in (check.capability, *check.requires):
+            if needed not in self.info.capabilities:
+                return out("not-applicable", f"adapter declares no capability {needed!r}")
         try:
             trace = self.run(scenario)
         except Unsupported as exc:

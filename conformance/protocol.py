@@ -30,8 +30,12 @@ __all__ = [
 
 PROTOCOL_VERSION = 1
 
-CAPABILITIES = ("env", "trainer", "replay", "learner", "relabel")
-"""The closed vocabulary of capability families (one operation each)."""
+CAPABILITIES = ("env", "trainer", "replay", "learner", "relabel", "counter", "hooks")
+"""The closed vocabulary of capabilities: five operation families (one operation each), and
+two observables of trainer runs that not every framework has: ``counter`` (a global counter
+the trainer increments per iteration or per mini-batch) and ``hooks`` (``after_update`` /
+``after_train_iter`` calls). Checks of an observable the adapter does not declare are not
+applicable, with that reason."""
 
 
 class Unsupported(Exception):

@@ -66,3 +66,5 @@ class Check:
     applies: Callable[[Scenario], bool] = lambda scenario: True
     projection: Projection | None = None
     doc: str = ""
+    requires: tuple[str, ...] = ()
+    """Observables (capabilities beyond ``capability``) the check needs the trace to have."""

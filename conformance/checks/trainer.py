@@ -130,6 +130,7 @@ TRAINER_CHECKS: tuple[Check, ...] = (
         "invariant",
         check_global_counter,
         _ANY,
+        requires=("counter",),
     ),
     Check(
         "conservation",
@@ -240,7 +241,9 @@ TRAINER_CHECKS: tuple[Check, ...] = (
         _ANY,
     ),
     Check("warmup-gate", ("train.warmup-gate",), "trainer", "invariant", check_warmup_gate, _OFF),
-    Check("hooks", ("train.hooks",), "trainer", "invariant", check_hooks, _ANY),
+    Check(
+        "hooks", ("train.hooks",), "trainer", "invariant", check_hooks, _ANY, requires=("hooks",)
+    ),
     Check(
         "windows-valid",
         ("replay.window-validity", "replay.eviction"),

@@ -166,7 +166,7 @@ def test_declared_variants_together_model_the_framework(tmp_path) -> None:  # ty
             if check.capability == "trainer" and check.applies(CATALOG[name]):
                 outcome = session.evaluate(check, name, CATALOG[name])
                 statuses[(name, check.name)] = outcome.status
-    assert set(statuses.values()) <= {"pass", "deviation"}, {
+    assert set(statuses.values()) <= {"pass", "deviation", "not-applicable"}, {
         k: v for k, v in statuses.items() if v == "fail"
     }
     assert statuses[("plain-u2-b3", "auto-reset")] == "deviation"
@@ -179,3 +179,15 @@ def test_declared_variants_together_model_the_framework(tmp_path) -> None:  # ty
     check = next(c for c in ALL_CHECKS if c.name == "warmup-gate")
     assert statuses[("warmup-boundary", "warmup-gate")] == "deviation"
     assert partial.evaluate(check, "warmup-boundary", CATALOG["warmup-boundary"]).status == "fail"
+
+
+def test_undeclared_observable_makes_its_checks_not_applicable() -> None:
+    """An adapter without ``hooks`` (the framework has none) gets no verdict on train.hooks."""
+    check = next(c for c in ALL_CHECKS if c.name == "hooks")
+    outcome = _evaluate_check("tests.conformance.third_party:External", check)
+    assert outcome.status == "not-applicable" and "'hooks'" in outcome.message
+    assert _evaluate_check("refimpl", check).status == "pass"
+
+
+def _evaluate_check(path: str, check):  # type: ignore[no-untyped-def]
+    return Session(load_adapter(path), path).evaluate(check, "plain-u2-b3", SCENARIO)

@@ -428,7 +428,10 @@ class MutantAdapter(RefimplAdapter):
 
     def info(self) -> AdapterInfo:
         return AdapterInfo(
-            f"mutant:{self.mutant.name}", "refimpl mutant", "0", capabilities=("trainer",)
+            f"mutant:{self.mutant.name}",
+            "refimpl mutant",
+            "0",
+            capabilities=("trainer", "counter", "hooks"),
         )
 
     def run_trainer(self, scenario: TrainerScenario) -> Trace:
