@@ -80,3 +80,35 @@ def variant_scenario(clause: str, variant: str, scenario: Scenario) -> Scenario 
         return transform(scenario)
     except ConfigError:  # the variant cannot serve this scenario (e.g. same-step + delayed)
         return None
+
+
+def _alf_fixed_length(s: Scenario) -> Scenario | None:
+    """ALF snapshot ``23aca492`` clears by the ring's length (``adjust_replay_buffer_length``
+    in ``alf/algorithms/rl_algorithm.py``): whole-buffer training with ``clear_replay_buffer``
+    keeps ``U + 1`` items per env, so each call trains on the previous call's newest item and
+    the new ``U``, and ``RLAlgorithm.__init__`` raises ``initial_collect_steps`` to
+    ``(U + 1)·B``, compared with the buffer's capped size. Modelled as keep-one-step clearing in
+    a ring of ``U + 1`` with that gate; a fractional ``U`` has no model (ALF fails to allocate
+    a ring of ``U + 1`` items)."""
+    if not isinstance(s, TrainerScenario):
+        return None
+    cfg = s.trainer
+    if not cfg.whole_buffer or cfg.clear == "none" or cfg.mode == "on-policy":
+        return s
+    if cfg.unroll_length.denominator != 1:
+        return None
+    ring = int(cfg.unroll_length) + 1
+    try:
+        trainer = replace(
+            cfg,
+            clear="keep-one-step",
+            capacity=ring,
+            initial_collect_steps=max(cfg.initial_collect_steps, ring * s.env.num_envs),
+            warmup_gate="size>=",
+        )
+    except ConfigError:  # e.g. windows longer than the ring
+        return None
+    return replace(s, trainer=trainer)
+
+
+VARIANTS[("replay.clear", "alf-fixed-length")] = _alf_fixed_length
