@@ -1,0 +1,382 @@
+"""The RLlib adapter: what it records of RLlib 2.60.0's own behaviour, on scenarios small enough
+to derive every expected value by hand, and the RLlib facts its mapping rests on. Skipped when
+RLlib is not installed."""
+
+from __future__ import annotations
+
+import statistics
+from fractions import Fraction
+from typing import Any, Literal
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("ray.rllib")
+
+import gymnasium
+from gymnasium.vector import AutoresetMode
+from ray.rllib.algorithms.ppo import PPOConfig
+from ray.rllib.connectors.learner import AddOneTsToEpisodesAndTruncate
+from ray.rllib.core.learner.training_data import TrainingData
+from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
+from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+from ray.rllib.utils.replay_buffers.episode_replay_buffer import EpisodeReplayBuffer
+from ray.rllib.utils.replay_buffers.prioritized_episode_buffer import (
+    PrioritizedEpisodeReplayBuffer,
+)
+
+import adapters.rllib as rllib_adapter
+from adapters.rllib import RLlibAdapter
+from conformance.protocol import Unsupported
+from conformance.scenario import EnvScenario, LearnerScenario, ReplayScenario, TrainerScenario
+from refimpl import learner as lrn
+from refimpl.config import TrainerConfig
+from refimpl.replay import SamplingSpec
+from refimpl.toy_envs.gym_env import make_env_fns
+from refimpl.toy_envs.schedule import FixedSchedule
+from refimpl.toy_envs.spec import EnvSpec
+from refimpl.trace import Trace
+
+pytestmark = pytest.mark.filterwarnings("ignore:.*Overriding environment")
+
+F, M, L = 0, 1, 2
+Ending = Literal["terminated", "truncated"]
+ADAPTER = RLlibAdapter()
+
+
+def _items(trace: Trace, kind: str) -> list[list[tuple[int, int, int]]]:
+    return [list(zip(e.env, e.episode, e.t)) for e in trace.of_kind(kind)]
+
+
+def _runner(spec: EnvSpec, **vector_kwargs: Any) -> SingleAgentEnvRunner:
+    """A local runner over the toy env, as the adapter builds it, optionally with other
+    ``SyncVectorEnv`` arguments."""
+
+    def make(config: Any) -> gymnasium.vector.SyncVectorEnv:
+        return gymnasium.vector.SyncVectorEnv(make_env_fns(spec, 0), **vector_kwargs)
+
+    config = (
+        PPOConfig()
+        .environment(make)
+        .env_runners(
+            num_env_runners=0,
+            num_envs_per_env_runner=spec.num_envs,
+            gym_env_vectorize_mode="vector_entry_point",
+            rollout_fragment_length=2,
+        )
+    )
+    return SingleAgentEnvRunner(config=config)
+
+
+def _ts(episode: Any) -> list[int]:
+    return [int(o[2]) for o in np.asarray(episode.get_observations())]
+
+
+def test_info_names_the_installed_versions() -> None:
+    info = ADAPTER.info()
+    assert (info.name, info.framework_version) == ("rllib", "2.60.0")
+    assert info.extra_versions["gymnasium"] == "1.2.2"
+    assert set(info.capabilities) == {"env", "trainer", "replay", "learner"}
+    ADAPTER.smoke()
+
+
+# -- env ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("ending", "discount"), [("terminated", 0.0), ("truncated", 1.0)])
+def test_env_records_every_time_step_next_step_autoreset(ending: Ending, discount: float) -> None:
+    # Two envs with episodes of 2 transitions, 7 vector steps: each env goes t = 0, 1, 2 (LAST)
+    # of episode 0, then 0, 1, 2 of episode 1, then FIRST of episode 2 (NEXT_STEP: the reset
+    # observation is a vector step of its own). Rewards are t (0 at FIRST); no action at LAST.
+    trace = ADAPTER.run_env(EnvScenario(EnvSpec(2, (FixedSchedule(2, ending),)), steps=7))
+    events = list(trace.of_kind("env_step"))
+    steps = [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2), (2, 0)]
+    assert _items(trace, "env_step") == [[(0, k, t), (1, k, t)] for k, t in steps]
+    assert [e.step_type for e in events] == [(s, s) for s in (F, M, L, F, M, L, F)]
+    assert [e.reward for e in events] == [(r, r) for r in (0.0, 1.0, 2.0, 0.0, 1.0, 2.0, 0.0)]
+    assert [e.discount[0] for e in events] == [1.0, 1.0, discount, 1.0, 1.0, discount, 1.0]
+    assert [e.policy_state[0] for e in events] == [0, 1, 2, 0, 1, 2, 0]
+    assert all((e.action[0] == -1) == (e.step_type[0] == L) for e in events)
+    assert trace.header["autoreset_mode"] == str(AutoresetMode.NEXT_STEP)
+
+
+def test_sample_counts_timesteps_over_sub_envs_and_continues_chunks() -> None:
+    runner = _runner(EnvSpec(3, (FixedSchedule(10),)))
+    # num_timesteps counts non-reset steps over all sub-envs, checked once per vector step:
+    # 10 asked from 3 envs is 4 vector steps = 12 (rllib.md §2.2)
+    first = runner.sample(num_timesteps=10)
+    assert sorted(len(ep) for ep in first) == [4, 4, 4]
+    # no argument: rollout_fragment_length (2) per sub-env, i.e. 6 timesteps; each chunk
+    # continues its episode: same id_, t_started = the previous t, and cut() keeps one
+    # observation before its first (o_3) as lookback
+    second = runner.sample()
+    by_id = {ep.id_: ep for ep in first}
+    assert {ep.id_ for ep in second} == set(by_id)
+    for ep in second:
+        assert (ep.t_started, len(ep), _ts(ep)) == (4, 2, [4, 5, 6])
+        assert ep.get_observations(-1, neg_index_as_lookback=True)[2] == 3
+    runner.stop()
+
+
+def test_sample_num_episodes_returns_exactly_n_and_drops_the_rest() -> None:
+    # 3 envs, episodes of 2: vector step 2 finishes 3 episodes, step 5 the next 3; asked for
+    # 4, RLlib returns exactly 4 (the loop breaks at the 4th), not 4..6 as documented.
+    runner = _runner(EnvSpec(3, (FixedSchedule(2),)))
+    episodes = runner.sample(num_episodes=4)
+    assert len(episodes) == 4 and all(ep.is_done and ep.t_started == 0 for ep in episodes)
+    runner.stop()
+
+
+def test_same_step_autoreset_corrupts_rllib_episodes() -> None:
+    # Under SAME_STEP the step that ends an episode returns the reset observation: RLlib
+    # stores it as the final observation (0, 1, 0) and starts the next episode at its t = 1.
+    runner = _runner(EnvSpec(1, (FixedSchedule(2),)), autoreset_mode=AutoresetMode.SAME_STEP)
+    episodes = runner.sample(num_timesteps=4)
+    obs = [[tuple(int(v) for v in o) for o in np.asarray(ep.get_observations())] for ep in episodes]
+    assert obs[0] == [(0, 0, 0), (0, 0, 1), (0, 1, 0)]
+    assert obs[1] == [(0, 1, 1), (0, 2, 0)]
+    runner.stop()
+    with pytest.raises(Unsupported, match="NEXT_STEP"):
+        ADAPTER.run_env(EnvScenario(EnvSpec(1, autoreset="same-step"), steps=3))
+
+
+# -- learner ------------------------------------------------------------------------------------
+LEARNER = LearnerScenario(
+    EnvSpec(1, (FixedSchedule(2, "terminated"),)),
+    steps=5,
+    gamma=Fraction(1, 2),
+    lam=Fraction(1, 2),
+    value_scale=Fraction(1),
+    nstep=2,
+    num_epochs=2,
+    minibatch_size=4,
+    num_learners=2,
+)
+"""Episode (0, 0): t = 0, 1, 2, terminated, rewards 1, 2; chunk (0, 1): t = 0, 1 in
+progress, reward 1. V(s) = t, gamma = lambda = 1/2."""
+
+
+@pytest.fixture(scope="module")
+def learner_trace() -> Trace:
+    return ADAPTER.run_learner(LEARNER)
+
+
+def test_learner_gae_rows_with_rllib_bootstrap_rows(learner_trace: Trace) -> None:
+    # Batch rows (t): 0, 1, 2* | 0, 1* (* = AddOneTs's bootstrap row, obs o_L, reward 0).
+    # terminateds 0 1 0 | 0 0; truncateds 0 0 0 | 1 0 (the chunk is flagged truncated);
+    # next_v = V of the following row (0 after the last). compute_value_targets:
+    #   row 4: 0 + 0.5*0 - 1 = -1;  row 3: 1 + 0.5*1 - 0 = 1.5 (no propagation: truncated)
+    #   row 2: 0 + 0.5*0 - 2 + 0.25*1.5 = -1.625 (leaks the next episode's first row)
+    #   row 1: 2 + 0 - 1 = 1 (terminated);  row 0: 1 + 0.5*1 - 0 + 0.25*1 = 1.75
+    events = {(e.env, e.episode): e for e in learner_trace.of_kind("advantages")}
+    first, chunk = events[(0, 0)], events[(0, 1)]
+    assert (first.t, chunk.t) == ((0, 1, 2), (0, 1))
+    assert first.advantage == pytest.approx((1.75, 1.0, -1.625))
+    assert first.value_target == pytest.approx((1.75, 2.0, 0.375))
+    assert chunk.advantage == pytest.approx((1.5, -1.0))
+    assert chunk.value_target == pytest.approx((1.5, 0.0))
+    assert (first.loss_mask, chunk.loss_mask) == ((1, 1, 0), (1, 0))
+    # GeneralAdvantageEstimation standardises over all 5 rows, bootstrap rows included
+    raw = [1.75, 1.0, -1.625, 1.5, -1.0]
+    mean, std = statistics.fmean(raw), statistics.pstdev(raw)
+    got = first.normalized + chunk.normalized
+    assert got == pytest.approx(tuple((a - mean) / std for a in raw), rel=1e-5)
+    # refimpl's rllib-2.60 advantage variant reproduces the rows (a model for the proposal)
+    model = lrn.episode_advantages(
+        [_episode((0, 1, 2), (1.0, 2.0), True), _episode((0, 1), (1.0,), False)],
+        0.5,
+        0.5,
+        variant="rllib-2.60",
+    )
+    assert got == pytest.approx(tuple(model.normalized_advantages.tolist()), rel=1e-5)
+
+
+def _episode(ts: tuple[int, ...], rewards: tuple[float, ...], terminated: bool) -> lrn.Episode:
+    """Episode ``(0, k)`` with time steps ``ts`` and ``V(s) = t`` for refimpl's learner."""
+    return lrn.Episode(
+        torch.tensor([[0.0, 0.0, float(t)] for t in ts]),
+        torch.zeros(len(rewards), dtype=torch.int64),
+        torch.tensor(rewards, dtype=torch.float64),
+        terminated=terminated,
+        values=torch.tensor([float(t) for t in ts], dtype=torch.float64),
+    )
+
+
+def test_learner_update_plan_is_cyclic_over_bootstrap_rows(learner_trace: Trace) -> None:
+    # 5 rows (3 + 2, bootstrap rows counted), 2 epochs, minibatches of exactly 4 rows:
+    # ceil(2 * 5 / 4) = 3 updates; the first epoch is not shuffled, so the first minibatch is
+    # rows 0..3; the second takes row 4 then 3 rows of a shuffled second epoch, the third the
+    # last 2 of it and 2 rows of a third pass.
+    (plan,) = learner_trace.of_kind("update_plan")
+    assert plan.num_updates == 3
+    assert [len(mb) for mb in plan.minibatch_rows] == [4, 4, 4]
+    first, second, third = plan.minibatch_rows
+    assert first == (0, 1, 2, 3) and second[0] == 4
+    assert sorted(second[1:] + third[:2]) == [0, 1, 2, 3, 4]
+
+
+def test_learner_shards_split_episodes_to_meet_targets(learner_trace: Trace) -> None:
+    # Lengths 2 and 1 over 2 shards: targets 3 // 2 = 1 and 2. Episode (0, 0) does not fit
+    # shard 0's target: [0, 1) goes there, [1, 2) to shard 1; then (0, 1) meets shard 0 at its
+    # target and is appended anyway.
+    shards = [
+        (e.learner, list(zip(e.episode, e.start, e.stop))) for e in learner_trace.of_kind("shard")
+    ]
+    assert shards == [(0, [(0, 0, 1), (1, 0, 1)]), (1, [(0, 1, 2)])]
+    model = lrn.shard_episodes([2, 1], 2, variant="rllib-2.60")
+    assert [[(p.episode, p.start, p.stop) for p in s] for s in model] == [s for _, s in shards]
+
+
+def test_learner_nstep_bootstraps_with_the_requested_n(learner_trace: Trace) -> None:
+    # n = 2, gamma = 1/2, V = t. (0,0,0): window ends exactly at the terminated end,
+    # 1 + 0.5*2 = 2. (0,0,1): clipped at the end, `terminated` dropped by slice(), so
+    # 2 + 0.25*V(o_2) = 2.5 (the spec: 2). (0,1,0): clipped at the newest step,
+    # 1 + 0.25*V(o_1) = 1.25 (the spec: 1 + 0.5*1 = 1.5).
+    (nstep,) = learner_trace.of_kind("nstep")
+    rows = list(zip(zip(nstep.env, nstep.episode, nstep.t), nstep.target, nstep.steps))
+    assert rows == [((0, 0, 0), 2.0, 2), ((0, 0, 1), 2.5, 1), ((0, 1, 0), 1.25, 1)]
+
+
+def test_learner_nstep_sampler_that_never_returns_is_unsupported(monkeypatch: Any) -> None:
+    # Episodes of 2 and n = 5: every window is clipped and adds 2 - ts - 3 < 0 to the batch
+    # counter, so `while B < batch_size_B` never ends; the adapter stops it.
+    monkeypatch.setattr(rllib_adapter, "_DRAW_LIMIT", 300)
+    scenario = LearnerScenario(EnvSpec(1, (FixedSchedule(2),)), steps=3, nstep=5, num_learners=1)
+    with pytest.raises(Unsupported, match="did not return within 300 draws"):
+        ADAPTER.run_learner(scenario)
+
+
+def test_learner_connector_mutates_episodes_in_place() -> None:
+    episode = SingleAgentEpisode(
+        id_="a", observations=[0, 1, 2], actions=[0, 0], rewards=[1.0, 1.0], len_lookback_buffer=0
+    )
+    connector: Any = AddOneTsToEpisodesAndTruncate()
+    connector(rl_module=None, batch={}, episodes=[episode], shared_data={})
+    # the caller's episode now has the bootstrap step, an id suffix and a truncation flag
+    assert (episode.id_, len(episode), episode.is_truncated) == ("a_0", 3, True)
+
+
+def test_sharding_without_a_minibatch_size_raises() -> None:
+    # PPO forwards minibatch_size=None when unset; TrainingData.shard multiplies by it.
+    episode = SingleAgentEpisode(
+        observations=[0, 1, 2], actions=[0, 0], rewards=[1.0, 1.0], len_lookback_buffer=0
+    )
+    with pytest.raises(TypeError, match="NoneType"):
+        TrainingData(episodes=[episode]).shard(2, 1, minibatch_size=None, num_epochs=1)
+    _, kwargs = TrainingData(episodes=[episode]).shard(2, 1, minibatch_size=3, num_epochs=4)[0]
+    assert kwargs == {"num_total_minibatches": 4 * 2 // (2 * 3)}  # floor, pre-bootstrap
+
+
+# -- replay -------------------------------------------------------------------------------------
+def test_replay_stores_chunks_and_evicts_whole_episodes() -> None:
+    # One env, episodes of 3, 9 vector steps: (0,0,0..3), (0,1,0..3), (0,2,0). RLlib stores
+    # an episode once it holds a transition (never the lone FIRST (0,2,0)); capacity 4
+    # timesteps: when (0,1,*) passes 2 transitions the total (3 + 2) exceeds 4 and the whole
+    # episode (0,0,*) goes. Windows of 2 under forbid are 1-transition sequences of (0,1,*).
+    scenario = ReplayScenario(
+        EnvSpec(1, (FixedSchedule(3),)),
+        capacity=4,
+        fill_steps=9,
+        batch_size=30,
+        draws=2,
+        sampling=SamplingSpec(window_length=2, boundary="forbid"),
+    )
+    trace = ADAPTER.run_replay(scenario)
+    stored = [i for store in _items(trace, "store") for i in store]
+    assert stored == [(0, 0, t) for t in range(4)] + [(0, 1, t) for t in range(4)]
+    starts = {w[0] for e in trace.of_kind("sampled") for w in e.windows}
+    assert starts == {(0, 1, 0), (0, 1, 1), (0, 1, 2)}
+    assert all(w[1] == (0, 1, w[0][2] + 1) for e in trace.of_kind("sampled") for w in e.windows)
+
+
+def test_replay_cross_rows_continue_into_a_random_episode() -> None:
+    # DreamerV3 rows run past an episode end into a randomly drawn stored episode from its
+    # t = 0: after (0, 1, 3) comes (0, 0, 0) or (0, 1, 0), never the env's next episode.
+    scenario = ReplayScenario(
+        EnvSpec(1, (FixedSchedule(3),)),
+        capacity=16,
+        fill_steps=8,
+        batch_size=64,
+        draws=2,
+        sampling=SamplingSpec(window_length=3),
+    )
+    trace = ADAPTER.run_replay(scenario)
+    after_last = {
+        w[j + 1]
+        for e in trace.of_kind("sampled")
+        for w in e.windows
+        for j in range(2)
+        if w[j] == (0, 1, 3)
+    }
+    assert after_last == {(0, 0, 0), (0, 1, 0)}
+
+
+def test_replay_pad_clips_sequences_at_the_episode_end() -> None:
+    scenario = ReplayScenario(
+        EnvSpec(1, (FixedSchedule(2),)),
+        capacity=16,
+        fill_steps=3,
+        batch_size=20,
+        sampling=SamplingSpec(window_length=3, boundary="pad"),
+    )
+    (draw,) = ADAPTER.run_replay(scenario).of_kind("sampled")
+    # episode (0,0,0..2): sequences of 2 transitions from t = 0, or clipped from t = 1
+    assert set(draw.windows) == {((0, 0, 0), (0, 0, 1), (0, 0, 2)), ((0, 0, 1), (0, 0, 2), None)}
+
+
+def test_replay_without_period_grid_or_balancing_is_unsupported() -> None:
+    env = EnvSpec(2, (FixedSchedule(3),))
+    for sampling in (
+        SamplingSpec(window_length=2, period=2),
+        SamplingSpec(distribution="env-balanced"),
+    ):
+        with pytest.raises(Unsupported):
+            ADAPTER.run_replay(ReplayScenario(env, capacity=8, fill_steps=5, sampling=sampling))
+
+
+def test_buffers_n_step_windows_at_episode_ends() -> None:
+    # A terminated episode of 5 transitions with rewards 1: EpisodeReplayBuffer clips n = 3
+    # windows at the end and drops `terminated`; the prioritised buffer rejects them (only
+    # starts 0..2); a tuple n_step (1, 3) draws n in [1, 3).
+    episode = SingleAgentEpisode(
+        observations=[0.0, 1.0, 2.0, 3.0, 4.0, 5.0],
+        actions=[0] * 5,
+        rewards=[1.0] * 5,
+        terminated=True,
+        len_lookback_buffer=0,
+    )
+    plain: Any = EpisodeReplayBuffer(capacity=100)
+    plain.add(episode)
+    plain.rng = np.random.default_rng(0)
+    items = plain.sample(batch_size_B=60, n_step=3, gamma=0.5, sample_episodes=True)
+    ends = {(it.t_started, float(it.get_observations(-1)), it.is_terminated) for it in items}
+    assert ends == {
+        (0, 3.0, False),
+        (1, 4.0, False),
+        (2, 5.0, True),
+        (3, 5.0, False),
+        (4, 5.0, False),
+    }
+    prioritized: Any = PrioritizedEpisodeReplayBuffer(capacity=100)
+    prioritized.add(episode)
+    drawn = prioritized.sample(batch_size_B=60, n_step=3, gamma=0.5)
+    assert {it.t_started for it in drawn} == {0, 1, 2}
+    ranged = plain.sample(batch_size_B=60, n_step=(1, 3), gamma=0.5, sample_episodes=True)
+    assert {int(it.get_extra_model_outputs("n_step")[0]) for it in ranged} == {1, 2}
+
+
+# -- trainer and configuration ------------------------------------------------------------------
+def test_trainer_is_unsupported_without_a_ray_cluster() -> None:
+    scenario = TrainerScenario(EnvSpec(), TrainerConfig(num_iterations=2))
+    with pytest.raises(Unsupported, match="build_algo"):
+        ADAPTER.run_trainer(scenario)
+
+
+def test_auto_rollout_fragment_length_overshoots_the_batch() -> None:
+    # 512 over 2 runners x 20 envs = 12.8: both runners take 13 (520 timesteps in total)
+    config = (
+        PPOConfig()
+        .training(train_batch_size_per_learner=512)
+        .env_runners(num_env_runners=2, num_envs_per_env_runner=20, rollout_fragment_length="auto")
+    )
+    lengths = [config.get_rollout_fragment_length(i) for i in (1, 2)]
+    assert lengths == [13, 13] and sum(lengths) * 20 == 520
