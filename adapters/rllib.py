@@ -1,7 +1,7 @@
 """Adapter for RLlib 2.60.0 (``ray[rllib]``, new API stack): its ``SingleAgentEnvRunner``, the
 PPO learner connector pipeline with ``Learner.update``, ``TrainingData.shard`` and the
 ``EpisodeReplayBuffer``, driven in-process on the toy env. No Ray cluster is started: none of
-these components needs one (only ``AlgorithmConfig.build_algo`` calls ``ray.init``). Sources
+these components needs one (building an ``Algorithm`` is what starts a Ray instance). Sources
 are cited as ``file:function`` under ``ray/rllib`` of the installed wheel (commit
 ``b7f4259e``).
 
@@ -48,19 +48,33 @@ time step (``EpisodeReplayBuffer.add`` glues chunks the same way, by ``id_``).
 - ``run_replay``: ``runner.sample(num_timesteps=1)`` then ``buffer.add`` until the fill's
   non-reset steps are stored (one vector step per call); ``EpisodeReplayBuffer(capacity=
   capacity * B)`` (RLlib counts capacity in timesteps over all episodes and evicts whole
-  episodes, oldest first). Windows of ``W`` items: ``cross`` (and ``W = 1``) use the default
-  ``sample(batch_size_B, batch_length_T=W)`` rows; ``forbid`` uses
-  ``sample_episodes=True`` sequences of ``W - 1`` transitions (``W`` observations) with
-  ``min_batch_length_T = W - 2`` (only full sequences) and ``batch_size_B = batch_size * W``
+  episodes, oldest first). A window of ``W`` items is the ``W`` observations of one sampled
+  row or sequence: ``cross`` (and ``W = 1``) use the default ``sample(batch_size_B,
+  batch_length_T=W)`` rows; ``forbid`` uses ``sample_episodes=True`` sequences of ``W - 1``
+  transitions with ``min_batch_length_T = W - 2`` (RLlib redraws a start ``ts`` while
+  ``ts + min_batch_length_T >= len``, so only full sequences remain; its docstring says "at
+  least min_batch_length_T", the code needs one more) and ``batch_size_B = batch_size * W``
   (RLlib counts ``len + 1`` per sequence); ``pad`` uses the same sequences without a minimum,
   one ``sample(batch_size_B=1)`` per window, a sequence clipped at an episode end or the newest
   step padded with ``None``.
 
+**What RLlib decides** (the suite's failures on it): the default rows start at a uniformly drawn
+stored transition (never at an episode's final observation) and, past an episode's final
+observation or the newest step of a chunk, continue with a uniformly drawn stored episode from
+its ``t = 0`` (``_sample_batch``), not with the env's next episode; eviction is by whole
+episodes over all envs; GAE standardises over bootstrap rows too; ``Learner.update`` cycles
+minibatches of exactly ``minibatch_size`` rows, bootstrap rows counted; ``TrainingData.shard``
+splits episodes; n-step items bootstrap with ``gamma ** n`` for the requested ``n`` and lose
+``terminated`` when clipped. Its connector also mutates the episodes it is given (id suffix,
+one more step, truncated flag); the adapter hands it copies.
+
 **Not expressed** (:class:`~conformance.protocol.Unsupported`): the trainer loop (it runs only
 inside an ``Algorithm``, whose ``build_algo`` starts Ray), period grids and non-uniform
-distributions in replay, same-step env specs, and n-step sampling that does not terminate
-(the batch counter of ``_sample_episodes`` can decrease for ``n_step >= 4``; the adapter bounds
-the sampler's draws and reports the scenario unsupported when the bound is hit).
+distributions in replay, same-step env specs, and samplers that do not terminate: n-step
+sampling (the batch counter of ``_sample_episodes`` can decrease for ``n_step >= 4``) and
+``forbid`` windows no stored episode can hold (redrawn for ever). The adapter bounds their
+random draws (:class:`_BoundedRng`) and reports the scenario unsupported when the bound is
+hit.
 """
 
 from __future__ import annotations
@@ -129,8 +143,9 @@ _ENV_FRAGMENT = 2
 """``rollout_fragment_length`` (per sub-env) of ``run_env``: several ``sample()`` calls, so
 episodes are cut into chunks and continued."""
 _DRAW_LIMIT = 4000
-"""Draws of ``EpisodeReplayBuffer._sample_episodes`` after which n-step sampling is taken as
-not terminating (a few seconds; every transition start needs far fewer)."""
+"""Random draws after which one of RLlib's episode samplers is taken as not terminating: n-step
+sampling for all transition starts (a few seconds; it needs far fewer), or one batch of windows
+(bounded at ``max(_DRAW_LIMIT, 50 * batch_size * W)``)."""
 
 Item = tuple[int, int, int]
 
@@ -156,6 +171,26 @@ def _seeded(seed: int) -> Iterator[None]:
         np.random.set_state(state)
         for logger, level in zip(loggers, levels):
             logger.setLevel(level)
+
+
+# -- bounded sampling ---------------------------------------------------------------------------
+class _SamplerStuck(Exception):
+    """A sampler of RLlib exceeded its bound of random draws."""
+
+
+class _BoundedRng:
+    """A replay buffer's ``numpy`` generator, counting draws and stopping the sampler (by
+    raising :class:`_SamplerStuck` out of it) after ``limit`` draws since the last reset; RLlib's
+    samplers loop until they have enough items, and some never get there."""
+
+    def __init__(self, rng: np.random.Generator, limit: int) -> None:
+        self.rng, self.limit, self.draws = rng, limit, 0
+
+    def integers(self, *args: Any, **kwargs: Any) -> Any:
+        self.draws += 1
+        if self.draws > self.limit:
+            raise _SamplerStuck(self.draws)
+        return self.rng.integers(*args, **kwargs)
 
 
 # -- configuration ---------------------------------------------------------------------------------
@@ -382,8 +417,26 @@ def _windows_of(observations: Any, length: int) -> tuple[Item | None, ...]:
 
 def _draw(buffer: Any, sc: ReplayScenario) -> tuple[tuple[Item | None, ...], ...]:
     """One batch of ``batch_size`` windows of ``W`` items, by RLlib's own samplers (see the
-    module docstring)."""
+    module docstring). Under ``forbid`` RLlib rejects too-short sequences and redraws, for
+    ever if no stored episode holds a full window: that is reported as unsupported."""
     width, boundary = sc.sampling.window_length, sc.sampling.boundary
+    buffer.rng.draws = 0
+    try:
+        return _windows(buffer, sc, width, boundary)
+    except _SamplerStuck:
+        raise Unsupported(
+            f"windows of {width} under {boundary!r}: RLlib 2.60.0's "
+            "EpisodeReplayBuffer._sample_episodes redraws a start while it is less than "
+            f"min_batch_length_T = {width - 2} transitions from its episode end, and no "
+            f"window was accepted within {buffer.rng.limit} draws (none of the stored "
+            "episodes is long enough, so the loop would not end)",
+            f"{_SOURCE}/utils/replay_buffers/episode_replay_buffer.py",
+        ) from None
+
+
+def _windows(
+    buffer: Any, sc: ReplayScenario, width: int, boundary: str
+) -> tuple[tuple[Item | None, ...], ...]:
     if width == 1 or boundary == "cross":
         rows = buffer.sample(batch_size_B=sc.batch_size, batch_length_T=width)["obs"]
         return tuple(_windows_of(row, width) for row in rows)
@@ -413,7 +466,8 @@ def _run_replay(sc: ReplayScenario) -> Trace:
     with _seeded(sc.seed):
         runner = SingleAgentEnvRunner(config=_config(sc.env, sc.seed))
         buffer: Any = EpisodeReplayBuffer(capacity=sc.capacity * sc.env.num_envs)
-        buffer.rng = np.random.default_rng(sc.seed)
+        limit = max(_DRAW_LIMIT, 50 * sc.batch_size * sc.sampling.window_length)
+        buffer.rng = _BoundedRng(np.random.default_rng(sc.seed), limit)
         budget, sampled = _env_steps(sc.env, sc.seed, sc.fill_steps), 0
         try:
             while sampled < budget:
@@ -556,23 +610,6 @@ def _shard_events(sc: LearnerScenario, config: PPOConfig, episodes: list[Any]) -
             )
         )
     return events
-
-
-class _SamplerStuck(Exception):
-    """The n-step sampler exceeded :data:`_DRAW_LIMIT` draws."""
-
-
-class _BoundedRng:
-    """The buffer's ``numpy`` generator, counting draws and stopping the sampler past a limit."""
-
-    def __init__(self, rng: np.random.Generator, limit: int) -> None:
-        self.rng, self.limit, self.draws = rng, limit, 0
-
-    def integers(self, *args: Any, **kwargs: Any) -> Any:
-        self.draws += 1
-        if self.draws > self.limit:
-            raise _SamplerStuck(self.draws)
-        return self.rng.integers(*args, **kwargs)
 
 
 def _nstep_event(sc: LearnerScenario, episodes: list[Any]) -> NStep:

@@ -323,6 +323,19 @@ def test_replay_pad_clips_sequences_at_the_episode_end() -> None:
     assert set(draw.windows) == {((0, 0, 0), (0, 0, 1), (0, 0, 2)), ((0, 0, 1), (0, 0, 2), None)}
 
 
+def test_replay_forbid_without_any_full_window_is_unsupported_not_a_hang() -> None:
+    # Episodes of 1 transition hold no sequence of 2: RLlib would redraw for ever.
+    scenario = ReplayScenario(
+        EnvSpec(1, (FixedSchedule(1),)),
+        capacity=8,
+        fill_steps=6,
+        batch_size=2,
+        sampling=SamplingSpec(window_length=3, boundary="forbid"),
+    )
+    with pytest.raises(Unsupported, match="would not end"):
+        ADAPTER.run_replay(scenario)
+
+
 def test_replay_without_period_grid_or_balancing_is_unsupported() -> None:
     env = EnvSpec(2, (FixedSchedule(3),))
     for sampling in (
