@@ -218,6 +218,14 @@ class Session:
                     f"{message}\ndeclared variants ({variants}) do not reproduce the trace: {problem}",
                     level=level,
                 )
+        finding = self.expectations.finding(check.clauses, name)
+        if finding is not None:
+            return out(
+                "deviation",
+                f"finding (no spec variant reproduces it): {finding.reason}\n{message}",
+                variant="finding",
+                level=level,
+            )
         if own is not None and not own.variant:
             return out(
                 "deviation", f"known deviation (no variant): {own.reason}\n{message}", level=level
@@ -288,7 +296,7 @@ class Session:
         except CheckFailure as exc:
             message = f"[{', '.join(check.clauses)}] {check.name}: {exc}\n{repro(name, scenario, self.adapter_name)}"
             level = self._level(check)
-            if not self._declared(name):
+            if not self._declared(name) and self.expectations.finding(check.clauses, name) is None:
                 silenced = self.expectations.silence(check.clauses) if level == "SHOULD" else None
                 if silenced is not None:
                     return out(

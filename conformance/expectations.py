@@ -12,6 +12,18 @@ An adapter ``NAME`` may ship ``adapters/NAME.expectations.toml`` (or pass any pa
 A failing check whose clause is declared becomes a *known deviation*; a declared entry that
 matches no failure is *stale* and reported as a warning. SHOULD-level clauses may also be
 listed under ``[[silence]]`` to turn their warnings off.
+
+A behaviour that no spec variant reproduces is a *finding*, declared apart so that nobody
+mistakes it for a modelled deviation::
+
+    [[finding]]
+    clauses = ["train.insufficient-data", "train.updates-per-call"]
+    reason = "SliceSampler raises when no trajectory is long enough, which ends the run"
+    link = "https://..."
+    scenarios = ["long-windows"]       # optional
+
+A failing check of one of those clauses (in those scenarios) is reported as a deviation whose
+variant is ``finding``; the matrix shows it as a finding.
 """
 
 from __future__ import annotations
@@ -25,7 +37,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["Deviation", "Expectations", "Silence"]
+__all__ = ["Deviation", "Expectations", "Finding", "Silence"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +53,21 @@ class Deviation:
 
 
 @dataclass(frozen=True)
+class Finding:
+    """A framework behaviour that violates clauses and that no spec variant reproduces."""
+
+    clauses: tuple[str, ...]
+    reason: str
+    link: str = ""
+    scenarios: tuple[str, ...] = ()
+
+    def covers(self, clauses: tuple[str, ...], scenario: str) -> bool:
+        return bool(set(clauses) & set(self.clauses)) and (
+            not self.scenarios or scenario in self.scenarios
+        )
+
+
+@dataclass(frozen=True)
 class Silence:
     """A SHOULD-level clause whose failures the adapter accepts, with the reason."""
 
@@ -53,6 +80,7 @@ class Expectations:
     deviations: tuple[Deviation, ...] = ()
     source: str = ""
     silenced: tuple[Silence, ...] = ()
+    findings: tuple[Finding, ...] = ()
 
     @classmethod
     def load(cls, path: Path | None) -> Expectations:
@@ -87,7 +115,37 @@ class Expectations:
                         f"{path}: silence[{i}].{required}: expected a non-empty string, got {entry.get(required)!r}"
                     )
             silenced.append(Silence(entry["clause"], entry["reason"]))
-        return cls(tuple(out), str(path), tuple(silenced))
+        findings = []
+        for i, entry in enumerate(data.get("finding", [])):
+            clauses = entry.get("clauses")
+            if (
+                not isinstance(clauses, list)
+                or not clauses
+                or not all(isinstance(c, str) for c in clauses)
+            ):
+                raise ValueError(
+                    f"{path}: finding[{i}].clauses: expected a non-empty list of clause ids, got {clauses!r}"
+                )
+            if not isinstance(entry.get("reason"), str) or not entry["reason"]:
+                raise ValueError(
+                    f"{path}: finding[{i}].reason: expected a non-empty string, got {entry.get('reason')!r}"
+                )
+            unknown = set(entry) - {"clauses", "reason", "link", "scenarios"}
+            if unknown:
+                raise ValueError(f"{path}: finding[{i}]: unknown keys {sorted(unknown)}")
+            findings.append(
+                Finding(
+                    tuple(clauses),
+                    entry["reason"],
+                    entry.get("link", ""),
+                    tuple(entry.get("scenarios", ())),
+                )
+            )
+        return cls(tuple(out), str(path), tuple(silenced), tuple(findings))
+
+    def finding(self, clauses: tuple[str, ...], scenario: str) -> Finding | None:
+        """The finding that covers a failure of ``clauses`` in ``scenario``, if any."""
+        return next((f for f in self.findings if f.covers(clauses, scenario)), None)
 
     def silence(self, clauses: tuple[str, ...]) -> Silence | None:
         """The silence entry covering all of ``clauses``, if any."""

@@ -94,6 +94,14 @@ def build_compliance(
     }
 
 
+def _cell(cell: dict[str, Any]) -> str:
+    """A matrix cell: findings (violations no variant reproduces) are named as such."""
+    if cell["status"] == "deviation" and cell.get("variant") == "finding":
+        return "finding"
+    variant = cell.get("variant")
+    return _SYMBOL[cell["status"]] + (f" ({variant})" if variant else "")
+
+
 def render_markdown(doc: dict[str, Any]) -> str:
     names = [i["adapter"] for i in doc["implementations"]]
     lines = [
@@ -108,10 +116,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
         )
     lines += ["", "| clause | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
     for cid, row in doc["clauses"].items():
-        cells = [
-            _SYMBOL[row[n]["status"]] + (f" ({row[n]['variant']})" if row[n].get("variant") else "")
-            for n in names
-        ]
+        cells = [_cell(row[n]) for n in names]
         page = doc.get("pages", {}).get(cid)
         label = f"[`{cid}`](spec/{page}.md#{cid})" if page else f"`{cid}`"
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
@@ -123,7 +128,7 @@ def render_html(doc: dict[str, Any]) -> str:
     rows = []
     for cid, row in doc["clauses"].items():
         tds = "".join(
-            f'<td class="{row[n]["status"]}" title="{html.escape(row[n].get("message", ""))}">{_SYMBOL[row[n]["status"]]}</td>'
+            f'<td class="{row[n]["status"]}" title="{html.escape(row[n].get("message", ""))}">{_cell(row[n])}</td>'
             for n in names
         )
         rows.append(f"<tr><th>{html.escape(cid)}</th>{tds}</tr>")

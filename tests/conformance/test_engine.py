@@ -191,3 +191,26 @@ def test_undeclared_observable_makes_its_checks_not_applicable() -> None:
 
 def _evaluate_check(path: str, check):  # type: ignore[no-untyped-def]
     return Session(load_adapter(path), path).evaluate(check, "plain-u2-b3", SCENARIO)
+
+
+def test_a_finding_is_reported_as_such(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from tests.conformance.zoo import MUTANTS, MutantAdapter
+
+    no_reset = next(m for m in MUTANTS if m.name == "no-state-reset")
+    toml = tmp_path / "f.toml"
+    toml.write_text(
+        '[[finding]]\nclauses = ["timestep.state-reset"]\nreason = "state kept across episodes"\n'
+    )
+    check = next(c for c in ALL_CHECKS if c.name == "state-reset")
+    outcome = Session(MutantAdapter(no_reset), "m", Expectations.load(toml)).evaluate(
+        check, "plain-u2-b3", SCENARIO
+    )
+    assert (outcome.status, outcome.variant) == ("deviation", "finding")
+    assert "no spec variant reproduces it" in outcome.message
+    other = next(c for c in ALL_CHECKS if c.name == "conservation")  # not covered: still judged
+    assert (
+        Session(MutantAdapter(no_reset), "m", Expectations.load(toml))
+        .evaluate(other, "plain-u2-b3", SCENARIO)
+        .status
+        == "pass"
+    )

@@ -65,6 +65,42 @@ def test_worst_outcome_per_clause_and_schema(tmp_path: Path) -> None:
     assert 'class="fail"' in render_html(doc)
 
 
+def test_findings_are_named_in_the_matrix(tmp_path: Path) -> None:
+    path = tmp_path / "a.jsonl"
+    lines = [
+        {
+            "type": "header",
+            "adapter": "a",
+            "framework": "a",
+            "framework_version": "1",
+            "suite": "s",
+            "spec": "0.1",
+            "profile": "ci",
+        },
+        {
+            "type": "result",
+            "check": "c",
+            "clauses": ["x.one"],
+            "scenario": "x",
+            "status": "deviation",
+            "message": "m",
+            "variant": "finding",
+        },
+        {
+            "type": "result",
+            "check": "c",
+            "clauses": ["x.two"],
+            "scenario": "x",
+            "status": "deviation",
+            "message": "m",
+            "variant": "same-step",
+        },
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in lines) + "\n")
+    md = render_markdown(build_compliance([path], ["x.one", "x.two"]))
+    assert "| `x.one` | finding |" in md and "| `x.two` | deviation (same-step) |" in md
+
+
 def test_diff_lists_changed_cells(tmp_path: Path) -> None:
     a = build_compliance([_run(tmp_path / "a.jsonl", "a", [("x.one", "pass")])], ["x.one"])
     b = build_compliance([_run(tmp_path / "b.jsonl", "a", [("x.one", "error")])], ["x.one"])
