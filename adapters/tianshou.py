@@ -1,0 +1,1074 @@
+"""Adapter for Tianshou 2.0.1: its ``DummyVectorEnv`` stepped by its ``Collector``, its
+``OffPolicyTrainer`` loop, ``VectorReplayBuffer`` sampling (frame-stack windows included),
+``PPO``'s learner-side preprocessing and update loop, ``Algorithm.compute_nstep_return`` and
+``HERVectorReplayBuffer``, driven on the toy env and recorded at their seams (the vector env's
+``step`` and ``reset``, the buffer's ``add`` and ``sample``, the trainer's training and update
+steps, the algorithm's update). Nothing of Tianshou is re-implemented; sources are cited as
+``file:function`` under the installed ``tianshou`` package.
+
+**Time steps.** Tianshou's ``Collector`` resets an env inside the vector step that ends its
+episode (``data/collector.py:Collector._collect``, steps 6 to 8): it adds the transition
+``(obs, act, rew, terminated, truncated, obs_next)`` to the buffer, then calls
+``env.reset(env_id=...)`` for the envs that are done, so the policy never acts on the final
+observation and no buffer row holds it except as ``obs_next``. Step types come from the
+resets and the ``done`` flags, never from the observation: an observation returned by a reset
+is FIRST, an ``obs_next`` with ``terminated`` or ``truncated`` is LAST (discount 0 iff
+terminated), any other MID.
+
+- ``run_env`` records every time step the collector's vector env produced, in order: each
+  vector step is an event of the time steps the policy acted on (with the actions and the
+  policy state it received); a step that ends episodes is followed by an event of their LAST
+  time steps (action ``-1``: none is taken at them; policy state ``t``).
+- ``run_trainer`` and ``run_replay`` name a row by ``obs``, the time step the policy acted on
+  (``EnvStep``) and the buffer stored (``Store``), with its step type and the reward into it
+  (the previous transition's ``rew``, 0 at FIRST). An episode of ``L`` transitions is ``L``
+  rows ``t = 0 .. L - 1`` and takes ``L`` vector steps, where the spec's auto-reset takes
+  ``L + 1`` (clause ``timestep.auto-reset``, variant ``same-step``).
+- ``run_relabel`` names the same rows and, for a transition that is done, also the LAST it
+  holds as ``obs_next`` (relabeled goals and rewards come from ``obs_next``).
+
+**Policy.** :class:`_CountingPolicy` is a Tianshou ``Policy`` whose hidden state counts the
+steps since the collector last reset it (``Collector._reset_hidden_state_based_on_type`` at
+every done); it acts ``state % num_actions``. The state it received is the trace's
+``policy_state``, so clause ``timestep.state-reset`` checks the collector's own state handling.
+
+**Windows.** Tianshou's only sequence sampling is frame stacking (:func:`_stacking`): windows
+of one episode for boundary ``forbid`` (and for ``cross``, which it cannot express), windows
+filled at the front by repetition for ``pad``. Sampling with no valid window raises inside
+Tianshou; the trainer run then stops (header ``stopped``).
+
+**Trainer** (``run_trainer``): :class:`_TrainerRun`; the counter is the trainer's training
+step number (observable ``counter``). Tianshou calls nothing after a training step, so the
+adapter does not declare the ``hooks`` observable (the ``after_update`` events it records come
+from ``Algorithm._postprocess_batch``). **Learner**: :class:`_LearnerRun`. **Relabel**:
+:class:`_RelabelRun`. Preprocessing other than identity, fractional unroll lengths, on-policy
+and whole-buffer training, drain mode, warm-up gates still shut at the first train call, a
+per-mini-batch counter, period grids and other sampling distributions, several learners and
+the ``final`` and ``episode`` relabeling strategies are :class:`Unsupported`, each with the
+reason and source.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+try:
+    import tianshou
+    from tianshou.algorithm import PPO
+    from tianshou.algorithm.algorithm_base import (
+        Algorithm,
+        OffPolicyAlgorithm,
+        Policy,
+        TrainingStats,
+    )
+    from tianshou.algorithm.modelfree.reinforce import ProbabilisticActorPolicy
+    from tianshou.algorithm.optim import TorchOptimizerFactory
+    from tianshou.data import (
+        Batch,
+        Collector,
+        HERVectorReplayBuffer,
+        ReplayBuffer,
+        VectorReplayBuffer,
+    )
+    from tianshou.env import DummyVectorEnv
+    from tianshou.trainer import OffPolicyTrainerParams
+except ImportError as exc:  # pragma: no cover - exercised only without the framework
+    raise ImportError(
+        "adapters.tianshou drives Tianshou 2.0.1, which is not importable here: install it "
+        f"with `pip install -e '.[adapter-tianshou]' -c constraints/torch.txt` ({exc})"
+    ) from exc
+
+import gymnasium
+import numpy as np
+import torch
+
+from conformance.protocol import PROTOCOL_VERSION, AdapterInfo, Unsupported
+from conformance.scenario import (
+    EnvScenario,
+    LearnerScenario,
+    RelabelScenario,
+    ReplayScenario,
+    TrainerScenario,
+)
+from refimpl.preprocess import Identity
+from refimpl.replay import SamplingSpec
+from refimpl.step_type import StepType
+from refimpl.toy_envs.gym_env import make_env_fns, toy_action_space, toy_observation_space
+from refimpl.toy_envs.spec import EnvSpec
+from refimpl.trace import (
+    Advantages,
+    EnvStep,
+    Event,
+    Hook,
+    Item,
+    IterationEnd,
+    IterationStart,
+    NStep,
+    Relabel,
+    RunEnd,
+    Sampled,
+    Shard,
+    Store,
+    Trace,
+    TrainCall,
+    Update,
+    UpdatePlan,
+)
+
+__all__ = ["TianshouAdapter"]
+
+_VERSION = "2.0.1"
+_SRC = "tianshou 2.0.1"
+_LINK = "https://github.com/thu-ml/tianshou/blob/v2.0.1/tianshou"
+_FIRST, _MID, _LAST = int(StepType.FIRST), int(StepType.MID), int(StepType.LAST)
+_NO_WINDOW = "cannot be empty unless no samples are taken"
+"""The start of numpy's ``ValueError`` when ``VectorReplayBuffer.sample`` (frame-stack with
+``sample_avail``) finds no valid window (``data/buffer/manager.py:sample_indices``)."""
+
+
+def _unsupported(reason: str, where: str = "") -> Unsupported:
+    return Unsupported(f"{reason} ({_SRC})", f"{_LINK}/{where}" if where else _LINK)
+
+
+# -- quiet, seeded execution ------------------------------------------------------------------
+@contextmanager
+def _seeded(seed: int) -> Iterator[None]:
+    """Silence Tianshou's warnings and logging and seed numpy's global generator (which
+    ``Batch.split`` and ``HERReplayBuffer`` draw from), restoring both afterwards."""
+    logger = logging.getLogger("tianshou")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    state = np.random.get_state()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            np.random.seed(seed)
+            yield
+    finally:
+        np.random.set_state(state)
+        logger.setLevel(level)
+
+
+# -- observations and items -------------------------------------------------------------------
+def _ids(obs: Any) -> np.ndarray:
+    """``[..., 3]`` int64 identities of toy-env observations (goal observations included)."""
+    if isinstance(obs, (Batch, dict)):
+        obs = obs["observation"]
+    elif isinstance(obs, np.ndarray) and obs.dtype == object:  # a vector env's Dict obs
+        obs = np.stack([o["observation"] for o in obs.reshape(-1)])
+    if isinstance(obs, torch.Tensor):
+        obs = obs.detach().cpu().numpy()
+    return np.asarray(obs, dtype=np.float64).astype(np.int64)
+
+
+def _items(obs: Any) -> list[Item]:
+    return [(int(e), int(k), int(t)) for e, k, t in _ids(obs).reshape(-1, 3)]
+
+
+def _columns(items: Sequence[Item]) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    if not items:
+        return (), (), ()
+    env, episode, t = zip(*items)
+    return tuple(env), tuple(episode), tuple(t)
+
+
+def _windows(obs: Any) -> tuple[tuple[Item, ...], ...]:
+    """Sampled observations ``[n, 3]`` (one item each) or ``[n, L, 3]`` (frame-stacked) as
+    windows; a frame-stack repeats an item where Tianshou filled it, and it stays repeated."""
+    ids = _ids(obs)
+    if ids.ndim == 2:
+        ids = ids[:, None, :]
+    return tuple(tuple((int(e), int(k), int(t)) for e, k, t in w) for w in ids)
+
+
+# -- the toy policy ---------------------------------------------------------------------------
+class _CountingPolicy(Policy):
+    """A Tianshou policy with a counting hidden state: it receives ``state`` (``None`` after
+    a collector reset, else what it returned last, zeroed by the collector at every done),
+    acts ``state % num_actions`` and returns ``state + 1``. ``received`` holds the states of
+    its latest call, per row of that call."""
+
+    def __init__(self, spec: EnvSpec) -> None:
+        super().__init__(
+            action_space=toy_action_space(spec),
+            observation_space=toy_observation_space(spec),
+            action_bound_method=None,
+        )
+        self.num_actions = spec.num_actions
+        self.received = np.zeros(0, dtype=np.int64)
+
+    def forward(self, batch: Any, state: Any = None, **kwargs: Any) -> Batch:
+        n = len(_items(batch.obs))
+        received = np.zeros(n, np.int64) if state is None else np.asarray(state, np.int64)
+        self.received = received.copy()
+        return Batch(act=received % self.num_actions, state=received + 1)
+
+
+class _RecordingAlgorithm(OffPolicyAlgorithm):
+    """An off-policy algorithm whose gradient step is a no-op: ``_update_with_batch`` (the
+    update Tianshou's ``Algorithm._update`` calls with each sampled batch) reports the batch,
+    ``_postprocess_batch`` (called by ``Algorithm._update`` after every update) reports the
+    end of the update."""
+
+    def __init__(
+        self,
+        policy: _CountingPolicy,
+        on_update: Callable[[Any], None],
+        on_after_update: Callable[[], None],
+    ) -> None:
+        super().__init__(policy=policy)
+        self._on_update = on_update
+        self._on_after_update = on_after_update
+
+    def _update_with_batch(self, batch: Any) -> TrainingStats:
+        self._on_update(batch)
+        return TrainingStats()
+
+    def _postprocess_batch(self, batch: Any, buffer: Any, indices: np.ndarray) -> None:
+        self._on_after_update()
+
+
+# -- the time steps the collector steps through ------------------------------------------------
+@dataclass(frozen=True)
+class _Row:
+    """A time step as the env produced it, with what the policy received and did there."""
+
+    item: Item
+    step_type: int
+    reward: float
+    discount: float
+    policy_state: int
+    action: int
+
+
+def _env_step(iteration: int, rows: Sequence[_Row]) -> EnvStep:
+    env, episode, t = _columns([r.item for r in rows])
+    return EnvStep(
+        iteration,
+        env,
+        episode,
+        t,
+        tuple(r.step_type for r in rows),
+        tuple(r.reward for r in rows),
+        tuple(r.discount for r in rows),
+        tuple(r.policy_state for r in rows),
+        tuple(r.action for r in rows),
+    )
+
+
+def _store(iteration: int, rows: Sequence[_Row]) -> Store:
+    env, episode, t = _columns([r.item for r in rows])
+    return Store(
+        iteration,
+        env,
+        episode,
+        t,
+        tuple(r.step_type for r in rows),
+        tuple(r.reward for r in rows),
+        tuple(r.discount for r in rows),
+        (0.0,) * len(rows),
+    )
+
+
+class _Stepper:
+    """Wraps ``step`` and ``reset`` of one ``DummyVectorEnv`` instance. Before each step it
+    reports the time steps the policy acted on (:attr:`acted`, one row per env stepped); with
+    ``with_last``, after a step that ended episodes it also reports their LAST time steps.
+    :attr:`rows` maps every item it reported to its row."""
+
+    def __init__(
+        self,
+        envs: DummyVectorEnv,
+        policy: _CountingPolicy,
+        on_rows: Callable[[list[_Row]], None],
+        with_last: bool = False,
+    ) -> None:
+        self.policy = policy
+        self.on_rows = on_rows
+        self.with_last = with_last
+        n = len(envs)
+        self.current: list[Item | None] = [None] * n
+        self.first = np.ones(n, dtype=bool)
+        self.reward = np.zeros(n)
+        self.rows: dict[Item, _Row] = {}
+        self.acted: list[_Row] = []
+        step, reset = envs.step, envs.reset
+
+        def recorded_reset(env_id: Any = None, **kwargs: Any) -> Any:
+            obs, info = reset(env_id, **kwargs)
+            ids = range(n) if env_id is None else np.atleast_1d(np.asarray(env_id)).tolist()
+            for e, item in zip(ids, _items(obs)):
+                self.current[e] = item
+                self.first[e] = True
+                self.reward[e] = 0.0
+            return obs, info
+
+        def recorded_step(action: Any, id: Any = None) -> Any:
+            ids = range(n) if id is None else np.atleast_1d(np.asarray(id)).tolist()
+            actions = np.asarray(action).reshape(-1)
+            states = self.policy.received
+            self.acted = []
+            for i, e in enumerate(ids):
+                item = self.current[e]
+                assert item is not None, "the collector steps an env it never reset"
+                first = bool(self.first[e])
+                row = _Row(
+                    item,
+                    _FIRST if first else _MID,
+                    0.0 if first else float(self.reward[e]),
+                    1.0,
+                    int(states[i]),
+                    int(actions[i]),
+                )
+                self.rows[item] = row
+                self.acted.append(row)
+            self.on_rows(self.acted)
+            obs, rew, terminated, truncated, info = step(action, id)
+            lasts = []
+            for i, (e, item) in enumerate(zip(ids, _items(obs))):
+                done = bool(terminated[i]) or bool(truncated[i])
+                self.current[e] = item
+                self.first[e] = done
+                self.reward[e] = float(rew[i])
+                if done:
+                    discount = 0.0 if bool(terminated[i]) else 1.0
+                    lasts.append(_Row(item, _LAST, float(rew[i]), discount, item[2], -1))
+            if self.with_last and lasts:
+                self.on_rows(lasts)
+            return obs, rew, terminated, truncated, info
+
+        envs.step = recorded_step
+        envs.reset = recorded_reset
+
+
+def _vector_env(spec: EnvSpec, seed: int, envs: Sequence[int] | None = None) -> DummyVectorEnv:
+    fns = make_env_fns(spec, seed)
+    return DummyVectorEnv([fns[e] for e in (range(spec.num_envs) if envs is None else envs)])
+
+
+def _record_adds(buffer: Any, on_add: Callable[[Any], None]) -> None:
+    """Call ``on_add(batch)`` after every ``add`` of this buffer instance."""
+    add = buffer.add
+
+    def recorded_add(batch: Any, buffer_ids: Any = None) -> Any:
+        out = add(batch, buffer_ids=buffer_ids)
+        on_add(batch)
+        return out
+
+    buffer.add = recorded_add
+
+
+# -- sampling ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Stacking:
+    """``VectorReplayBuffer`` keyword arguments that give windows of ``length`` items."""
+
+    stack_num: int
+    sample_avail: bool
+
+
+def _stacking(sampling: SamplingSpec) -> _Stacking:
+    """Tianshou's only sequence sampling is frame stacking (``data/buffer/buffer_base.py``,
+    ``ReplayBuffer.get`` with ``stack_num``): a sampled index ``i`` comes with the
+    observations ``prev^(L-1)(i) .. i``, where ``prev`` stays put at an episode's first
+    stored transition. With ``sample_avail`` only indices whose stack holds ``L`` distinct
+    transitions are drawn, uniformly over all envs (``manager.py:sample_indices``): windows
+    inside one episode, i.e. boundary ``forbid``; it also serves ``cross``, which Tianshou
+    cannot express (declared deviation). Without it every stored index is drawn and the
+    stack is filled by repeating the episode's first stored observation (boundary ``pad``
+    asked: Tianshou fills the front instead of padding the end)."""
+    if sampling.period != 1:
+        raise _unsupported(
+            f"period {sampling.period}: Tianshou samples any stored index (no grid of starts)",
+            "data/buffer/manager.py",
+        )
+    if sampling.distribution != "uniform-windows":
+        raise _unsupported(
+            f"sampling distribution {sampling.distribution!r}: VectorReplayBuffer draws a "
+            "sub-buffer in proportion to its length, then an index uniformly "
+            "(data/buffer/manager.py:sample_indices), i.e. uniformly over stored windows",
+            "data/buffer/manager.py",
+        )
+    length = sampling.window_length
+    if length == 1:
+        return _Stacking(1, False)
+    return _Stacking(length, sampling.boundary != "pad")
+
+
+def _vector_buffer(num_envs: int, capacity: int, stacking: _Stacking, seed: int) -> Any:
+    """``VectorReplayBuffer(capacity * B, B)``: one sub-buffer of ``ceil(capacity * B / B) =
+    capacity`` transitions per env; its sub-buffers draw from ``RandomState(seed)``."""
+    return VectorReplayBuffer(
+        capacity * num_envs,
+        num_envs,
+        stack_num=stacking.stack_num,
+        sample_avail=stacking.sample_avail,
+        random_seed=seed,
+    )
+
+
+# -- trainer ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _TrainerPlan:
+    """``OffPolicyTrainerParams`` of a trainer scenario."""
+
+    collect_steps: int
+    epoch_steps: int
+    batch_size: int
+    updates_per_sample: float
+    stacking: _Stacking
+
+
+def _trainer_plan(sc: TrainerScenario) -> _TrainerPlan:
+    """Tianshou's own configuration for ``sc``; raises Unsupported for what it lacks."""
+    cfg, b = sc.trainer, sc.env.num_envs
+    trainer_py = "trainer.py"
+    if cfg.mode != "off-policy" or cfg.whole_buffer:
+        raise _unsupported(
+            "on-policy / whole-buffer training: the adapter drives OffPolicyTrainer, which "
+            "samples batch_size transitions with replacement per gradient step "
+            "(OffPolicyTrainer._sample_and_update); OnPolicyTrainer hands the whole buffer to "
+            "the algorithm, whose own update loop does the mini-batching",
+            trainer_py,
+        )
+    if cfg.drain is not None:
+        raise _unsupported("drain mode: no scheduled asynchronous unroller", trainer_py)
+    if not isinstance(sc.preprocess, Identity):
+        raise _unsupported(
+            f"preprocessing {type(sc.preprocess).__name__}: the collector adds every "
+            "transition (Collector._collect step 6); on_step_hook only edits a transition "
+            "before its add, and an on_episode_done_hook may return per-step additions only "
+            "under collect(n_episode=...) (step 10 raises ValueError under n_step), which "
+            "drops finished envs: no exclusion, hold or release of items",
+            "data/collector.py",
+        )
+    u = cfg.unroll_length
+    if u.denominator != 1:
+        raise _unsupported(
+            f"unroll_length {u}: collection_step_num_env_steps = c collects ceil(c/B) vector "
+            "steps every training step (Collector._collect), so only integer u is expressible",
+            "data/collector.py",
+        )
+    if cfg.counter_mode != "per-iteration":
+        raise _unsupported(
+            "counter per mini-batch: the trainer counts training steps "
+            "(Trainer._current_update_step, one per collect), not gradient steps",
+            trainer_py,
+        )
+    if cfg.num_env_steps and cfg.env_step_count != "all":
+        raise _unsupported(
+            "env_step_count 'non-first': the trainer's env_step counts every collected "
+            "transition (OnlineTrainer._TrainingStepResult.get_env_step_advancement)",
+            trainer_py,
+        )
+    per_iteration = int(u) * b
+    budget = cfg.num_env_steps and math.ceil(cfg.num_env_steps / per_iteration)
+    if cfg.num_iterations and budget and budget < cfg.num_iterations:
+        raise _unsupported(
+            "training steps after the env-step budget: every training step of "
+            "OnlineTrainer collects before it updates (OnlineTrainer._training_step)",
+            trainer_py,
+        )
+    steps = cfg.num_iterations * per_iteration if cfg.num_iterations else cfg.num_env_steps
+    _check_gate(sc, per_iteration)
+    stacking = _stacking(sc.sampling)
+    return _TrainerPlan(
+        collect_steps=per_iteration,
+        epoch_steps=steps,
+        batch_size=cfg.mini_batch_size or b,
+        updates_per_sample=cfg.num_updates_per_train_iter / per_iteration,
+        stacking=stacking,
+    )
+
+
+def _check_gate(sc: TrainerScenario, per_iteration: int) -> None:
+    """Tianshou has no warm-up gate: OffPolicyTrainer updates after every collect. A
+    scenario is expressible iff its gate is already open at the first train call (every
+    collected transition is stored, ``u`` per env)."""
+    cfg, b = sc.trainer, sc.env.num_envs
+    first = {
+        "stored>=": per_iteration >= cfg.initial_collect_steps,
+        "stored>": per_iteration > cfg.initial_collect_steps,
+        "size>=": b * min(int(cfg.unroll_length), cfg.capacity) >= cfg.initial_collect_steps,
+    }[cfg.warmup_gate]
+    if not first:
+        raise _unsupported(
+            f"initial_collect_steps {cfg.initial_collect_steps} ({cfg.warmup_gate}): "
+            "OffPolicyTrainer has no warm-up gate and updates after every collect "
+            "(OffPolicyTrainer._update_step); warm-up is a manual collect before run(), "
+            "outside the trainer's training steps",
+            "trainer.py",
+        )
+
+
+@dataclass
+class _TrainerRun:
+    """One ``OffPolicyTrainer.run()`` on the toy env, recorded.
+
+    Translation: ``collection_step_num_env_steps = u * B`` (``u`` vector steps per training
+    step), ``update_step_num_gradient_steps_per_sample = n / (u * B)`` so that
+    ``round(r * collected)`` (``OffPolicyTrainer._update_step``) is ``n`` gradient steps,
+    ``batch_size = mini_batch_size`` (default ``B``), ``VectorReplayBuffer(capacity * B, B)``,
+    one epoch of ``epoch_num_steps = num_iterations * u * B`` (or ``num_env_steps``), i.e.
+    ``ceil(s / c)`` training steps, no test collector. ``run()`` resets the collector (the
+    envs start episode 0) and keeps the buffer.
+
+    Recording: one spec iteration is one training step (``Trainer._training_step``, counter
+    ``_current_update_step``); its env steps come from the vector env, its stores from the
+    buffer's ``add``; the train call is ``OffPolicyTrainer._update_step``; each update is one
+    ``Algorithm.update``: the windows of its sampled batch (``_update_with_batch``), then
+    ``after_update`` when ``Algorithm._update`` calls ``_postprocess_batch``. Tianshou calls
+    nothing after a training step (``training_fn`` runs before it), so no ``after_train_iter``
+    hook is recorded.
+    """
+
+    sc: TrainerScenario
+    plan: _TrainerPlan
+    events: list[Event] = field(default_factory=list)
+    iteration: int = 0
+    calls: int = 0
+    index: int = 0
+    stored: int = 0
+    env_steps: int = 0
+
+    def __post_init__(self) -> None:
+        spec = self.sc.env
+        self.policy = _CountingPolicy(spec)
+        self.algorithm = _RecordingAlgorithm(self.policy, self._update, self._after_update)
+        envs = _vector_env(spec, self.sc.seed)
+        self.stepper = _Stepper(envs, self.policy, self._env_rows)
+        self.buffer = _vector_buffer(
+            spec.num_envs, self.sc.trainer.capacity, self.plan.stacking, self.sc.seed
+        )
+        _record_adds(self.buffer, self._add)
+        collector = Collector(self.algorithm, envs, self.buffer)
+        params = OffPolicyTrainerParams(
+            training_collector=collector,
+            test_collector=None,
+            max_epochs=1,
+            epoch_num_steps=self.plan.epoch_steps,
+            collection_step_num_env_steps=self.plan.collect_steps,
+            batch_size=self.plan.batch_size,
+            update_step_num_gradient_steps_per_sample=self.plan.updates_per_sample,
+            verbose=False,
+            show_progress=False,
+        )
+        self.trainer = self.algorithm.create_trainer(params)
+        training_step, update_step = self.trainer._training_step, self.trainer._update_step
+
+        def recorded_training_step() -> Any:
+            self.iteration += 1
+            unroll = int(self.sc.trainer.unroll_length)
+            self.events.append(IterationStart(self.iteration, self._counter(), unroll))
+            result = training_step()
+            self.events.append(
+                IterationEnd(self.iteration, self._counter(), self.env_steps, self.stored, 0)
+            )
+            return result
+
+        def recorded_update_step(collect_stats: Any) -> Any:
+            self.events.append(
+                TrainCall(self.iteration, self.calls, self._counter(), "trained", self.stored)
+            )
+            self.index = 0
+            try:
+                return update_step(collect_stats)
+            finally:
+                self.calls += 1
+
+        self.trainer._training_step = recorded_training_step
+        self.trainer._update_step = recorded_update_step
+
+    def _counter(self) -> int:
+        return int(self.trainer._current_update_step)
+
+    def _env_rows(self, rows: list[_Row]) -> None:
+        self.events.append(_env_step(self.iteration, rows))
+        self.env_steps += len(rows)
+
+    def _add(self, batch: Any) -> None:
+        rows = [self.stepper.rows[item] for item in _items(batch.obs)]
+        self.events.append(_store(self.iteration, rows))
+        self.stored += len(rows)
+
+    def _update(self, batch: Any) -> None:
+        windows = _windows(batch.obs)
+        mask = tuple((1,) * len(w) for w in windows)
+        self.events.append(
+            Update(self.iteration, self.calls, self.index, self._counter(), windows, mask)
+        )
+
+    def _after_update(self) -> None:
+        self.events.append(Hook(self.iteration, "after_update"))
+        self.index += 1
+
+    def run(self) -> Trace:
+        header: dict[str, Any] = {"producer": f"tianshou {_VERSION}"}
+        try:
+            self.trainer.run()
+        except ValueError as exc:
+            if _NO_WINDOW not in str(exc):
+                raise
+            header["stopped"] = f"ValueError: {exc} (no valid frame-stack window to sample)"
+        policy = self.sc.trainer.pending_at_end
+        self.events.append(RunEnd(self.iteration, self.env_steps, policy, (), (), ()))
+        return Trace(tuple(self.events), header)
+
+
+# -- learner ----------------------------------------------------------------------------------
+def _transitions(scenario: LearnerScenario, env: int) -> int:
+    """Transitions among env ``env``'s first ``steps`` time steps: the transitions Tianshou
+    collects for them (it takes no step at a LAST)."""
+    remaining, k, count = scenario.steps, 0, 0
+    while remaining > 0:
+        length = scenario.env.episode(scenario.seed, env, k).length
+        count += min(length, remaining - 1)
+        remaining -= length + 1
+        k += 1
+    return count
+
+
+class _ToyValue(torch.nn.Module):
+    """``V(o) = value_scale * t(o)`` (plus a zero-weighted parameter for the optimiser)."""
+
+    def __init__(self, scale: float) -> None:
+        super().__init__()
+        self.scale = scale
+        self.weight = torch.nn.Parameter(torch.zeros(()))
+
+    def forward(self, obs: Any, **kwargs: Any) -> torch.Tensor:
+        t = torch.as_tensor(_ids(obs)[..., 2], dtype=torch.float64)
+        return (self.scale * t + 0.0 * self.weight).reshape(-1, 1)
+
+
+class _ProbeDistribution(torch.distributions.Distribution):
+    """Action 0 with log-probability 0; while gradients are on, ``log_prob`` returns fresh
+    zeros that require grad (kept in ``probes``). At ratio 1 PPO's clipped loss
+    ``-mean(min(r A, clip(r) A))`` has gradient ``-A_i / n`` with respect to them, so the
+    (normalised) advantages PPO trained with are ``-n * grad``."""
+
+    arg_constraints: dict[str, Any] = {}  # noqa: RUF012 (torch's class attribute)
+
+    def __init__(self, n: int, probes: list[torch.Tensor]) -> None:
+        super().__init__(torch.Size([n]), validate_args=False)
+        self.n = n
+        self.probes = probes
+
+    def sample(self, sample_shape: Any = None) -> torch.Tensor:
+        return torch.zeros(self.n, dtype=torch.long)
+
+    @property
+    def mode(self) -> torch.Tensor:
+        return self.sample()
+
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
+        probe = torch.zeros(self.n, dtype=torch.float64, requires_grad=torch.is_grad_enabled())
+        if probe.requires_grad:
+            self.probes.append(probe)
+        return probe
+
+    def entropy(self) -> torch.Tensor:
+        return torch.zeros(self.n, dtype=torch.float64)
+
+
+class _RowActor(torch.nn.Module):
+    """The actor: reports the items of every batch it sees while gradients are on (the
+    mini-batches of PPO's update loop) and hands ``dist_fn`` the batch size."""
+
+    def __init__(self, seen: list[list[Item]]) -> None:
+        super().__init__()
+        self.seen = seen
+
+    def forward(self, obs: Any, state: Any = None, info: Any = None) -> tuple[Any, Any]:
+        items = _items(obs)
+        if torch.is_grad_enabled():
+            self.seen.append(items)
+        return len(items), state
+
+
+class _LearnerRun:
+    """Learner-side preprocessing of a learner scenario by Tianshou's own code.
+
+    Data: per env, a ``Collector`` of that env alone adds the transitions of its first
+    ``steps`` time steps to a ``ReplayBuffer`` of exactly that size (an env's last
+    transition is the buffer's ``unfinished_index`` unless done).
+
+    - Advantages and value targets: ``PPO._preprocess_batch`` of each env's buffer
+      (``A2C._add_returns_and_advantages`` calls ``Algorithm.compute_episodic_return`` with
+      ``V(obs)`` and ``V(obs_next)``, masked by ``~terminated``; a truncated or unfinished
+      last transition bootstraps). Tianshou keeps no row for an episode's final observation:
+      the bootstrap row ``L`` is recorded with zeros and loss mask 0.
+    - Normalised advantages and update plan: ``PPO._update_with_batch(batch, minibatch_size,
+      num_epochs)`` on the envs' preprocessed batches concatenated env-major (the order
+      ``VectorReplayBuffer.sample(0)`` returns), with ``advantage_normalization=True`` (per
+      mini-batch ``(A - mean) / (std + 1e-8)``); its mini-batches come from
+      ``Batch.split(minibatch_size, merge_last=True)`` (seeded numpy permutation), recorded by
+      the actor, and the first epoch's normalised advantages from :class:`_ProbeDistribution`.
+    - n-step targets: ``Algorithm.compute_nstep_return`` on each env's buffer with
+      ``target_q_fn = V(obs_next)``; ``k`` is ``t(obs_next)`` of the index the walk stopped at
+      (the one ``target_q_fn`` receives) minus ``t``.
+    - Shards: Tianshou trains one learner; with ``num_learners == 1`` it holds every episode.
+    """
+
+    def __init__(self, scenario: LearnerScenario) -> None:
+        if scenario.num_learners != 1:
+            raise _unsupported(
+                f"{scenario.num_learners} learners: Tianshou trains one algorithm instance, "
+                "with no sharding of episodes across learners"
+            )
+        self.sc = scenario
+        self.seen: list[list[Item]] = []
+        self.probes: list[torch.Tensor] = []
+
+    def _buffers(self) -> list[tuple[Any, np.ndarray]]:
+        out = []
+        for env in range(self.sc.env.num_envs):
+            count = _transitions(self.sc, env)
+            if count == 0:
+                continue
+            buffer = ReplayBuffer(count)
+            policy = _CountingPolicy(self.sc.env)
+            collector = Collector(policy, _vector_env(self.sc.env, self.sc.seed, [env]), buffer)
+            collector.reset()
+            collector.collect(n_step=count)
+            out.append((buffer, buffer.sample_indices(0)))
+        return out
+
+    def _ppo(self) -> Any:
+        sc = self.sc
+        probes = self.probes
+        policy = ProbabilisticActorPolicy(
+            actor=_RowActor(self.seen),
+            dist_fn=lambda n: _ProbeDistribution(n, probes),
+            action_space=toy_action_space(sc.env),
+            observation_space=toy_observation_space(sc.env),
+            action_scaling=False,
+            action_bound_method=None,
+        )
+        return PPO(
+            policy=policy,
+            critic=_ToyValue(float(sc.value_scale)),
+            optim=TorchOptimizerFactory(torch.optim.SGD, lr=0.0),
+            advantage_normalization=True,
+            gamma=float(sc.gamma),
+            gae_lambda=float(sc.lam),
+        )
+
+    def run(self) -> Trace:
+        buffers = self._buffers()
+        ppo = self._ppo()
+        batches = [ppo._preprocess_batch(buf[idx], buf, idx) for buf, idx in buffers]
+        events: list[Event] = []
+        plan = UpdatePlan(0, ())
+        normalized: dict[Item, float] = {}
+        if batches:
+            whole = Batch.cat(batches)
+            rows = {item: i for i, item in enumerate(_items(whole.obs))}
+            self.seen.clear()
+            self.probes.clear()
+            ppo.policy.is_within_training_step = True
+            ppo._update_with_batch(whole, self.sc.minibatch_size, self.sc.num_epochs)
+            minibatches = [tuple(rows[i] for i in items) for items in self.seen]
+            plan = UpdatePlan(len(minibatches), tuple(minibatches))
+            per_epoch = len(minibatches) // self.sc.num_epochs
+            for items, probe in zip(self.seen[:per_epoch], self.probes[:per_epoch]):
+                grad = probe.grad
+                assert grad is not None
+                for item, g in zip(items, grad.tolist()):
+                    normalized[item] = -len(items) * g
+            events.extend(self._advantages(batches, normalized))
+        events.append(self._nstep(buffers))
+        events.append(plan)
+        episodes = [e for e in events if isinstance(e, Advantages)]
+        env, episode, start, stop = (
+            (tuple(c) for c in zip(*[(e.env, e.episode, 0, len(e.t) - 1) for e in episodes]))
+            if episodes
+            else ((), (), (), ())
+        )
+        events.append(Shard(0, tuple(env), tuple(episode), tuple(start), tuple(stop)))
+        return Trace(tuple(events), {"producer": f"tianshou {_VERSION}"})
+
+    def _advantages(self, batches: Sequence[Any], normalized: dict[Item, float]) -> list[Event]:
+        """One event per episode, env-major, oldest first, the bootstrap row appended."""
+        out: list[Event] = []
+        for batch in batches:
+            items = _items(batch.obs)
+            adv = [float(a) for a in torch.as_tensor(batch.adv).reshape(-1).tolist()]
+            ret = [float(r) for r in torch.as_tensor(batch.returns).reshape(-1).tolist()]
+            groups: dict[tuple[int, int], list[int]] = {}
+            for i, (e, k, _) in enumerate(items):
+                groups.setdefault((e, k), []).append(i)
+            for (e, k), rows in groups.items():
+                ts = [items[i][2] for i in rows]
+                out.append(
+                    Advantages(
+                        e,
+                        k,
+                        (*ts, ts[-1] + 1),
+                        (*(adv[i] for i in rows), 0.0),
+                        (*(ret[i] for i in rows), 0.0),
+                        (*(normalized[items[i]] for i in rows), 0.0),
+                        (1,) * len(rows) + (0,),
+                    )
+                )
+        return out
+
+    def _nstep(self, buffers: Sequence[tuple[Any, np.ndarray]]) -> NStep:
+        rows = [row for buffer, idx in buffers for row in self._nstep_rows(buffer, idx)]
+        env, episode, t = _columns([start for start, _, _ in rows])
+        return NStep(env, episode, t, tuple(g for _, g, _ in rows), tuple(k for _, _, k in rows))
+
+    def _nstep_rows(self, buffer: Any, idx: np.ndarray) -> list[tuple[Item, float, int]]:
+        """``(start, target, k)`` of every transition of one env's buffer."""
+        scale = float(self.sc.value_scale)
+        stopped: list[np.ndarray] = []
+
+        def target_q(buf: Any, indices: np.ndarray) -> torch.Tensor:
+            stopped.append(np.asarray(indices).copy())
+            t = _ids(buf.obs_next[indices])[:, 2]
+            return torch.as_tensor(scale * t, dtype=torch.float64).reshape(-1, 1)
+
+        batch = buffer[idx]
+        out = Algorithm.compute_nstep_return(
+            batch, buffer, idx, target_q, gamma=float(self.sc.gamma), n_step=self.sc.nstep
+        )
+        ends = _items(buffer.obs_next[stopped[0]])
+        returns = torch.as_tensor(out.returns).reshape(-1).tolist()
+        return [
+            (start, float(g), end[2] - start[2])
+            for start, end, g in zip(_items(batch.obs), ends, returns)
+        ]
+
+
+# -- relabel ----------------------------------------------------------------------------------
+def _future_k(ratio: Fraction) -> float:
+    """``future_k`` whose ``future_p = 1 - 1/future_k`` (``data/buffer/her.py``) is
+    ``ratio``; ``inf`` for ratio 1."""
+    return math.inf if ratio == 1 else float(1 / (1 - ratio))
+
+
+def _goal_reward(achieved: np.ndarray, desired: np.ndarray) -> np.ndarray:
+    """The toy env's goal reward over a batch: 0 where the goals are equal, else -1."""
+    return np.where(np.all(achieved == desired, axis=-1), 0.0, -1.0).astype(np.float32)
+
+
+@contextmanager
+def _recording_choices(calls: list[np.ndarray]) -> Iterator[None]:
+    """Record what ``np.random.choice`` returns while active: ``HERReplayBuffer.rewrite_
+    transitions`` draws the relabeled episodes with it (``data/buffer/her.py``), once per
+    sub-buffer with a non-empty sample; the buffers' own draws use ``RandomState`` methods
+    and are not affected."""
+    choice = np.random.choice
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        out = choice(*args, **kwargs)
+        calls.append(np.asarray(out).copy())
+        return out
+
+    np.random.choice = recorded
+    try:
+        yield
+    finally:
+        np.random.choice = choice
+
+
+class _RelabelRun:
+    """``HERVectorReplayBuffer(capacity * B, B, compute_reward_fn, horizon=capacity,
+    future_k)`` filled by a ``Collector`` for ``fill_steps`` vector steps (the goal env's
+    Dict observations stored as they are), then sampled ``draws`` times with ``sample``.
+
+    Tianshou relabels at sample time (``HERReplayBuffer.rewrite_transitions``), per
+    sub-buffer: ``int(E * future_p)`` of the ``E`` distinct episodes among that env's sampled
+    transitions are chosen (``np.random.choice``, recorded), and every sampled row of a chosen
+    episode gets one goal, the achieved goal of ``obs_next`` at a future index of the
+    episode's latest sampled transition. A chosen episode is the ``j``-th distinct episode in
+    chronological order (``np.unique`` of the walk ends, sorted by first occurrence), i.e.
+    the ``j``-th smallest episode index among that env's sampled rows; its rows' goal step is
+    decoded from the new desired goal ``[e, k, t']``. Rows keep Tianshou's order (env-major)
+    and its rewards (recomputed from ``obs_next`` for relabeled rows). ``horizon = capacity``
+    lets the walk reach every stored episode's end.
+    """
+
+    def __init__(self, scenario: RelabelScenario) -> None:
+        if scenario.strategy != "future":
+            raise _unsupported(
+                f"strategy {scenario.strategy!r}: HERReplayBuffer supports HER's 'future' "
+                "strategy only",
+                "data/buffer/her.py",
+            )
+        self.sc = scenario
+
+    def run(self) -> Trace:
+        sc = self.sc
+        b = sc.env.num_envs
+        buffer = HERVectorReplayBuffer(
+            sc.capacity * b,
+            b,
+            compute_reward_fn=_goal_reward,
+            horizon=sc.capacity,
+            future_k=_future_k(sc.ratio),
+            random_seed=sc.seed,
+        )
+        policy = _CountingPolicy(sc.env)
+        envs = _vector_env(sc.env, sc.seed)
+        events: list[Event] = []
+        stepper = _Stepper(envs, policy, lambda rows: None)
+        _record_adds(buffer, lambda batch: events.append(self._store(stepper, batch)))
+        collector = Collector(policy, envs, buffer)
+        collector.reset()
+        collector.collect(n_step=sc.fill_steps * b)
+        for draw in range(sc.draws):
+            calls: list[np.ndarray] = []
+            with _recording_choices(calls):
+                batch, _ = buffer.sample(sc.batch_size)
+            events.append(self._relabel(draw, batch, calls))
+        return Trace(tuple(events), {"producer": f"tianshou {_VERSION}"})
+
+    @staticmethod
+    def _store(stepper: _Stepper, batch: Any) -> Store:
+        rows = [stepper.rows[item] for item in _items(batch.obs)]
+        for nxt, terminated, truncated, rew in zip(
+            _items(batch.obs_next),
+            np.asarray(batch.terminated).reshape(-1),
+            np.asarray(batch.truncated).reshape(-1),
+            np.asarray(batch.rew, dtype=np.float64).reshape(-1),
+        ):
+            if terminated or truncated:
+                rows.append(_Row(nxt, _LAST, float(rew), 0.0 if terminated else 1.0, nxt[2], -1))
+        return _store(0, rows)
+
+    def _relabel(self, draw: int, batch: Any, calls: list[np.ndarray]) -> Relabel:
+        items = _items(batch.obs)
+        goals = _ids(batch.obs.desired_goal).reshape(-1, 3)
+        envs = sorted({e for e, _, _ in items})
+        if len(calls) != len(envs):
+            raise RuntimeError(
+                f"expected one relabeling draw per sampled env ({len(envs)}), got {len(calls)}"
+            )
+        chosen: set[tuple[int, int]] = set()
+        for sub, picks in zip(envs, calls):
+            episodes = sorted({k for e, k, _ in items if e == sub})
+            chosen.update((sub, episodes[int(j)]) for j in np.asarray(picks).reshape(-1))
+        goal_t = []
+        for item, (ge, gk, gt) in zip(items, goals):
+            e, k = item[0], item[1]
+            if (e, k) in chosen:
+                if (int(ge), int(gk)) != (e, k):
+                    raise RuntimeError(
+                        f"Tianshou relabeled the transition at {item} with the achieved "
+                        f"goal of {(int(ge), int(gk), int(gt))}: the trace cannot name it"
+                    )
+                goal_t.append(int(gt))
+            elif (float(ge), float(gk), float(gt)) != self.sc.env.desired_goal(self.sc.seed, e, k):
+                raise RuntimeError(f"the goal of {item} changed, yet its episode was not chosen")
+            else:
+                goal_t.append(-1)
+        env, episode, t = _columns(items)
+        rewards = tuple(float(r) for r in np.asarray(batch.rew, dtype=np.float64).reshape(-1))
+        return Relabel(draw, env, episode, t, tuple(goal_t), rewards)
+
+
+# -- the adapter ------------------------------------------------------------------------------
+class TianshouAdapter:
+    """Tianshou 2.0.1 behind the xpspec protocol (see the module docstring)."""
+
+    def info(self) -> AdapterInfo:
+        return AdapterInfo(
+            name="tianshou",
+            framework="Tianshou",
+            framework_version=tianshou.__version__,
+            protocol_version=PROTOCOL_VERSION,
+            capabilities=("env", "trainer", "replay", "learner", "relabel", "counter"),
+            issue_tracker="https://github.com/thu-ml/tianshou/issues",
+            notes=(
+                "Rows are named by the observation the policy acted on; the final observation "
+                "of an episode is never a row of its own (the collector resets in the same "
+                "step). No 'hooks' observable: Tianshou calls nothing after a training step "
+                "(its after-update point, Algorithm._postprocess_batch, is recorded)."
+            ),
+            extra_versions={
+                "torch": torch.__version__,
+                "gymnasium": gymnasium.__version__,
+                "numpy": np.__version__,
+            },
+        )
+
+    def smoke(self) -> None:
+        if tianshou.__version__ != _VERSION:
+            raise RuntimeError(f"tianshou: expected {_VERSION}, got {tianshou.__version__}")
+        self.run_env(EnvScenario(EnvSpec(), steps=2))
+
+    def run_env(self, scenario: EnvScenario) -> Trace:
+        """``Collector.collect(n_step=steps * B)`` after ``Collector.reset()``: ``steps``
+        vector steps, recorded as the module docstring says."""
+        spec = scenario.env
+        events: list[Event] = []
+        with _seeded(scenario.seed):
+            policy = _CountingPolicy(spec)
+            envs = _vector_env(spec, scenario.seed)
+            _Stepper(envs, policy, lambda rows: events.append(_env_step(0, rows)), True)
+            collector = Collector(
+                policy,
+                envs,
+                VectorReplayBuffer(scenario.steps * spec.num_envs, spec.num_envs),
+            )
+            collector.reset()
+            collector.collect(n_step=scenario.steps * spec.num_envs)
+        return Trace(tuple(events), {"producer": f"tianshou {_VERSION}"})
+
+    def run_trainer(self, scenario: TrainerScenario) -> Trace:
+        """One ``OffPolicyTrainer.run()`` (see :class:`_TrainerRun`)."""
+        plan = _trainer_plan(scenario)
+        with _seeded(scenario.seed):
+            return _TrainerRun(scenario, plan).run()
+
+    def run_replay(self, scenario: ReplayScenario) -> Trace:
+        """Fill: ``Collector.collect(n_step=fill_steps * B)`` into ``VectorReplayBuffer(capacity
+        * B, B)``, one store per ``add``. Draws: ``VectorReplayBuffer.sample(batch_size)``;
+        windows longer than one item are frame stacks (see :func:`_stacking`)."""
+        stacking = _stacking(scenario.sampling)
+        if scenario.fill_steps == 0:
+            raise _unsupported(
+                "sampling an empty VectorReplayBuffer: its sub-buffer draw divides by the "
+                "total length (data/buffer/manager.py:sample_indices)",
+                "data/buffer/manager.py",
+            )
+        spec = scenario.env
+        events: list[Event] = []
+        with _seeded(scenario.seed):
+            policy = _CountingPolicy(spec)
+            envs = _vector_env(spec, scenario.seed)
+            stepper = _Stepper(envs, policy, lambda rows: None)
+            buffer = _vector_buffer(spec.num_envs, scenario.capacity, stacking, scenario.seed)
+            _record_adds(
+                buffer,
+                lambda batch: events.append(
+                    _store(0, [stepper.rows[i] for i in _items(batch.obs)])
+                ),
+            )
+            collector = Collector(policy, envs, buffer)
+            collector.reset()
+            collector.collect(n_step=scenario.fill_steps * spec.num_envs)
+            for draw in range(scenario.draws):
+                batch, _ = buffer.sample(scenario.batch_size)
+                events.append(Sampled(draw, _windows(batch.obs)))
+        return Trace(tuple(events), {"producer": f"tianshou {_VERSION}"})
+
+    def run_learner(self, scenario: LearnerScenario) -> Trace:
+        """Learner-side preprocessing by Tianshou's own code (see :class:`_LearnerRun`)."""
+        run = _LearnerRun(scenario)
+        with _seeded(scenario.seed):
+            return run.run()
+
+    def run_relabel(self, scenario: RelabelScenario) -> Trace:
+        """Sample-time relabeling by ``HERVectorReplayBuffer`` (see :class:`_RelabelRun`)."""
+        run = _RelabelRun(scenario)
+        with _seeded(scenario.seed):
+            return run.run()
