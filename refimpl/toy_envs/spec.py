@@ -54,10 +54,11 @@ class EnvSpec:
     num_tasks: int = 1
     num_actions: int = 2
     autoreset: Literal["next-step", "same-step"] = "next-step"
-    """``next-step`` (the spec): the step after LAST returns FIRST. ``same-step`` (variant of
-    ``timestep.auto-reset``; Gymnasium's SAME_STEP, SB3, TorchRL, Tianshou, RLlib): the step
-    that reaches LAST returns the next episode's FIRST instead, so LAST is never a time step
-    the trainer acts on or stores; an episode of ``L`` transitions is ``L`` rows."""
+    """``next-step`` (the spec, also ALF and RLlib 2.60): the step after LAST returns FIRST.
+    ``same-step`` (variant of ``timestep.auto-reset``; SB3 2.9.2, TorchRL 0.14.1 and Tianshou
+    2.0.1 trainers): the step that reaches LAST returns the next episode's FIRST instead, so
+    LAST is never a time step the trainer acts on or stores; an episode of ``L`` transitions
+    is ``L`` rows."""
 
     def __post_init__(self) -> None:
         if not _is_int(self.num_envs) or not 1 <= self.num_envs < MAX_COORDINATE:
