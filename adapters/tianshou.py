@@ -404,7 +404,10 @@ def _stacking(sampling: SamplingSpec) -> _Stacking:
 
 def _vector_buffer(num_envs: int, capacity: int, stacking: _Stacking, seed: int) -> Any:
     """``VectorReplayBuffer(capacity * B, B)``: one sub-buffer of ``ceil(capacity * B / B) =
-    capacity`` transitions per env; its sub-buffers draw from ``RandomState(seed)``."""
+    capacity`` transitions per env. Each sub-buffer draws from its own ``RandomState(seed)``
+    (the same stream for all); the manager's draw of sub-buffers uses ``RandomState(42)``
+    whatever the seed (``ReplayBufferManager.__init__`` passes on ``options``, which hold no
+    seed)."""
     return VectorReplayBuffer(
         capacity * num_envs,
         num_envs,
