@@ -55,3 +55,26 @@ def test_packaged_registry_is_current() -> None:
     fresh = ClauseRegistry(parse_spec_pages(SPEC)).to_json()
     packaged = (ROOT / "conformance" / "clauses.json").read_text(encoding="utf-8")
     assert packaged == fresh, "conformance/clauses.json is stale: run `xpspec clauses --write`"
+
+
+def test_every_variant_model_names_a_spec_variant() -> None:
+    from conformance.variants import VARIANTS
+
+    variants = {c.id: set(c.variants) for c in parse_spec_pages(SPEC)}
+    unknown = [f"{c}/{v}" for c, v in VARIANTS if v not in variants.get(c, set())]
+    assert not unknown, f"variant models the spec does not name: {unknown}"
+
+
+def test_expectations_files_name_spec_clauses_and_variants() -> None:
+    from conformance.expectations import Expectations
+
+    variants = {c.id: set(c.variants) for c in parse_spec_pages(SPEC)}
+    problems = []
+    for path in sorted((ROOT / "adapters").glob("*.expectations.toml")):
+        expectations = Expectations.load(path)
+        for d in expectations.deviations:
+            if d.clause not in variants or (d.variant and d.variant not in variants[d.clause]):
+                problems.append(f"{path.name}: {d.clause}/{d.variant}")
+        for f in expectations.findings:
+            problems += [f"{path.name}: finding {c}" for c in f.clauses if c not in variants]
+    assert not problems, problems
