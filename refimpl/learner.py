@@ -404,11 +404,22 @@ def gae(
 
 
 def normalize_advantages(
-    advantages: torch.Tensor, mask: torch.Tensor | None = None, eps: float = 1e-4
+    advantages: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    eps: float = 1e-4,
+    *,
+    correction: int = 0,
 ) -> torch.Tensor:
-    """``(A - mean) / max(eps, std)`` with mean and population std over the rows where
-    ``mask`` is true (all rows if ``mask`` is None); rows outside ``mask`` become 0
-    (clause ``learner.stats-exclude-bootstrap``)."""
+    """``(A - mean) / max(eps, std)`` with mean and std over the rows where ``mask`` is true
+    (all rows if ``mask`` is None); rows outside ``mask`` become 0 (clause
+    ``learner.stats-exclude-bootstrap``).
+
+    ``correction=0`` is the spec's population std (divide by ``n``); ``correction=1`` the
+    Bessel-corrected sample std (divide by ``n - 1``), as TorchRL 0.14.1's
+    ``GAE(average_gae=True)`` uses (``adv.std()``, variant ``sample-std``). With ``n <=
+    correction`` rows the std is taken as 0."""
+    if correction not in (0, 1) or isinstance(correction, bool):
+        raise ConfigError("correction", correction, "0 (population std) or 1 (sample std)")
     if mask is None:
         mask = torch.ones_like(advantages, dtype=torch.bool)
     if mask.shape != advantages.shape or mask.dtype != torch.bool:
@@ -419,7 +430,10 @@ def normalize_advantages(
     if valid.numel() == 0:
         return torch.zeros_like(advantages)
     mean = valid.mean()
-    std = valid.std(correction=0)
+    if valid.numel() > correction:
+        std = valid.std(correction=correction)
+    else:
+        std = torch.zeros((), dtype=valid.dtype)
     scale = torch.clamp(std, min=eps)
     return torch.where(mask, (advantages - mean) / scale, torch.zeros_like(advantages))
 
@@ -446,6 +460,7 @@ def episode_advantages(
     *,
     variant: AdvantageVariant = "spec",
     eps: float = 1e-4,
+    correction: int = 0,
 ) -> AdvantageRows:
     """Advantages, targets and normalised advantages of ``episodes`` on bootstrap rows.
 
@@ -460,6 +475,8 @@ def episode_advantages(
     ``rllib-2.60``). Real rows equal the spec's; a bootstrap row's advantage leaks from the
     next episode's first row, and normalisation (numpy population std) includes the bootstrap
     rows (rllib.md §7 items 2-3).
+
+    ``correction`` is passed to :func:`normalize_advantages` (1: the sample std).
     """
     _check_variant("variant", variant, ("spec", "rllib-2.60"))
     if not episodes:
@@ -483,7 +500,7 @@ def episode_advantages(
                 torch.cat([res.advantages, torch.zeros(1, dtype=res.advantages.dtype)])
             )
         advantages = torch.cat(adv_parts)
-        normalized = normalize_advantages(advantages, loss_mask, eps)
+        normalized = normalize_advantages(advantages, loss_mask, eps, correction=correction)
     else:
         rewards = torch.cat([r.rewards for r in rows]).to(values.dtype)
         term = torch.cat([r.terminateds for r in rows]).to(values.dtype)
@@ -497,7 +514,7 @@ def episode_advantages(
         for t in reversed(range(values.shape[0])):
             carry = delta[t] + gamma * lam * propagate[t] * carry
             advantages[t] = carry
-        normalized = normalize_advantages(advantages, None, eps)
+        normalized = normalize_advantages(advantages, None, eps, correction=correction)
     return AdvantageRows(
         advantages=advantages,
         value_targets=advantages + values,

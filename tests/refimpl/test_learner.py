@@ -259,6 +259,22 @@ def test_normalize_advantages_by_hand() -> None:
     assert normalize_advantages(t64(7), None).tolist() == [0]
 
 
+def test_normalize_advantages_sample_std_by_hand() -> None:
+    # Valid rows 1, 3, 5: mean 3, squared deviations 4 + 0 + 4 = 8; sample std sqrt(8 / 2) = 2
+    # (population std sqrt(8 / 3)) -> (1-3)/2, 0, (5-3)/2; the masked row stays 0.
+    adv = t64(1, 3, 5, 40)
+    mask = torch.tensor([True, True, True, False])
+    assert normalize_advantages(adv, mask, correction=1).tolist() == [-1, 0, 1, 0]
+    # One row: the sample std is undefined and taken as 0, so the centred value is 0.
+    assert normalize_advantages(t64(7), None, correction=1).tolist() == [0]
+    with pytest.raises(ConfigError, match="correction"):
+        normalize_advantages(adv, mask, correction=2)
+    # episode_advantages passes the correction on: two rows (2, 0) -> +-1 / sqrt(2)
+    ep = Episode(t64(0, 1, 2), torch.zeros(2), t64(1, 2), terminated=True, values=t64(0, 2, 4))
+    out = episode_advantages([ep], 0.5, 1.0, correction=1)
+    assert out.normalized_advantages.tolist() == pytest.approx([2**-0.5, -(2**-0.5), 0])
+
+
 @settings(max_examples=50, deadline=None)
 @given(eps=st.lists(episodes(), min_size=1, max_size=4), gamma=st.sampled_from([0.5, 0.9]))
 def test_rllib_variant_real_rows_equal_spec(eps: list[Episode], gamma: float) -> None:
