@@ -211,19 +211,24 @@ class RefimplAdapter:
         Events, in this order:
 
         - one :class:`Advantages` per episode, rows ``t = 0..L`` (the bootstrap row last),
-          from :func:`refimpl.learner.episode_advantages` (variant ``spec``) over all episodes
-          together, so normalisation uses the valid rows of the whole batch;
+          from :func:`refimpl.learner.episode_advantages` (variant ``advantage_variant``; the
+          sample std iff ``normalization`` is ``"sample"``) over all episodes together, so
+          normalisation uses the rows of the whole batch;
         - one :class:`NStep` with the targets of every transition start (every non-LAST step
           that has an observed successor), canonical order, from
-          :func:`refimpl.learner.nstep_returns` with ``n = nstep`` on the window of the env's
-          next ``n`` observed steps (steps past the newest observed one unstored);
-        - one :class:`UpdatePlan`: :func:`refimpl.learner.minibatch_plan` over the ``N``
-          training rows (bootstrap rows excluded), numbered ``0..N-1`` in canonical order
-          (episode by episode, ``t`` ascending), shuffled with
-          ``torch.Generator().manual_seed(seed)``;
+          :func:`refimpl.learner.nstep_returns` (variant ``nstep_variant``) with ``n = nstep``
+          on the window of the env's next ``n`` observed steps (steps past the newest observed
+          one unstored);
+        - one :class:`UpdatePlan`: :func:`refimpl.learner.minibatch_plan` (variant
+          ``update_variant``) over the ``N`` training rows (bootstrap rows excluded),
+          numbered ``0..N-1`` in canonical order (episode by episode, ``t`` ascending),
+          shuffled with ``torch.Generator().manual_seed(seed)``; with ``update_variant``
+          ``"rllib-2.60"`` over the ``N' = N + #episodes`` rows, bootstrap rows included and
+          numbered in the same order (each episode's bootstrap row after its ``L`` rows); no
+          rows, no updates;
         - one :class:`Shard` per learner (possibly empty), from
-          :func:`refimpl.learner.shard_episodes` over the episodes' transition counts; a
-          piece ``start..stop`` names training rows.
+          :func:`refimpl.learner.shard_episodes` (variant ``shard_variant``) over the
+          episodes' transition counts; a piece ``start..stop`` names training rows.
         """
         streams = _observe(scenario)
         pieces = _pieces(streams)
@@ -245,7 +250,10 @@ class RefimplAdapter:
                     )
                 )
         events.append(self._nstep_event(streams, scenario))
-        events.append(self._update_plan(sum(p.length for p in pieces), scenario))
+        num_rows = sum(p.length for p in pieces)
+        if scenario.update_variant == "rllib-2.60":  # bootstrap rows are rows
+            num_rows += len(pieces)
+        events.append(self._update_plan(num_rows, scenario))
         slices = self._shard([p.length for p in pieces], scenario)
         for learner, group in enumerate(slices):
             events.append(
@@ -278,7 +286,11 @@ class RefimplAdapter:
         self, episodes: Sequence[lrn.Episode], scenario: LearnerScenario
     ) -> lrn.AdvantageRows:
         return lrn.episode_advantages(
-            episodes, float(scenario.gamma), float(scenario.lam), variant="spec"
+            episodes,
+            float(scenario.gamma),
+            float(scenario.lam),
+            variant=scenario.advantage_variant,
+            correction=1 if scenario.normalization == "sample" else 0,
         )
 
     def _nstep_event(self, streams: Sequence[Sequence[_Step]], scenario: LearnerScenario) -> NStep:
@@ -318,21 +330,37 @@ class RefimplAdapter:
         scenario: LearnerScenario,
     ) -> lrn.NStepReturns:
         return lrn.nstep_returns(
-            reward, value, step_type, discount, mask, gamma=float(scenario.gamma), n=scenario.nstep
+            reward,
+            value,
+            step_type,
+            discount,
+            mask,
+            gamma=float(scenario.gamma),
+            n=scenario.nstep,
+            variant=scenario.nstep_variant,
         )
 
     def _update_plan(self, num_rows: int, scenario: LearnerScenario) -> UpdatePlan:
+        if num_rows == 0:  # the spec makes no update; RLlib and ALF have no empty batch
+            return UpdatePlan(0, ())
         generator = torch.Generator().manual_seed(scenario.seed)
-        count = lrn.num_gradient_updates(num_rows, scenario.num_epochs, scenario.minibatch_size)
+        variant = scenario.update_variant
+        count = lrn.num_gradient_updates(
+            num_rows, scenario.num_epochs, scenario.minibatch_size, variant=variant
+        )
         plan = lrn.minibatch_plan(
-            num_rows, scenario.num_epochs, scenario.minibatch_size, generator=generator
+            num_rows,
+            scenario.num_epochs,
+            scenario.minibatch_size,
+            generator=generator,
+            variant=variant,
         )
         return UpdatePlan(count, tuple(mb.rows for mb in plan))
 
     def _shard(
         self, lengths: Sequence[int], scenario: LearnerScenario
     ) -> tuple[tuple[lrn.EpisodeSlice, ...], ...]:
-        return lrn.shard_episodes(lengths, scenario.num_learners)
+        return lrn.shard_episodes(lengths, scenario.num_learners, variant=scenario.shard_variant)
 
     # -- relabel ------------------------------------------------------------------------------
     def run_relabel(self, scenario: RelabelScenario) -> Trace:

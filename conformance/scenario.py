@@ -117,7 +117,14 @@ class LearnerScenario:
     steps (each env's trailing episode is in progress), with ``V(s) = value_scale * t(s)``
     (capability ``learner``): GAE and value targets, advantage normalisation, n-step
     targets, the update plan for ``num_epochs`` x minibatches of ``minibatch_size`` rows,
-    and sharding over ``num_learners``."""
+    and sharding over ``num_learners``.
+
+    The variant fields select a spec variant of one clause each (``"spec"`` is the clause
+    itself); refimpl runs them and the checks verify them (:mod:`conformance.variants`):
+    ``advantage_variant`` and ``normalization`` (``learner.stats-exclude-bootstrap``: RLlib
+    2.60's normalisation over every row, bootstrap rows included; the Bessel-corrected
+    ``"sample"`` std), ``nstep_variant`` (``learner.nstep-episode-end``), ``update_variant``
+    (``learner.update-count``) and ``shard_variant`` (``learner.shard-episodes``)."""
 
     env: EnvSpec
     steps: int
@@ -129,10 +136,24 @@ class LearnerScenario:
     minibatch_size: int = 4
     num_learners: int = 2
     seed: int = 0
+    advantage_variant: Literal["spec", "rllib-2.60"] = "spec"
+    normalization: Literal["population", "sample"] = "population"
+    nstep_variant: Literal["spec", "rllib-2.60"] = "spec"
+    update_variant: Literal["spec", "rllib-2.60", "alf"] = "spec"
+    shard_variant: Literal["spec", "rllib-2.60"] = "spec"
     kind: Literal["learner"] = "learner"
 
     def __post_init__(self) -> None:
         _require_next_step(self.env)
+        for name, allowed in (
+            ("advantage_variant", ("spec", "rllib-2.60")),
+            ("normalization", ("population", "sample")),
+            ("nstep_variant", ("spec", "rllib-2.60")),
+            ("update_variant", ("spec", "rllib-2.60", "alf")),
+            ("shard_variant", ("spec", "rllib-2.60")),
+        ):
+            if getattr(self, name) not in allowed:
+                raise ConfigError(name, getattr(self, name), " or ".join(map(repr, allowed)))
         for name, minimum in (
             ("steps", 1),
             ("nstep", 1),

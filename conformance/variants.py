@@ -12,7 +12,13 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from conformance.scenario import EnvScenario, ReplayScenario, Scenario, TrainerScenario
+from conformance.scenario import (
+    EnvScenario,
+    LearnerScenario,
+    ReplayScenario,
+    Scenario,
+    TrainerScenario,
+)
 from refimpl.errors import ConfigError
 
 __all__ = ["VARIANTS", "variant_scenario"]
@@ -47,6 +53,15 @@ def _env(**knobs: Any) -> Transform:
     return apply
 
 
+def _learner(**knobs: Any) -> Transform:
+    def apply(s: Scenario) -> Scenario | None:
+        if not isinstance(s, LearnerScenario):
+            return None
+        return replace(s, **knobs)
+
+    return apply
+
+
 VARIANTS: dict[tuple[str, str], Transform] = {
     ("timestep.auto-reset", "same-step"): _env(autoreset="same-step"),
     ("unroll.fractional-schedule", "alf-float-carry"): _trainer(unroll_carry="alf-float"),
@@ -67,6 +82,18 @@ VARIANTS: dict[tuple[str, str], Transform] = {
     # Tianshou 2.0.1 frame-stack windows (stack_num, sample_avail): uniform over the windows
     # inside one episode, whatever boundary policy was asked for.
     ("replay.uniform-windows", "uniform-windows-forbid"): _sampling(boundary="forbid"),
+    # RLlib 2.60.0 learner connector, Learner.update, TrainingData.shard and
+    # EpisodeReplayBuffer n-step items (refimpl.learner variant "rllib-2.60").
+    ("learner.stats-exclude-bootstrap", "rllib-includes-bootstrap"): _learner(
+        advantage_variant="rllib-2.60"
+    ),
+    ("learner.update-count", "rllib-cyclic"): _learner(update_variant="rllib-2.60"),
+    ("learner.nstep-episode-end", "rllib-requested-n"): _learner(nstep_variant="rllib-2.60"),
+    ("learner.shard-episodes", "rllib-splits-episodes"): _learner(shard_variant="rllib-2.60"),
+    # ALF snapshot 23aca492 Algorithm._train_experience resizes the mini-batch.
+    ("learner.update-count", "alf-resized-mini-batch"): _learner(update_variant="alf"),
+    # TorchRL 0.14.1 GAE(average_gae=True): the Bessel-corrected std (adv.std()).
+    ("learner.stats-exclude-bootstrap", "sample-std"): _learner(normalization="sample"),
 }
 
 

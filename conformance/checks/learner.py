@@ -6,7 +6,10 @@ holding only its FIRST has no transition and carries nothing to check). Episode 
 then has ``L`` transitions, rows ``t = 0..L`` (row ``L`` is the bootstrap row), rewards
 ``r_t = EnvSpec.reward(seed, e, k, t)`` into row ``t`` and values ``V_t = value_scale * t``.
 The checks recompute what they need from that description with exact rationals and compare
-within the tolerances stated on each.
+within the tolerances stated on each. A scenario's variant fields (``advantage_variant``,
+``normalization``, ``nstep_variant``, ``update_variant``, ``shard_variant``) make the checks of
+those clauses verify the variant instead (:mod:`conformance.variants`); RLlib's split shards
+are compared with :func:`refimpl.learner.shard_episodes` run as that variant.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any, Literal
 from conformance.checks.base import Check, CheckFailure, Context
 from conformance.checks.other import check_deterministic
 from conformance.scenario import LearnerScenario, Scenario
+from refimpl.learner import shard_episodes
 from refimpl.trace import Trace
 
 __all__ = ["ATOL", "LEARNER_CHECKS", "NORM_ATOL", "LearnerEpisode", "learner_episodes"]
@@ -170,33 +174,42 @@ def check_bootstrap_masked(scenario: Scenario, trace: Trace, ctx: Context) -> No
 def check_stats(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     """learner.stats-exclude-bootstrap: normalised advantages are the trace's own advantages
     standardised with the mean and population std of the training rows of the whole batch
-    (bootstrap rows left out), within ``NORM_ATOL``; bootstrap rows get 0."""
+    (bootstrap rows left out), within ``NORM_ATOL``; bootstrap rows get 0.
+
+    Variants: ``advantage_variant="rllib-2.60"`` standardises over every row, bootstrap rows
+    included (their normalised value is checked like the others'); ``normalization="sample"``
+    uses the Bessel-corrected std (``n - 1``; 0 with a single row)."""
     sc = _sc(scenario)
+    every_row = sc.advantage_variant == "rllib-2.60"
     events = _advantage_events(sc, trace)
-    valid: list[tuple[LearnerEpisode, int, Any, int]] = []
+    used: list[tuple[LearnerEpisode, int, Any, int]] = []
     for ep in learner_episodes(sc):
         event = events[(ep.env, ep.episode)]
         rows = _rows(event, ep.length)
-        valid.extend((ep, t, event, rows[t]) for t in range(ep.length))
+        last = ep.length + 1 if every_row else ep.length
+        used.extend((ep, t, event, rows[t]) for t in range(last))
         boot = event.normalized[rows[ep.length]]
-        if abs(boot) > NORM_ATOL:
+        if not every_row and abs(boot) > NORM_ATOL:
             raise CheckFailure(
                 f"normalised advantage of the bootstrap row of episode {(ep.env, ep.episode)}",
                 0.0,
                 boot,
             )
-    if not valid:
+    if not used:
         return
-    values = [event.advantage[i] for _, _, event, i in valid]
+    values = [event.advantage[i] for _, _, event, i in used]
     mean = math.fsum(values) / len(values)
-    std = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / len(values))
+    correction = 1 if sc.normalization == "sample" else 0
+    spread = math.fsum((v - mean) ** 2 for v in values)
+    std = math.sqrt(spread / (len(values) - correction)) if len(values) > correction else 0.0
     scale = max(_EPS, std)
-    for (ep, t, event, i), value in zip(valid, values):
+    which = "every row" if every_row else "training rows only"
+    for (ep, t, event, i), value in zip(used, values):
         want = (value - mean) / scale
         if abs(event.normalized[i] - want) > NORM_ATOL:
             raise CheckFailure(
                 f"normalised advantage of row {t} of episode {(ep.env, ep.episode)} "
-                f"(training rows only: mean {mean:.6g}, std {std:.6g})",
+                f"({which}: mean {mean:.6g}, {sc.normalization} std {std:.6g})",
                 want,
                 event.normalized[i],
             )
@@ -207,7 +220,11 @@ def check_nstep(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     """learner.nstep-episode-end: one target per transition start; with ``k = min(n, L - t)``
     (``L`` the episode's LAST, or its newest observed step if in progress),
     ``G = sum_{i<k} gamma^i r_{t+i+1} + gamma^k D V_{t+k}``, ``D = 0`` iff ``t + k`` is the LAST
-    of a terminated episode; ``steps == k`` exactly, targets within ``ATOL``."""
+    of a terminated episode; ``steps == k`` exactly, targets within ``ATOL``.
+
+    Variant ``nstep_variant="rllib-2.60"``: the bootstrap factor is ``gamma^n`` for the
+    requested ``n`` whatever ``k`` is, and ``D = 0`` only when ``k = n`` and ``t + k`` is the
+    LAST of a terminated episode."""
     sc = _sc(scenario)
     got: dict[tuple[int, int, int], tuple[float, int]] = {}
     for e in trace.of_kind("nstep"):
@@ -217,11 +234,16 @@ def check_nstep(scenario: Scenario, trace: Trace, ctx: Context) -> None:
             got[item] = (target, steps)
     want: dict[tuple[int, int, int], tuple[Fraction, int]] = {}
     gamma, n = sc.gamma, sc.nstep
+    requested = sc.nstep_variant == "rllib-2.60"
     for ep in learner_episodes(sc):
         for t in range(ep.length):
             k = min(n, ep.length - t)
             ret = sum((gamma**i * _reward(sc, ep, t + i + 1) for i in range(k)), start=Fraction(0))
-            if not (ep.ending == "terminated" and t + k == ep.length):
+            at_terminal = ep.ending == "terminated" and t + k == ep.length
+            if requested:
+                if not (at_terminal and k == n):
+                    ret += gamma**n * sc.value_scale * (t + k)
+            elif not at_terminal:
                 ret += gamma**k * sc.value_scale * (t + k)
             want[(ep.env, ep.episode, t)] = (ret, k)
     if set(got) != set(want):
@@ -231,35 +253,60 @@ def check_nstep(scenario: Scenario, trace: Trace, ctx: Context) -> None:
             ([], []),
             (missing[:5], extra[:5]),
         )
+    factor = f"gamma^{n}" if requested else "gamma^k"
     for item, (target, k) in want.items():
         got_target, got_k = got[item]
         if got_k != k:
             raise CheckFailure(f"rewards summed for the transition at {item} (n={n})", k, got_k)
         if not _close(got_target, target):
             raise CheckFailure(
-                f"{n}-step target of the transition at {item} ({k} steps)",
+                f"{n}-step target of the transition at {item} ({k} steps, bootstrap {factor})",
                 float(target),
                 got_target,
             )
 
 
 # -- learner.update-count -------------------------------------------------------------------
-def check_update_count(scenario: Scenario, trace: Trace, ctx: Context) -> None:
-    """learner.update-count: ``num_epochs * ceil(N / minibatch_size)`` updates over the ``N``
-    training rows (bootstrap rows are not items); each epoch is ``ceil(N / M)`` consecutive
-    minibatches of ``M`` rows but the last, together using every row ``0..N-1`` once."""
-    sc = _sc(scenario)
+def _alf_size(rows: int, size: int) -> int:
+    """ALF's resized mini-batch: ``ceil(N / floor(N / M))`` when ``N mod M > 0`` and
+    ``N >= M`` (snapshot ``23aca492``, ``Algorithm._train_experience``)."""
+    if rows % size and rows >= size:
+        return -(-rows // (rows // size))
+    return size
+
+
+def _plan(trace: Trace) -> Any:
     plans = list(trace.of_kind("update_plan"))
     if len(plans) != 1:
         raise CheckFailure("UpdatePlan events", 1, len(plans))
-    plan = plans[0]
+    return plans[0]
+
+
+def check_update_count(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """learner.update-count: ``num_epochs * ceil(N / minibatch_size)`` updates over the ``N``
+    training rows (bootstrap rows are not items); each epoch is ``ceil(N / M)`` consecutive
+    minibatches of ``M`` rows but the last, together using every row ``0..N-1`` once.
+
+    Variants of ``update_variant``: ``"alf"`` is the same with ``M`` resized to
+    ``ceil(N / floor(N / M))`` when ``N mod M > 0`` and ``N >= M``; ``"rllib-2.60"`` is
+    :func:`_check_cyclic_updates`."""
+    sc = _sc(scenario)
+    if sc.update_variant == "rllib-2.60":
+        _check_cyclic_updates(sc, trace)
+        return
+    plan = _plan(trace)
     rows = sum(ep.length for ep in learner_episodes(sc))
     size, epochs = sc.minibatch_size, sc.num_epochs
+    if sc.update_variant == "alf":
+        size = _alf_size(rows, size)
     per_epoch = math.ceil(rows / size)
     want = epochs * per_epoch
+    resized = (
+        f" (resized by ALF's rule from {sc.minibatch_size})" if size != sc.minibatch_size else ""
+    )
     if plan.num_updates != want:
         raise CheckFailure(
-            f"gradient updates for {rows} rows, {epochs} epochs, minibatches of {size}",
+            f"gradient updates for {rows} rows, {epochs} epochs, minibatches of {size}{resized}",
             want,
             plan.num_updates,
         )
@@ -276,34 +323,86 @@ def check_update_count(scenario: Scenario, trace: Trace, ctx: Context) -> None:
             raise CheckFailure(f"rows used in epoch {epoch}", f"each of 0..{rows - 1} once", used)
 
 
+def _check_cyclic_updates(sc: LearnerScenario, trace: Trace) -> None:
+    """Variant ``rllib-cyclic`` of learner.update-count: over ``N' = N + #episodes`` rows
+    (bootstrap rows counted), ``ceil(E * N' / M)`` updates of exactly ``M`` rows; laid end to
+    end, the updates' rows are blocks of ``N'`` consecutive rows each a permutation of
+    ``0..N'-1`` (a cursor cycling over the rows, re-ordered at each wrap), the trailing
+    partial block without a repeated row."""
+    plan = _plan(trace)
+    episodes = learner_episodes(sc)
+    rows = sum(ep.length for ep in episodes) + len(episodes)
+    size, epochs = sc.minibatch_size, sc.num_epochs
+    want = math.ceil(epochs * rows / size)
+    if plan.num_updates != want:
+        raise CheckFailure(
+            f"gradient updates for {rows} rows (bootstrap rows counted), {epochs} epochs, "
+            f"minibatches of exactly {size} taken cyclically",
+            want,
+            plan.num_updates,
+        )
+    if len(plan.minibatch_rows) != want:
+        raise CheckFailure("minibatches listed in the update plan", want, len(plan.minibatch_rows))
+    sizes = [len(mb) for mb in plan.minibatch_rows]
+    if any(n != size for n in sizes):
+        raise CheckFailure("minibatch sizes (every one exactly M)", [size] * want, sizes)
+    stream = [r for mb in plan.minibatch_rows for r in mb]
+    for start in range(0, len(stream), rows):
+        block = stream[start : start + rows]
+        ordered = sorted(block)
+        full = len(block) == rows
+        if (full and ordered != list(range(rows))) or (
+            not full and (len(set(block)) != len(block) or not set(block) <= set(range(rows)))
+        ):
+            raise CheckFailure(
+                f"rows {start}..{start + len(block) - 1} of the cyclic stream of updates",
+                f"each of 0..{rows - 1} once" if full else f"distinct rows of 0..{rows - 1}",
+                block,
+            )
+
+
 # -- learner.shard-episodes -----------------------------------------------------------------
-def check_shards(scenario: Scenario, trace: Trace, ctx: Context) -> None:
-    """learner.shard-episodes: each episode goes whole (rows ``0..L-1``) to exactly one of the
-    ``num_learners`` learners, and learner loads differ by at most the longest episode."""
-    sc = _sc(scenario)
-    episodes = {(ep.env, ep.episode): ep.length for ep in learner_episodes(sc)}
-    loads = [0] * sc.num_learners
-    owner: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
-    seen: set[int] = set()
+def _pieces_by_learner(sc: LearnerScenario, trace: Trace) -> dict[int, list[tuple[int, ...]]]:
+    """Non-empty pieces ``(env, episode, start, stop)`` of each learner; fails on a learner id
+    out of range or repeated."""
+    by_learner: dict[int, list[tuple[int, ...]]] = {}
     for e in trace.of_kind("shard"):
-        if not 0 <= e.learner < sc.num_learners or e.learner in seen:
+        if not 0 <= e.learner < sc.num_learners or e.learner in by_learner:
             raise CheckFailure(
                 "Shard event learner ids", f"distinct, in [0, {sc.num_learners})", e.learner
             )
-        seen.add(e.learner)
-        for env, episode, start, stop in zip(e.env, e.episode, e.start, e.stop):
-            if stop <= start:
-                continue
-            owner.setdefault((env, episode), []).append((e.learner, start, stop))
-            loads[e.learner] += stop - start
-    for key, pieces in owner.items():
+        by_learner[e.learner] = [
+            piece for piece in zip(e.env, e.episode, e.start, e.stop) if piece[3] > piece[2]
+        ]
+    return by_learner
+
+
+def check_shards(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """learner.shard-episodes: each episode goes whole (rows ``0..L-1``) to exactly one of the
+    ``num_learners`` learners, and learner loads differ by at most the longest episode.
+
+    Variant ``shard_variant="rllib-2.60"``: each learner's pieces are exactly those of
+    :func:`refimpl.learner.shard_episodes` with that variant over the episodes' lengths in
+    canonical order (compared as sets)."""
+    sc = _sc(scenario)
+    if sc.shard_variant == "rllib-2.60":
+        _check_split_shards(sc, trace)
+        return
+    episodes = {(ep.env, ep.episode): ep.length for ep in learner_episodes(sc)}
+    loads = [0] * sc.num_learners
+    owner: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
+    for learner, pieces in _pieces_by_learner(sc, trace).items():
+        for env, episode, start, stop in pieces:
+            owner.setdefault((env, episode), []).append((learner, start, stop))
+            loads[learner] += stop - start
+    for key, found in owner.items():
         if key not in episodes:
             raise CheckFailure(f"sharded episode {key}", "an episode of the scenario", key)
-        if len(pieces) > 1 or pieces[0][1:] != (0, episodes[key]):
+        if len(found) > 1 or found[0][1:] != (0, episodes[key]):
             raise CheckFailure(
                 f"pieces (learner, start, stop) of episode {key} of {episodes[key]} rows",
                 f"one piece (learner, 0, {episodes[key]})",
-                pieces,
+                found,
             )
     missing = sorted(set(episodes) - set(owner))
     if missing:
@@ -315,6 +414,26 @@ def check_shards(scenario: Scenario, trace: Trace, ctx: Context) -> None:
             f"max - min <= {longest}",
             loads,
         )
+
+
+def _check_split_shards(sc: LearnerScenario, trace: Trace) -> None:
+    episodes = learner_episodes(sc)
+    expected = shard_episodes([ep.length for ep in episodes], sc.num_learners, variant="rllib-2.60")
+    got = _pieces_by_learner(sc, trace)
+    for learner, group in enumerate(expected):
+        want = sorted(
+            (episodes[p.episode].env, episodes[p.episode].episode, p.start, p.stop)
+            for p in group
+            if p.stop > p.start
+        )
+        found = sorted(got.get(learner, []))
+        if found != want:
+            raise CheckFailure(
+                f"pieces (env, episode, start, stop) of learner {learner} (targets "
+                f"remaining // (S - s), episodes split to meet them)",
+                want,
+                found,
+            )
 
 
 LEARNER_CHECKS: tuple[Check, ...] = (

@@ -17,6 +17,7 @@ from conformance.catalog import CATALOG
 from conformance.checks import ALL_CHECKS
 from conformance.checks.learner import LearnerEpisode, learner_episodes
 from conformance.engine import Session
+from conformance.expectations import Deviation, Expectations
 from conformance.scenario import LearnerScenario
 from refimpl import learner as lrn
 from refimpl.toy_envs.schedule import CycleSchedule, EpisodePlan, FixedSchedule
@@ -297,3 +298,159 @@ def test_scenario_knobs_reach_the_reference() -> None:
     assert nstep.target == pytest.approx((2.0, 2.0)) and nstep.steps == (1, 1)
     (plan,) = trace.of_kind("update_plan")
     assert plan.num_updates == 3 * 2  # 2 rows, minibatches of 1, 3 epochs
+
+
+def test_variant_knobs_reach_the_reference() -> None:
+    # The scenario of the test above, every variant knob set. One episode of L = 2 transitions,
+    # terminated, rewards 1 and 2, V = 2t, gamma 1/2, lam 1: advantages (2, 0).
+    sc = LearnerScenario(
+        EnvSpec(1, (FixedSchedule(2),)),
+        steps=3,
+        gamma=Fraction(1, 2),
+        lam=Fraction(1),
+        value_scale=Fraction(2),
+        nstep=3,
+        num_epochs=3,
+        minibatch_size=2,
+        num_learners=2,
+        normalization="sample",
+        nstep_variant="rllib-2.60",
+        update_variant="rllib-2.60",
+        shard_variant="rllib-2.60",
+    )
+    trace = RefimplAdapter().run_learner(sc)
+    (adv,) = trace.of_kind("advantages")
+    # mean 1, deviations +-1: sample std sqrt(2 / (2 - 1)) = sqrt 2 (the population std is 1)
+    assert adv.normalized[:2] == pytest.approx((2**-0.5, -(2**-0.5)))
+    (nstep,) = trace.of_kind("nstep")
+    # both windows are clipped at the terminal step (k = 2, 1 < n = 3), so RLlib keeps the
+    # bootstrap gamma^3 V_2 = 4 / 8: t = 0: 1 + 2/2 + 1/2 = 2.5; t = 1: 2 + 1/2 = 2.5
+    assert nstep.target == pytest.approx((2.5, 2.5)) and nstep.steps == (2, 1)
+    (plan,) = trace.of_kind("update_plan")
+    # N' = 2 rows + 1 bootstrap row = 3; ceil(3 epochs * 3 / 2) = 5 updates of exactly 2
+    assert plan.num_updates == 5 and [len(mb) for mb in plan.minibatch_rows] == [2] * 5
+    assert sorted(plan.minibatch_rows[0] + plan.minibatch_rows[1][:1]) == [0, 1, 2]
+    # targets 2 // 2 = 1 and 1 // 1 = 1: the episode is cut after one row
+    shards = [(s.learner, s.start, s.stop) for s in trace.of_kind("shard")]
+    assert shards == [(0, (0,), (1,)), (1, (1,), (2,))]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("advantage_variant", "alf"),
+        ("normalization", "bessel"),
+        ("nstep_variant", "sb3"),
+        ("update_variant", "cyclic"),
+        ("shard_variant", "alf"),
+    ],
+)
+def test_unknown_variant_is_a_config_error(field: str, value: str) -> None:
+    from refimpl.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=field):
+        LearnerScenario(EnvSpec(1, (FixedSchedule(2),)), steps=3, **{field: value})
+
+
+# -- a framework declaring RLlib's variants still fails where it deviates from them ---------
+RLLIB_KNOBS = {
+    "advantage_variant": "rllib-2.60",
+    "update_variant": "rllib-2.60",
+    "nstep_variant": "rllib-2.60",
+    "shard_variant": "rllib-2.60",
+}
+RLLIB_DECLARED = Expectations(
+    deviations=tuple(
+        Deviation(clause, "declared as RLlib 2.60.0 does", variant)
+        for clause, variant in (
+            ("learner.stats-exclude-bootstrap", "rllib-includes-bootstrap"),
+            ("learner.update-count", "rllib-cyclic"),
+            ("learner.nstep-episode-end", "rllib-requested-n"),
+            ("learner.shard-episodes", "rllib-splits-episodes"),
+        )
+    )
+)
+
+
+class RLlibLike(RefimplAdapter):
+    """refimpl run as every RLlib 2.60 learner variant, whatever the scenario asks."""
+
+    def run_learner(self, scenario: LearnerScenario) -> Trace:
+        return super().run_learner(replace(scenario, **RLLIB_KNOBS))
+
+
+class RLlibSampleStd(RLlibLike):
+    """RLlib's normalisation over every row, but with the Bessel-corrected std."""
+
+    def _advantage_rows(self, episodes, scenario):
+        return super()._advantage_rows(episodes, replace(scenario, normalization="sample"))
+
+
+class RLlibTerminalKept(RLlibLike):
+    """RLlib's gamma^n bootstrap, but dropped at every terminal end, clipped windows included
+    (neither the spec nor the declared variant)."""
+
+    def _nstep_returns(self, reward, value, step_type, discount, mask, scenario):
+        rllib = super()._nstep_returns(reward, value, step_type, discount, mask, scenario)
+        spec = super()._nstep_returns(
+            reward, value, step_type, discount, mask, replace(scenario, nstep_variant="spec")
+        )
+        ends = spec.discount == 0  # the window reaches a terminated LAST
+        return replace(rllib, target=torch.where(ends, spec.reward_sum, rllib.target))
+
+
+class RLlibCyclicOverTrainingRows(RLlibLike):
+    """Cyclic minibatches of exactly M rows, but over the training rows only."""
+
+    def _update_plan(self, num_rows, scenario):
+        return super()._update_plan(num_rows - len(learner_episodes(scenario)), scenario)
+
+
+class RLlibShardsSwapped(RLlibLike):
+    """RLlib's split pieces, handed to the learners in reverse order."""
+
+    def _shard(self, lengths: Sequence[int], scenario):
+        return tuple(reversed(super()._shard(lengths, scenario)))
+
+
+def _statuses(adapter: RefimplAdapter) -> dict[str, dict[str, tuple[str, str]]]:
+    """Check name -> learner scenario -> (status, message), with RLlib's variants declared."""
+    session = Session(adapter, type(adapter).__name__, RLLIB_DECLARED, timeout=60)
+    out: dict[str, dict[str, tuple[str, str]]] = {}
+    for name, scenario in LEARNER.items():
+        for check in CHECKS:
+            outcome = session.evaluate(check, name, scenario)
+            out.setdefault(check.name, {})[name] = (outcome.status, outcome.message)
+    return out
+
+
+def test_rllib_like_adapter_is_a_reproduced_deviation() -> None:
+    statuses = _statuses(RLlibLike())
+    for check, by_scenario in statuses.items():
+        for name, (status, message) in by_scenario.items():
+            assert status in ("pass", "deviation"), f"{check} on {name}: {message}"
+    for check in ("learner-stats", "learner-nstep", "learner-update-count", "learner-shards"):
+        assert any(s == "deviation" for s, _ in statuses[check].values()), check
+
+
+@pytest.mark.parametrize(
+    ("adapter", "breaks"),
+    [
+        pytest.param(RLlibSampleStd, "learner-stats", id="sample-std"),
+        pytest.param(RLlibTerminalKept, "learner-nstep", id="terminal-kept"),
+        pytest.param(RLlibCyclicOverTrainingRows, "learner-update-count", id="training-rows"),
+        pytest.param(RLlibShardsSwapped, "learner-shards", id="shards-swapped"),
+    ],
+)
+def test_deviating_from_a_declared_rllib_variant_fails(
+    adapter: type[RefimplAdapter], breaks: str
+) -> None:
+    statuses = _statuses(adapter())
+    failed = {
+        (check, name): message
+        for check, by_scenario in statuses.items()
+        for name, (status, message) in by_scenario.items()
+        if status == "fail"
+    }
+    assert {check for check, _ in failed} == {breaks}
+    assert all("do not reproduce" in message for message in failed.values())
