@@ -209,7 +209,10 @@ class Session:
                 return out(
                     "deviation",
                     f"known deviation, reproduced by refimpl run as {variants}: {reasons}\n{message}",
-                    variant=",".join(d.variant for d in with_variant),
+                    # The clause's own declared variant, or the model the failure follows from.
+                    variant=own.variant
+                    if own is not None and own.variant
+                    else "via " + ",".join(d.variant for d in with_variant),
                     level=level,
                 )
             if own is not None and own.variant:
