@@ -122,3 +122,75 @@ def bench(session: nox.Session) -> None:
     install(session)
     session.run("python", "-m", "benchmarks.bench_sampling", env=THREADS)
     session.run("python", "-m", "benchmarks.bench_loop", *session.posargs, env=THREADS)
+
+
+@nox.session(name="conformance(alf)", python="3.11", default=False, tags=["adapters", "alf"])
+def conformance_alf(session: nox.Session) -> None:
+    """The suite against ALF (HorizonRobotics/alf), which is not on PyPI: it runs from the
+    checkout named by ALF_SOURCE. The venv gets torch (constraints/torch.txt), ALF's import-time
+    dependencies (constraints/alf.txt), the checkout on its path (a .pth file) and two stand-ins
+    written into the venv's own site-packages: a ``torchvision`` package (only ALF's
+    supervised-learning data loaders import it, and the PyPI wheel for torch 2.13 is a CUDA
+    build) and an empty ``alf.environments._penv`` used only when the checkout has no compiled
+    one (the extension serves subprocess environments, which the adapter does not use).
+    Writes reports/alf.jsonl and prints the wall time."""
+    import os
+    import time
+    from pathlib import Path
+
+    source = os.environ.get("ALF_SOURCE", "")
+    if not source:
+        session.skip(
+            "ALF_SOURCE is not set: point it at a checkout of HorizonRobotics/alf, "
+            "e.g. ALF_SOURCE=$HOME/src/alf nox -s 'conformance(alf)'"
+        )
+    root = Path(source).expanduser().resolve()
+    if not (root / "alf" / "algorithms" / "rl_algorithm.py").is_file():
+        session.error(f"ALF_SOURCE={source}: not a checkout of HorizonRobotics/alf")
+    install(session)
+    session.install(
+        *("absl-py", "gin-config", "cnest", "fasteners", "six", "psutil", "tensorboard", "gym"),
+        *CONSTRAINTS,
+        *("-c", "constraints/alf.txt"),
+    )
+    (site,) = Path(session.virtualenv.location).glob("lib/python3*/site-packages")
+    (site / "xpspec-alf-source.pth").write_text(f"{root}\n", encoding="utf-8")
+    (site / "torchvision").mkdir(exist_ok=True)
+    (site / "torchvision" / "__init__.py").write_text(
+        '"""Stand-in written by the conformance(alf) session: ALF imports torchvision only in\n'
+        'alf/utils/datagen.py (supervised-learning data sets), which RL training never calls."""\n'
+        "import types\n\n"
+        'datasets = types.ModuleType("torchvision.datasets")\n'
+        'transforms = types.ModuleType("torchvision.transforms")\n',
+        encoding="utf-8",
+    )
+    (site / "xpspec_alf_penv.py").write_text(
+        '"""Stand-in written by the conformance(alf) session: an empty alf.environments._penv\n'
+        "when the checkout has no compiled one (it serves subprocess environments only).\n"
+        'The finder comes last, so a built extension always wins."""\n'
+        "import importlib.abc\nimport importlib.machinery\nimport sys\n\n\n"
+        "class _EmptyPenv(importlib.abc.MetaPathFinder, importlib.abc.Loader):\n"
+        "    def find_spec(self, name, path, target=None):\n"
+        '        if name == "alf.environments._penv":\n'
+        "            return importlib.machinery.ModuleSpec(name, self)\n"
+        "        return None\n\n"
+        "    def create_module(self, spec):\n        return None\n\n"
+        "    def exec_module(self, module):\n        pass\n\n\n"
+        "sys.meta_path.append(_EmptyPenv())\n",
+        encoding="utf-8",
+    )
+    (site / "xpspec-alf-penv.pth").write_text("import xpspec_alf_penv\n", encoding="utf-8")
+    start = time.perf_counter()
+    try:
+        session.run(
+            "xpspec",
+            "run",
+            "--adapter",
+            "alf",
+            "--report",
+            "reports/alf.jsonl",
+            *session.posargs,
+            env=THREADS,
+        )
+    finally:
+        session.log(f"conformance(alf): {time.perf_counter() - start:.0f} s")

@@ -1,0 +1,270 @@
+"""The ALF adapter: what it records of ALF's own behaviour (snapshot 23aca492, run from a
+checkout), on scenarios small enough to derive every expected value by hand. Skipped when ALF
+is not on the path (it is not on PyPI; see the conformance(alf) nox session)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from fractions import Fraction
+from typing import Any
+
+import pytest
+
+alf_adapter = pytest.importorskip("adapters.alf")  # ModuleNotFoundError without ALF
+
+from conformance.protocol import Unsupported  # noqa: E402
+from conformance.scenario import RelabelScenario, ReplayScenario, TrainerScenario  # noqa: E402
+from refimpl.config import DrainSpec, TrainerConfig  # noqa: E402
+from refimpl.preprocess import ExcludeSteps  # noqa: E402
+from refimpl.replay import SamplingSpec  # noqa: E402
+from refimpl.toy_envs.schedule import CycleSchedule, EpisodePlan, FixedSchedule  # noqa: E402
+from refimpl.toy_envs.spec import EnvSpec  # noqa: E402
+from refimpl.trace import Trace  # noqa: E402
+
+F, M, L = 0, 1, 2
+
+
+@pytest.fixture(scope="module")
+def adapter() -> Iterator[Any]:
+    a = alf_adapter.ALFAdapter()
+    yield a
+    a.close()
+
+
+def _trainer(adapter: Any, env: EnvSpec, **knobs: Any) -> Trace:
+    trace: Trace = adapter.run_trainer(TrainerScenario(env, TrainerConfig(**knobs)))
+    return trace
+
+
+def _calls(trace: Trace) -> list[int]:
+    per = {e.iteration: 0 for e in trace.of_kind("iteration")}
+    for e in trace.of_kind("train_call"):
+        per[e.iteration] += 1
+    return [per[k] for k in sorted(per)]
+
+
+def _unrolled(trace: Trace) -> list[int]:
+    return [e.iteration for e in trace.of_kind("env_step")]
+
+
+def test_info_and_smoke(adapter: Any) -> None:
+    info = adapter.info()
+    assert info.name == "alf"
+    assert {"trainer", "replay", "relabel", "counter", "hooks"} == set(info.capabilities)
+    assert info.framework_version == "unknown" or len(info.framework_version) == 8
+    adapter.smoke()
+
+
+def test_plain_run_records_every_seam_in_order(adapter: Any) -> None:
+    # Episodes of 2 transitions, u = 1, 4 iterations: items (0,0,0) F, (0,0,1) M, (0,0,2) L,
+    # (0,1,0) F; the policy state counts steps since FIRST (0, 1, 2, 0) and the action is
+    # state % 2 (0, 1, 0, 0). Each iteration: its counter k, one env step, its store, one
+    # call that trains one window of one stored item, after_update, after_train_iter.
+    trace = _trainer(adapter, EnvSpec(1, (FixedSchedule(2),)), num_iterations=4)
+    steps = list(trace.of_kind("env_step"))
+    assert [(e.episode[0], e.t[0], e.step_type[0]) for e in steps] == [
+        (0, 0, F),
+        (0, 1, M),
+        (0, 2, L),
+        (1, 0, F),
+    ]
+    assert [e.policy_state[0] for e in steps] == [0, 1, 2, 0]
+    assert [e.action[0] for e in steps] == [0, 1, 0, 0]
+    assert [e.discount[0] for e in steps] == [1.0, 1.0, 0.0, 1.0]
+    first = [e.kind for e in trace.events[:8]]
+    assert first == [
+        "iteration",
+        "env_step",
+        "store",
+        "train_call",
+        "update",
+        "hook",
+        "hook",
+        "iteration_end",
+    ]
+    assert [e.counter for e in trace.of_kind("iteration")] == [1, 2, 3, 4]
+    assert [e.status for e in trace.of_kind("train_call")] == ["trained"] * 4
+    stored = [(0, e.episode[0], e.t[0]) for e in trace.of_kind("store")]
+    for update in trace.of_kind("update"):
+        ((item,),) = update.windows
+        assert item in stored[: update.iteration]  # only items stored so far
+        assert update.loss_mask == ((0 if item == (0, 0, 2) else 1,),)  # LAST masked
+    assert trace.events[-1].kind == "run_end"
+
+
+def test_fractional_unroll_and_the_lazy_buffer(adapter: Any) -> None:
+    # u = 1/4: unrolls on iterations 4 and 8 (0.25 is exact in binary). ALF builds its replay
+    # buffer at the first store and returns from train_iter while it has none, so iterations
+    # 1-3 make no train call; from 4 on one call per iteration. after_train_iter only follows
+    # an unroll.
+    trace = _trainer(
+        adapter, EnvSpec(1, (FixedSchedule(4),)), unroll_length=Fraction(1, 4), num_iterations=8
+    )
+    assert _unrolled(trace) == [4, 8]
+    assert _calls(trace) == [0, 0, 0, 1, 1, 1, 1, 1]
+    hooks = [e.iteration for e in trace.of_kind("hook") if e.name == "after_train_iter"]
+    assert hooks == [4, 8]
+
+
+def test_float_carry_delays_the_tenth_unroll(adapter: Any) -> None:
+    # The fraction is carried in a double: ten additions of 0.1 give 0.9999999999999999, so the
+    # first unroll is on iteration 11, not 10 (and the next on 21, not 20).
+    carry, expected = 0.0, []
+    for k in range(1, 23):
+        x = carry + 0.1
+        if int(x):
+            expected.append(k)
+        carry = x - int(x)
+    assert expected == [11, 21]
+    trace = _trainer(
+        adapter, EnvSpec(1, (FixedSchedule(4),)), unroll_length=Fraction(1, 10), num_iterations=22
+    )
+    assert _unrolled(trace) == expected
+
+
+def test_warmup_counts_the_capped_size(adapter: Any) -> None:
+    # B = 2, rings of 2 items, initial_collect_steps 6: ALF compares the current size (at most
+    # 2 * 2 = 4) with 6, so no call ever trains, although 6 items are stored by iteration 3.
+    trace = _trainer(
+        adapter,
+        EnvSpec(2, (FixedSchedule(4),)),
+        num_iterations=5,
+        capacity=2,
+        initial_collect_steps=6,
+    )
+    assert [e.status for e in trace.of_kind("train_call")] == ["warmup"] * 5
+    assert [e.stored_total for e in trace.of_kind("train_call")] == [2, 4, 6, 8, 10]
+    assert not list(trace.of_kind("update"))
+
+
+def test_clearing_keeps_a_ring_of_u_plus_one(adapter: Any) -> None:
+    # u = 2, whole buffer with clearing: ALF's ring holds 3 items and initial_collect_steps
+    # becomes 3. Iteration 1 stores t = 0, 1 (size 2 < 3: warm-up); iteration 2 stores t = 2, 3
+    # and trains on the ring's 3 items t = 1, 2, 3 (windows of 1, mini-batches of B = 1: three
+    # updates); iteration 3 on t = 3, 4, 5.
+    trace = _trainer(
+        adapter,
+        EnvSpec(1, (FixedSchedule(20),)),
+        unroll_length=Fraction(2),
+        num_iterations=3,
+        whole_buffer=True,
+        clear="keep-one-step",
+        capacity=8,
+    )
+    assert [e.status for e in trace.of_kind("train_call")] == ["warmup", "trained", "trained"]
+    by_call: dict[int, list[int]] = {}
+    for u in trace.of_kind("update"):
+        ((item,),) = u.windows
+        by_call.setdefault(u.call, []).append(item[2])
+    assert {c: sorted(ts) for c, ts in by_call.items()} == {1: [1, 2, 3], 2: [3, 4, 5]}
+
+
+def test_per_mini_batch_counter(adapter: Any) -> None:
+    # update_counter_every_mini_batch: no increment per iteration; K = 2 updates per call, so
+    # the counter reads 0, 2, 4 at the starts of iterations 1-3 and 1, 2, 3, ... at updates.
+    trace = _trainer(
+        adapter,
+        EnvSpec(1, (FixedSchedule(4),)),
+        num_iterations=3,
+        counter_mode="per-mini-batch",
+        num_updates_per_train_iter=2,
+    )
+    assert [e.counter for e in trace.of_kind("iteration")] == [0, 2, 4]
+    assert [e.counter for e in trace.of_kind("update")] == [1, 2, 3, 4, 5, 6]
+
+
+def test_alf_raising_is_reported_with_its_source_line(adapter: Any) -> None:
+    # Windows of 2 after one stored item per env: ALF's get_batch asserts instead of waiting.
+    with pytest.raises(alf_adapter.ALFRaised, match=r"replay_buffer\.py.*enough data"):
+        _trainer(adapter, EnvSpec(1, (FixedSchedule(4),)), num_iterations=2, mini_batch_length=2)
+    # A fractional unroll length with clearing makes a ring of 1.5 items.
+    with pytest.raises(alf_adapter.ALFRaised, match="TypeError"):
+        _trainer(
+            adapter,
+            EnvSpec(1, (FixedSchedule(4),)),
+            unroll_length=Fraction(1, 2),
+            num_iterations=3,
+            whole_buffer=True,
+            clear="all",
+        )
+
+
+@pytest.mark.parametrize(
+    ("knobs", "sampling", "why"),
+    [
+        ({"mode": "on-policy", "unroll_length": Fraction(2)}, None, "on-policy"),
+        ({"unroll_length": Fraction(0), "drain": DrainSpec()}, None, "drain"),
+        ({}, SamplingSpec(boundary="forbid"), "forbid"),
+        ({}, SamplingSpec(period=2), "period 2"),
+    ],
+)
+def test_inexpressible_scenarios_are_unsupported(
+    adapter: Any, knobs: dict[str, Any], sampling: SamplingSpec | None, why: str
+) -> None:
+    scenario = TrainerScenario(
+        EnvSpec(), TrainerConfig(num_iterations=2, **knobs), sampling=sampling or SamplingSpec()
+    )
+    with pytest.raises(Unsupported, match=why):
+        adapter.run_trainer(scenario)
+
+
+def test_preprocessing_is_unsupported_but_identity_runs(adapter: Any) -> None:
+    with pytest.raises(Unsupported, match="no store-time hook"):
+        adapter.run_trainer(
+            TrainerScenario(EnvSpec(), TrainerConfig(num_iterations=2), ExcludeSteps(2, 0))
+        )
+    with pytest.raises(Unsupported, match="future goals only"):
+        adapter.run_relabel(RelabelScenario(EnvSpec(goals=True), fill_steps=4, strategy="final"))
+
+
+def test_replay_balances_envs_and_stays_in_the_ring(adapter: Any) -> None:
+    # Two envs, rings of 4, 6 writes: each env holds its items 2..5. ALF assigns envs
+    # arange(2) repeated batch // 2 times, so a batch of 4 comes as envs 0, 1, 0, 1; every
+    # window of 2 is two consecutive items still in its env's ring.
+    env = EnvSpec(2, (FixedSchedule(3),))
+    scenario = ReplayScenario(
+        env, capacity=4, fill_steps=6, batch_size=4, draws=3, sampling=SamplingSpec(2)
+    )
+    trace = adapter.run_replay(scenario)
+    ring = {e: [(e, 0, 2), (e, 0, 3), (e, 1, 0), (e, 1, 1)] for e in (0, 1)}
+    draws = list(trace.of_kind("sampled"))
+    assert len(draws) == 3
+    for d in draws:
+        assert [w[0][0] for w in d.windows] == [0, 1, 0, 1]
+        for a, b in d.windows:
+            live = ring[a[0]]
+            assert live.index(b) == live.index(a) + 1
+
+
+def test_relabel_future_goals_and_rewards(adapter: Any) -> None:
+    # Ratio 1: ALF relabels every row (rand < 1); each goal step lies in [t + 1, t_end] of the
+    # row's episode and the reward is 0 iff the goal is the successor's achieved goal. Pairs
+    # starting at a LAST (get_batch crosses episodes) are no transitions and are left out.
+    plans = (EpisodePlan(2, "terminated"), EpisodePlan(3, "truncated"))
+    env = EnvSpec(1, (CycleSchedule(plans),), goals=True)
+    scenario = RelabelScenario(
+        env, fill_steps=9, capacity=9, ratio=Fraction(1), batch_size=8, draws=3
+    )
+    trace = adapter.run_relabel(scenario)
+    # 9 stored items: episode 0 is t = 0..2, episode 1 is t = 0..3, episode 2 is in progress
+    # with t = 0, 1; t_end is each one's LAST, or its newest item.
+    ends = {0: 2, 1: 3, 2: 1}
+    assert sum(len(e.t) for e in trace.of_kind("relabel")) > 0
+    for e in trace.of_kind("relabel"):
+        assert len(e.t) <= 8
+        for k, t, g, r in zip(e.episode, e.t, e.goal_t, e.reward):
+            assert t < ends[k]
+            assert t + 1 <= g <= ends[k]
+            assert r == (0.0 if g == t + 1 else -1.0)
+    unchanged = adapter.run_relabel(
+        RelabelScenario(env, fill_steps=9, capacity=9, ratio=Fraction(0), batch_size=8, draws=2)
+    )
+    assert all(g == -1 for e in unchanged.of_kind("relabel") for g in e.goal_t)
+
+
+def test_runs_are_deterministic(adapter: Any) -> None:
+    scenario = TrainerScenario(
+        EnvSpec(2, (FixedSchedule(3),)),
+        TrainerConfig(num_iterations=5, mini_batch_size=3, num_updates_per_train_iter=2),
+    )
+    assert adapter.run_trainer(scenario).to_jsonl() == adapter.run_trainer(scenario).to_jsonl()
