@@ -54,6 +54,7 @@ when ALF looked up its episode end (``steps_to_episode_end``), matched in ALF's 
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import importlib
 import importlib.util
@@ -174,12 +175,14 @@ def relabel_problem(sc: RelabelScenario) -> str | None:
 
 # -- parent side: the worker process --------------------------------------------------------
 class _Worker:
-    """A long-lived process that has imported ALF and forks one child per request."""
+    """A long-lived process that has imported ALF and forks one child per request. Its log
+    and the children's working directories live in one temporary directory, removed by
+    :meth:`close` (also at exit)."""
 
     def __init__(self) -> None:
         self._proc: subprocess.Popen[str] | None = None
-        self._dir = tempfile.mkdtemp(prefix="xpspec-alf-")
-        self._log = os.path.join(self._dir, "worker.log")
+        self._dir: str | None = None
+        atexit.register(self.close)
 
     def request(self, op: str, scenario: Scenario | None = None) -> dict[str, Any]:
         line = json.dumps({"op": op, "scenario": scenario_to_json(scenario) if scenario else ""})
@@ -190,21 +193,24 @@ class _Worker:
             proc.stdin.flush()
             answer = proc.stdout.readline()
         except BaseException:
-            self.close()  # interrupted mid-request (e.g. the suite's time limit): start afresh
+            self._stop()  # interrupted mid-request (e.g. the suite's time limit): start afresh
             raise
         if not answer:
-            self.close()
-            raise ALFRaised(f"the ALF worker process died; its log ends:\n{self._log_tail()}")
+            tail = self._log_tail()
+            self._stop()
+            raise ALFRaised(f"the ALF worker process died; its log ends:\n{tail}")
         result: dict[str, Any] = json.loads(answer)
         return result
 
     def _process(self) -> subprocess.Popen[str]:
         if self._proc is None or self._proc.poll() is not None:
+            if self._dir is None:
+                self._dir = tempfile.mkdtemp(prefix="xpspec-alf-")
             env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
             env.setdefault("PYTHONWARNINGS", "ignore")
-            with open(self._log, "ab") as log:
+            with open(os.path.join(self._dir, "worker.log"), "ab") as log:
                 self._proc = subprocess.Popen(
-                    [sys.executable, "-c", "from adapters.alf import serve; serve()"],
+                    [sys.executable, "-c", "from adapters.alf import serve; serve()", self._dir],
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     stderr=log,
@@ -215,19 +221,26 @@ class _Worker:
         return self._proc
 
     def _log_tail(self, lines: int = 20) -> str:
+        if self._dir is None:
+            return ""
         try:
-            with open(self._log, encoding="utf-8", errors="replace") as f:
+            with open(os.path.join(self._dir, "worker.log"), encoding="utf-8") as f:
                 return "".join(f.readlines()[-lines:])
-        except OSError:
+        except (OSError, UnicodeDecodeError):
             return ""
 
-    def close(self) -> None:
+    def _stop(self) -> None:
         proc, self._proc = self._proc, None
         if proc is not None and proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)  # the worker and its forked child
             proc.wait()
-        shutil.rmtree(self._dir, ignore_errors=True)
+
+    def close(self) -> None:
+        self._stop()
+        directory, self._dir = self._dir, None
+        if directory is not None:
+            shutil.rmtree(directory, ignore_errors=True)
 
 
 def _alf_root() -> str:
@@ -324,7 +337,8 @@ def serve() -> None:
     proto = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # anything ALF prints goes to the log, never into the protocol
     _import_alf()
-    workdir = tempfile.mkdtemp(prefix="xpspec-alf-run-")
+    workdir = os.path.join(sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp(), "runs")
+    os.makedirs(workdir, exist_ok=True)
     for n, line in enumerate(sys.stdin):
         request = json.loads(line)
         out = os.path.join(workdir, f"{n}.json")
@@ -350,7 +364,6 @@ def serve() -> None:
             answer = json.dumps({"error": f"the ALF child process died (wait status {status})"})
         proto.write(answer.replace("\n", " ") + "\n")
         proto.flush()
-    shutil.rmtree(workdir, ignore_errors=True)
 
 
 _PRELOAD = (
