@@ -8,7 +8,8 @@ package (snapshot ``23aca492``, the newest one the suite was written against).
 counter (``alf.summary``), the environment (``alf.get_env``) and the trainer's progress are
 module globals. So every operation runs in a fresh process: a worker process imports ALF once
 (it never configures anything) and forks one child per operation, which runs it and hands the
-trace back as JSON Lines. Without ALF on the path, importing this module raises ImportError.
+trace back as JSON Lines. Without ALF on the path, importing this module raises
+``ModuleNotFoundError``.
 
 **Trainer** (``run_trainer``). ``RLTrainer(TrainerConfig(...)).train()`` with ALF's in-process
 batched environment path (``create_environment`` with a ``batched`` loader) over
@@ -29,10 +30,12 @@ iteration's first unroll or train call, after ALF's own increment), ``unroll(n)`
 steps), ``_process_unroll_step`` (one ``EnvStep``: the pre-step time step, the policy state
 passed to ``rollout_step`` and the action), ``ReplayBuffer.add_batch`` (``Store``),
 ``train_from_replay_buffer`` (``TrainCall``: ``trained`` when it sampled the buffer, else
-``warmup``, ALF's ``initial_collect_steps`` return), ``_update`` and ``update_with_gradient``
-(``Update``: the mini-batch's observations and the loss mask ALF passes),
-``after_update`` and ``after_train_iter`` (hooks). ALF's own exceptions end the run: they are
-raised as :class:`ALFRaised` with the ALF source line, so the suite reports them as errors.
+``warmup``, ALF's ``initial_collect_steps`` return; ALF has no ``no-data`` call: before its
+buffer exists it makes no call at all, and with too few items it raises), ``_update`` and
+``update_with_gradient`` (``Update``: the mini-batch's observations and the loss mask ALF
+passes), ``after_update`` and ``after_train_iter`` (hooks; with the global counter, declared as
+the ``counter`` and ``hooks`` capabilities). ALF's own exceptions end the run: they are raised
+as :class:`ALFRaised` with the ALF source line, so the suite reports them as errors.
 
 Unsupported: on-policy mode (ALF trains on the unroll itself, with no buffer, mini-batches or
 epochs), drain mode (``async_unroll``'s unroller steps in another process on its own timing),
@@ -41,15 +44,17 @@ windows that must not cross episode boundaries or lie on a period grid, per-epis
 same-step auto-reset, and configurations ``RLTrainer`` itself refuses.
 
 **Replay** (``run_replay``): ``ReplayBuffer`` (per-env rings of ``capacity``) filled with the
-toy env's ALF time steps by ``add_batch``, sampled by ``get_batch(batch_size, T)``.
+toy env's ALF time steps by ``add_batch``, sampled by ``get_batch(batch_size, T)`` (envs
+assigned round-robin, starts stratified within each env; windows cross episodes).
 
 **Relabel** (``run_relabel``): a ``ReplayBuffer(keep_episodic_info=True)`` of ``Experience``
 with dict observations (``observation``, ``achieved_goal``, ``desired_goal``), drawn by
 ``get_batch(batch_size, 2)`` (ALF asserts windows of 2) and relabeled by
 ``HindsightExperienceTransformer(her_proportion=ratio)`` (strategy ``future`` only). A drawn
 pair whose first step is a LAST is no transition (``get_batch`` crosses episodes): it is left
-out of the ``Relabel`` event, which is then shorter than the batch. A row counts as relabeled
-when ALF looked up its episode end (``steps_to_episode_end``), matched in ALF's row order.
+out of the ``Relabel`` event, which is then shorter than the batch. The relabeled rows are
+those whose episode end ALF looked up (``steps_to_episode_end``) and whose future achieved goal
+it read (``get_field``), in its row order; the goal step is decoded from that goal.
 """
 
 from __future__ import annotations
@@ -414,15 +419,17 @@ def _answer(request: dict[str, Any], workdir: str) -> dict[str, Any]:
 
 
 def _describe(exc: BaseException, context: str = "") -> str:
-    """``exc`` with the innermost ALF source line it came from."""
-    where = ""
-    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+    """``exc`` with the innermost ALF source line it came from (or, if it did not come from
+    ALF, the line of the adapter that raised it)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    for frame in reversed(frames):
         path = frame.filename.replace(os.sep, "/")
         if "/alf/" in path and "/adapters/" not in path:
-            where = f" at alf/{path.rsplit('/alf/', 1)[1]}:{frame.lineno} ({frame.name})"
-            break
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"ALF raised {type(exc).__name__}{context}{where}: {first}"
+            where = f"alf/{path.rsplit('/alf/', 1)[1]}:{frame.lineno} ({frame.name})"
+            return f"ALF raised {type(exc).__name__}{context} at {where}: {first}"
+    where = f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "?"
+    return f"the adapter raised {type(exc).__name__}{context} at {where}: {first}"
 
 
 # -- child side: ALF objects ----------------------------------------------------------------
