@@ -149,8 +149,9 @@ def trainer_problem(sc: TrainerScenario) -> str | None:
         )
     if cfg.drain is not None:
         return (
-            "drain mode: ALF's unroll_length 0 needs async_unroll, whose AsyncUnroller steps "
-            "the env in another process on its own timing; stated arrivals cannot be imposed"
+            "drain mode: ALF's unroll_length 0 needs async_unroll, whose AsyncUnroller "
+            "(alf/algorithms/async_unroller.py) steps the env in a spawned process built from "
+            "a conf file, on its own timing; stated arrivals cannot be imposed"
         )
     if not isinstance(sc.preprocess, Identity):
         return (
