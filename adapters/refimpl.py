@@ -23,7 +23,7 @@ from conformance.scenario import (
     TrainerScenario,
 )
 from refimpl import learner as lrn
-from refimpl.recorder import Recorder
+from refimpl.recorder import Recorder, windows_of
 from refimpl.relabel import Relabeled, SampledTransitions, StoredEpisode, relabel
 from refimpl.replay import ReplayBuffer, SamplingSpec
 from refimpl.step_type import StepType
@@ -53,10 +53,6 @@ _FIELDS = {
 _LAST = int(StepType.LAST)
 _PAIRS = SamplingSpec(window_length=2, boundary="forbid")
 """Relabeling samples transitions as windows (t, t + 1) that never cross an episode end."""
-
-
-def _window(obs: list[list[float]], mask: list[bool]) -> tuple:
-    return tuple((int(o[0]), int(o[1]), int(o[2])) if m else None for o, m in zip(obs, mask))
 
 
 def _ints(values: torch.Tensor) -> tuple[int, ...]:
@@ -192,10 +188,7 @@ class RefimplAdapter:
         generator = torch.Generator().manual_seed(scenario.seed)
         for draw in range(scenario.draws):
             s = buffer.sample(scenario.batch_size, scenario.sampling, generator)
-            windows = tuple(
-                _window(o, m) for o, m in zip(s.data["observation"].tolist(), s.mask.tolist())
-            )
-            events.append(Sampled(draw, windows))
+            events.append(Sampled(draw, windows_of(s.data["observation"], s.mask)))
         return Trace(tuple(events), {"producer": "refimpl"})
 
     # -- learner ------------------------------------------------------------------------------

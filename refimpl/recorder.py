@@ -33,7 +33,7 @@ from refimpl.trace import (
     Update,
 )
 
-__all__ = ["Recorder"]
+__all__ = ["Recorder", "windows_of"]
 
 _INT, _FLOAT = torch.int64, torch.float64
 _ENV_STEP = itemgetter("observation", "step_type", "reward", "discount", "policy_state", "action")
@@ -96,7 +96,7 @@ def _ints(col: torch.Tensor) -> tuple[int, ...]:
     return tuple(col.to(torch.float64).to(_INT).tolist())
 
 
-def _windows(obs: torch.Tensor, valid: torch.Tensor) -> tuple[Any, ...]:
+def windows_of(obs: torch.Tensor, valid: torch.Tensor) -> tuple[Any, ...]:
     """Each window's items as ``(env, episode, t)``, ``None`` where ``valid`` is false."""
     if bool(valid.all()):
         items = map(tuple, obs.reshape(-1, 3).to(torch.float64).to(_INT).tolist())
@@ -200,7 +200,7 @@ class Recorder:
         if kind == "update":
             _, iteration, call, index, counter, obs, valid, loss_mask = raw
             mask = tuple(map(tuple, loss_mask.to(_INT).tolist()))
-            return Update(iteration, call, index, counter, _windows(obs, valid), mask)
+            return Update(iteration, call, index, counter, windows_of(obs, valid), mask)
         obs = raw[-1] if kind == "run_end" else raw[2]
         env, episode, t = (_ints(c) for c in obs.reshape(-1, 3).T)
         if kind == "exclude":

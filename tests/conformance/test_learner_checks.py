@@ -23,24 +23,14 @@ from refimpl import learner as lrn
 from refimpl.toy_envs.schedule import CycleSchedule, EpisodePlan, FixedSchedule
 from refimpl.toy_envs.spec import EnvSpec
 from refimpl.trace import Trace, UpdatePlan
+from tests.conformance.helpers import failures
 
 LEARNER = {name: s for name, s in CATALOG.items() if s.kind == "learner"}
 CHECKS = [c for c in ALL_CHECKS if c.capability == "learner"]
 
 
 def _failures(adapter: RefimplAdapter) -> dict[str, list[str]]:
-    """Failing check name -> the learner scenarios it fails on; errors are not allowed."""
-    session = Session(adapter, type(adapter).__name__, timeout=60)
-    failed: dict[str, list[str]] = {}
-    for name, scenario in LEARNER.items():
-        for check in CHECKS:
-            if not check.applies(scenario):
-                continue
-            outcome = session.evaluate(check, name, scenario)
-            assert outcome.status in ("pass", "fail"), outcome.message
-            if outcome.status == "fail":
-                failed.setdefault(check.name, []).append(name)
-    return failed
+    return failures(adapter, "learner")
 
 
 def test_catalogue_has_learner_scenarios_with_every_ending() -> None:

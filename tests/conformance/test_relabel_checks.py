@@ -20,24 +20,14 @@ from conformance.engine import Session
 from conformance.scenario import RelabelScenario
 from refimpl.relabel import Relabeled, SampledTransitions, StoredEpisode, goal_rewards, relabel
 from refimpl.trace import Trace
+from tests.conformance.helpers import failures
 
 RELABEL = {name: s for name, s in CATALOG.items() if s.kind == "relabel"}
 CHECKS = [c for c in ALL_CHECKS if c.capability == "relabel"]
 
 
 def _failures(adapter: RefimplAdapter) -> dict[str, list[str]]:
-    """Failing check name -> the relabel scenarios it fails on; errors are not allowed."""
-    session = Session(adapter, type(adapter).__name__, timeout=60)
-    failed: dict[str, list[str]] = {}
-    for name, scenario in RELABEL.items():
-        for check in CHECKS:
-            if not check.applies(scenario):
-                continue
-            outcome = session.evaluate(check, name, scenario)
-            assert outcome.status in ("pass", "fail"), outcome.message
-            if outcome.status == "fail":
-                failed.setdefault(check.name, []).append(name)
-    return failed
+    return failures(adapter, "relabel")
 
 
 def test_reference_passes_every_relabel_check() -> None:

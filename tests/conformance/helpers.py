@@ -1,0 +1,26 @@
+"""Shared by the conformance tests: run every check of one capability on the catalogue."""
+
+from __future__ import annotations
+
+from conformance.catalog import CATALOG
+from conformance.checks import ALL_CHECKS
+from conformance.engine import Session
+from conformance.protocol import Adapter
+
+
+def failures(adapter: Adapter, kind: str) -> dict[str, list[str]]:
+    """Failing check name -> the catalogue scenarios of ``kind`` it fails on. Every outcome
+    must be pass or fail: an error or a not-applicable result fails the calling test."""
+    session = Session(adapter, type(adapter).__name__, timeout=60)
+    failed: dict[str, list[str]] = {}
+    for name, scenario in CATALOG.items():
+        if scenario.kind != kind:
+            continue
+        for check in ALL_CHECKS:
+            if check.capability != kind or not check.applies(scenario):
+                continue
+            outcome = session.evaluate(check, name, scenario)
+            assert outcome.status in ("pass", "fail"), outcome.message
+            if outcome.status == "fail":
+                failed.setdefault(check.name, []).append(name)
+    return failed
