@@ -290,7 +290,7 @@ class ALFAdapter:
             framework="ALF (HorizonRobotics/alf)",
             framework_version=self._version,
             protocol_version=PROTOCOL_VERSION,
-            capabilities=("trainer", "replay", "relabel", "counter", "hooks"),
+            capabilities=("trainer", "replay", "relabel", "counter", "hooks", "state"),
             issue_tracker="https://github.com/HorizonRobotics/alf/issues",
             notes="run from a checkout (not on PyPI); framework_version is its git commit",
             extra_versions={

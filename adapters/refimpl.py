@@ -136,7 +136,16 @@ class RefimplAdapter:
             framework="xpspec refimpl",
             framework_version="0.1.0",
             protocol_version=PROTOCOL_VERSION,
-            capabilities=("env", "trainer", "replay", "learner", "relabel", "counter", "hooks"),
+            capabilities=(
+                "env",
+                "trainer",
+                "replay",
+                "learner",
+                "relabel",
+                "counter",
+                "hooks",
+                "state",
+            ),
             extra_versions={"torch": torch.__version__},
         )
 

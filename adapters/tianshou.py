@@ -988,7 +988,7 @@ class TianshouAdapter:
             framework="Tianshou",
             framework_version=tianshou.__version__,
             protocol_version=PROTOCOL_VERSION,
-            capabilities=("env", "trainer", "replay", "learner", "relabel", "counter"),
+            capabilities=("env", "trainer", "replay", "learner", "relabel", "counter", "state"),
             issue_tracker="https://github.com/thu-ml/tianshou/issues",
             notes=(
                 "Rows are named by the observation the policy acted on; the final observation "

@@ -907,7 +907,16 @@ class TorchRLAdapter:
             framework="TorchRL",
             framework_version=_version("torchrl"),
             protocol_version=PROTOCOL_VERSION,
-            capabilities=("env", "trainer", "replay", "learner", "relabel", "counter", "hooks"),
+            capabilities=(
+                "env",
+                "trainer",
+                "replay",
+                "learner",
+                "relabel",
+                "counter",
+                "hooks",
+                "state",
+            ),
             issue_tracker="https://github.com/pytorch/rl/issues",
             notes=(
                 "Frames are named by their root observation; the final observation of an "

@@ -30,11 +30,12 @@ __all__ = [
 
 PROTOCOL_VERSION = 1
 
-CAPABILITIES = ("env", "trainer", "replay", "learner", "relabel", "counter", "hooks")
+CAPABILITIES = ("env", "trainer", "replay", "learner", "relabel", "counter", "hooks", "state")
 """The closed vocabulary of capabilities: five operation families (one operation each), and
-two observables of trainer runs that not every framework has: ``counter`` (a global counter
-the trainer increments per iteration or per mini-batch) and ``hooks`` (``after_update`` /
-``after_train_iter`` calls). Checks of an observable the adapter does not declare are not
+three observables of trainer runs that not every framework has: ``counter`` (a global counter
+the trainer increments per iteration or per mini-batch), ``hooks`` (``after_update`` /
+``after_train_iter`` calls) and ``state`` (a policy state the trainer resets at FIRST; a
+stateless policy has none, and a recorded stand-in would make the check pass by construction). Checks of an observable the adapter does not declare are not
 applicable, with that reason."""
 
 

@@ -88,7 +88,13 @@ TRAINER_CHECKS: tuple[Check, ...] = (
     ),
     Check("auto-reset", ("timestep.auto-reset",), "trainer", "invariant", check_auto_reset, _ANY),
     Check(
-        "state-reset", ("timestep.state-reset",), "trainer", "invariant", check_state_reset, _ANY
+        "state-reset",
+        ("timestep.state-reset",),
+        "trainer",
+        "invariant",
+        check_state_reset,
+        _ANY,
+        requires=("state",),
     ),
     Check("loss-mask", ("timestep.loss-mask-last",), "trainer", "invariant", check_loss_mask, _ANY),
     Check(

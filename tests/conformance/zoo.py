@@ -431,7 +431,7 @@ class MutantAdapter(RefimplAdapter):
             f"mutant:{self.mutant.name}",
             "refimpl mutant",
             "0",
-            capabilities=("trainer", "counter", "hooks"),
+            capabilities=("trainer", "counter", "hooks", "state"),
         )
 
     def run_trainer(self, scenario: TrainerScenario) -> Trace:
