@@ -380,8 +380,8 @@ class RefimplAdapter:
         episode (``SamplingSpec(window_length=2, boundary="forbid")``), so row ``i`` is the
         transition from ``(e, k, t)`` to its stored successor ``t + 1`` with the stored
         desired goal of ``t`` and the stored reward of ``t + 1``; then
-        :func:`refimpl.relabel.relabel` (variant ``spec``, the scenario's strategy and ratio)
-        relabels it, and one :class:`Relabel` event records each row's goal step (``-1`` if
+        :func:`refimpl.relabel.relabel` (variant ``spec``, or ``alf`` under selection
+        ``bernoulli``; the scenario's strategy and ratio) relabels it, and one :class:`Relabel` event records each row's goal step (``-1`` if
         kept) and reward.
         """
         env = ToyBatchEnv(scenario.env, scenario.seed)
@@ -447,7 +447,7 @@ class RefimplAdapter:
             sample,
             strategy=scenario.strategy,
             ratio=scenario.ratio,
-            variant="spec",
+            variant="alf" if scenario.selection == "bernoulli" else "spec",
             generator=generator,
         )
 

@@ -185,6 +185,10 @@ class RelabelScenario:
     batch_size: int = 32
     draws: int = 4
     seed: int = 0
+    # relabel.ratio: "exact" relabels floor(ratio * B) rows of each batch; "bernoulli" each
+    # row independently with probability ratio, in batches of at most B transitions (variant
+    # alf-bernoulli; modelled for strategy future only).
+    selection: Literal["exact", "bernoulli"] = "exact"
     kind: Literal["relabel"] = "relabel"
 
     def __post_init__(self) -> None:
@@ -201,6 +205,12 @@ class RelabelScenario:
             _check_int(name, getattr(self, name), minimum)
         if self.strategy not in ("future", "final", "episode"):
             raise ConfigError("strategy", self.strategy, "'future', 'final' or 'episode'")
+        if self.selection not in ("exact", "bernoulli"):
+            raise ConfigError("selection", self.selection, "'exact' or 'bernoulli'")
+        if self.selection == "bernoulli" and self.strategy != "future":
+            raise ConfigError(
+                "strategy", self.strategy, "'future' with selection 'bernoulli' (variant alf)"
+            )
         ratio = parse_fraction("ratio", self.ratio)
         if not 0 <= ratio <= 1:
             raise ConfigError("ratio", str(ratio), "a rational in [0, 1]")

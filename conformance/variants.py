@@ -15,6 +15,7 @@ from typing import Any
 from conformance.scenario import (
     EnvScenario,
     LearnerScenario,
+    RelabelScenario,
     ReplayScenario,
     Scenario,
     TrainerScenario,
@@ -53,6 +54,15 @@ def _env(**knobs: Any) -> Transform:
     return apply
 
 
+def _relabel(**knobs: Any) -> Transform:
+    def apply(s: Scenario) -> Scenario | None:
+        if not isinstance(s, RelabelScenario):
+            return None
+        return replace(s, **knobs)
+
+    return apply
+
+
 def _learner(**knobs: Any) -> Transform:
     def apply(s: Scenario) -> Scenario | None:
         if not isinstance(s, LearnerScenario):
@@ -70,6 +80,12 @@ VARIANTS: dict[tuple[str, str], Transform] = {
     ("train.synced-schedule", "alf-pr1768-floor"): _trainer(train_accounting="alf-pr1768-floor"),
     ("train.warmup-gate", "strict"): _trainer(warmup_gate="stored>"),
     ("train.warmup-gate", "capped-size"): _trainer(warmup_gate="size>="),
+    # ALF snapshot 23aca492: the replay buffer is created at the first store and
+    # _train_iter_off_policy returns before training while it does not exist.
+    ("train.insufficient-data", "alf-lazy-buffer"): _trainer(replay_creation="lazy"),
+    # ALF snapshot 23aca492 Algorithm._train_experience / _prepare_experience_data.
+    ("train.updates-per-call", "alf-resized-mini-batch"): _trainer(mini_batch_resize="alf"),
+    ("replay.whole-buffer", "alf-shortened-chunks"): _trainer(short_chunks="shorten"),
     ("timestep.loss-mask-last", "no-mask"): _trainer(mask_last=False),
     ("replay.period-anchor", "oldest-anchored"): _sampling(anchor="oldest"),
     ("replay.uniform-windows", "env-balanced"): _sampling(distribution="env-balanced"),
@@ -92,6 +108,8 @@ VARIANTS: dict[tuple[str, str], Transform] = {
     ("learner.shard-episodes", "rllib-splits-episodes"): _learner(shard_variant="rllib-2.60"),
     # ALF snapshot 23aca492 Algorithm._train_experience resizes the mini-batch.
     ("learner.update-count", "alf-resized-mini-batch"): _learner(update_variant="alf"),
+    # ALF snapshot 23aca492 HindsightExperienceTransformer: rand(B) < her_proportion.
+    ("relabel.ratio", "alf-bernoulli"): _relabel(selection="bernoulli"),
     # TorchRL 0.14.1 GAE(average_gae=True): the Bessel-corrected std (adv.std()).
     ("learner.stats-exclude-bootstrap", "sample-std"): _learner(normalization="sample"),
 }
@@ -112,11 +130,12 @@ def variant_scenario(clause: str, variant: str, scenario: Scenario) -> Scenario 
 def _alf_fixed_length(s: Scenario) -> Scenario | None:
     """ALF snapshot ``23aca492`` clears by the ring's length (``adjust_replay_buffer_length``
     in ``alf/algorithms/rl_algorithm.py``): whole-buffer training with ``clear_replay_buffer``
-    keeps ``U + 1`` items per env, so each call trains on the previous call's newest item and
-    the new ``U``, and ``RLAlgorithm.__init__`` raises ``initial_collect_steps`` to
-    ``(U + 1)·B``, compared with the buffer's capped size. Modelled as keep-one-step clearing in
-    a ring of ``U + 1`` with that gate; a fractional ``U`` has no model (ALF fails to allocate
-    a ring of ``U + 1`` items)."""
+    keeps ``U + 1`` items per env and never empties it, so each call trains on the previous
+    call's newest item and the new ``U`` — and on the same items again when nothing new was
+    stored since (an iteration past ``num_env_steps``); ``RLAlgorithm.__init__`` raises
+    ``initial_collect_steps`` to ``(U + 1)·B``, compared with the buffer's capped size.
+    Modelled as a ring of ``U + 1`` without clearing, with that gate; a fractional ``U`` has no
+    model (ALF fails to allocate a ring of ``U + 1`` items)."""
     if not isinstance(s, TrainerScenario):
         return None
     cfg = s.trainer
@@ -128,7 +147,7 @@ def _alf_fixed_length(s: Scenario) -> Scenario | None:
     try:
         trainer = replace(
             cfg,
-            clear="keep-one-step",
+            clear="none",
             capacity=ring,
             initial_collect_steps=max(cfg.initial_collect_steps, ring * s.env.num_envs),
             warmup_gate="size>=",

@@ -66,8 +66,18 @@ class TrainerConfig:
     initial_collect_steps: int = 0
     warmup_gate: Literal["stored>=", "stored>", "size>="] = "stored>="
     counter_mode: Literal["per-iteration", "per-mini-batch"] = "per-iteration"
+    # train.insufficient-data: "lazy" makes no train call (and no after_train_iter) while
+    # nothing has been stored yet; the calls owed then are dropped, not deferred (variant
+    # alf-lazy-buffer).
+    replay_creation: Literal["eager", "lazy"] = "eager"
     capacity: int = 1024
     whole_buffer: bool = False
+    # train.updates-per-call: "alf" resizes the whole-buffer mini-batch to ceil(n / floor(n/M))
+    # when n mod M > 0 and n >= M (variant alf-resized-mini-batch).
+    mini_batch_resize: Literal["none", "alf"] = "none"
+    # replay.whole-buffer: "shorten" trains one chunk of all its items per env when the envs
+    # hold fewer than mini_batch_length items (variant alf-shortened-chunks).
+    short_chunks: Literal["drop", "shorten"] = "drop"
     clear: Literal["none", "all", "keep-one-step"] = "none"
     mask_last: bool = True
     pending_at_end: Literal["report", "flush"] = "report"
@@ -103,7 +113,10 @@ class TrainerConfig:
             _check_int("mini_batch_size", self.mini_batch_size, 1)
         _check_int("mini_batch_length", self.mini_batch_length, 1)
         _check_int("capacity", self.capacity, 1)
-        if self.mini_batch_length > self.capacity:
+        # Shortened whole-buffer chunks (alf-shortened-chunks) fit any ring: they are cut to
+        # what the envs hold.
+        shortened = self.whole_buffer and self.short_chunks == "shorten"
+        if self.mini_batch_length > self.capacity and not shortened:
             raise ConfigError(
                 "mini_batch_length", self.mini_batch_length, f"at most capacity ({self.capacity})"
             )
@@ -115,6 +128,9 @@ class TrainerConfig:
         _literal("train_accounting", self.train_accounting, ("synced", "plain", "alf-pr1768-floor"))
         _literal("warmup_gate", self.warmup_gate, ("stored>=", "stored>", "size>="))
         _literal("counter_mode", self.counter_mode, ("per-iteration", "per-mini-batch"))
+        _literal("replay_creation", self.replay_creation, ("eager", "lazy"))
+        _literal("mini_batch_resize", self.mini_batch_resize, ("none", "alf"))
+        _literal("short_chunks", self.short_chunks, ("drop", "shorten"))
         _literal("clear", self.clear, ("none", "all", "keep-one-step"))
         _literal("pending_at_end", self.pending_at_end, ("report", "flush"))
 

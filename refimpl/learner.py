@@ -60,6 +60,7 @@ __all__ = [
     "NStepReturns",
     "TimeMajorBatch",
     "add_bootstrap_timestep",
+    "alf_adjusted_mini_batch_size",
     "alf_whole_buffer_layout",
     "batch_discounted_returns",
     "batch_gae",
@@ -734,7 +735,10 @@ class AlfLayout:
     mini_batch_size: int
 
 
-def _alf_adjusted_size(batch_size: int, mini_batch_size: int) -> int:
+def alf_adjusted_mini_batch_size(batch_size: int, mini_batch_size: int) -> int:
+    """ALF's whole-buffer mini-batch size for ``batch_size`` sequences: ``ceil(B / (B // M))``
+    when ``B mod M > 0`` and ``B >= M``, else ``M`` (ALF snapshot ``23aca492``,
+    ``Algorithm._train_experience``; variant ``alf-resized-mini-batch``)."""
     if batch_size % mini_batch_size > 0 and batch_size // mini_batch_size > 0:
         return math.ceil(batch_size / (batch_size // mini_batch_size))
     return mini_batch_size
@@ -759,7 +763,7 @@ def alf_whole_buffer_layout(
     mbs = num_envs if mini_batch_size is None else mini_batch_size
     if not _is_int(mbs) or mbs < 1:
         raise ConfigError("mini_batch_size", mini_batch_size, "None or an integer >= 1")
-    return AlfLayout(mbl, kept, batch_size, _alf_adjusted_size(batch_size, mbs))
+    return AlfLayout(mbl, kept, batch_size, alf_adjusted_mini_batch_size(batch_size, mbs))
 
 
 def _check_counts(num_items: int, num_epochs: int, minibatch_size: int | None) -> None:
@@ -804,7 +808,9 @@ def num_gradient_updates(
         return math.ceil(num_epochs * num_items / minibatch_size)
     if minibatch_size is None:
         raise ConfigError("minibatch_size", None, "an integer >= 1 (ALF: default num_envs)")
-    return num_epochs * math.ceil(num_items / _alf_adjusted_size(num_items, minibatch_size))
+    return num_epochs * math.ceil(
+        num_items / alf_adjusted_mini_batch_size(num_items, minibatch_size)
+    )
 
 
 def rllib_sharded_minibatches(
@@ -890,7 +896,7 @@ def minibatch_plan(
             plan.append(Minibatch(epoch, tuple(rows)))
     else:
         assert minibatch_size is not None
-        size = _alf_adjusted_size(num_items, minibatch_size)
+        size = alf_adjusted_mini_batch_size(num_items, minibatch_size)
         for epoch in range(num_epochs):
             order = (
                 _perm(num_items, generator).tolist() if size < num_items else list(range(num_items))

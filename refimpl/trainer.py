@@ -35,6 +35,7 @@ from refimpl.accounting import (
 )
 from refimpl.config import TrainerConfig
 from refimpl.errors import ConfigError
+from refimpl.learner import alf_adjusted_mini_batch_size
 from refimpl.preprocess import Identity, PreprocessorSpec, Rows, build, require_compatible
 from refimpl.recorder import Recorder
 from refimpl.replay import NoValidWindow, ReplayBuffer, SamplingSpec
@@ -165,9 +166,12 @@ class Trainer:
             calls = self._accounting.calls_for_iteration(
                 n * self.num_envs, self.stored_total - stored_before
             )
-            for _ in range(calls):
+            # A lazily created buffer does not exist before the first store: the iteration
+            # ends before training (train.insufficient-data, variant alf-lazy-buffer).
+            buffer_exists = cfg.replay_creation == "eager" or self.stored_total > 0
+            for _ in range(calls if buffer_exists else 0):
                 self._train_call(iteration)
-            if n > 0:
+            if n > 0 and buffer_exists:
                 self.recorder.hook(iteration, "after_train_iter")
             self.recorder.iteration_end(
                 iteration, self.counter, self.env_steps, self.stored_total, self._pending_count()
@@ -322,13 +326,21 @@ class Trainer:
                     return []
                 out.append((s.data["observation"], s.mask, s.data["step_type"]))
             return out
+        length = cfg.mini_batch_length
+        if cfg.short_chunks == "shorten":
+            # replay.whole-buffer, variant alf-shortened-chunks: windows as long as the envs'
+            # shortest content when that is shorter than mini_batch_length.
+            shortest = int(self.buffer.sizes.min())
+            length = min(length, shortest) if shortest > 0 else length
         try:
-            chunks = self.buffer.chunks(cfg.mini_batch_length)
+            chunks = self.buffer.chunks(length)
         except NoValidWindow:
             return []
         count = int(chunks.env_ids.shape[0])
         if count == 0:
             return []
+        if cfg.mini_batch_resize == "alf":
+            size = alf_adjusted_mini_batch_size(count, size)
         out = []
         for _ in range(cfg.num_updates_per_train_iter):
             order = (

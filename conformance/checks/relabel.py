@@ -15,6 +15,7 @@ import math
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -202,11 +203,16 @@ def check_reward(scenario: Scenario, trace: Trace, ctx: Context) -> None:
 # -- relabel.ratio --------------------------------------------------------------------------
 def check_ratio(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     """relabel.ratio: ``draws`` batches of ``batch_size`` rows, each with exactly
-    ``floor(ratio * batch_size)`` relabeled rows."""
+    ``floor(ratio * batch_size)`` relabeled rows. Under selection ``bernoulli`` (variant
+    alf-bernoulli) a batch holds at most ``batch_size`` rows and the relabeled count over all
+    draws is binomial: its normal score must not exceed ``SIGMAS``."""
     sc = _sc(scenario)
     events = list(trace.of_kind("relabel"))
     if len(events) != sc.draws:
         raise CheckFailure("relabeled batches", sc.draws, len(events))
+    if sc.selection == "bernoulli":
+        _check_bernoulli(sc, events)
+        return
     want = math.floor(sc.ratio * sc.batch_size)
     for e in events:
         if len(e.t) != sc.batch_size:
@@ -216,6 +222,29 @@ def check_ratio(scenario: Scenario, trace: Trace, ctx: Context) -> None:
             raise CheckFailure(
                 f"relabeled rows in draw {e.draw} (ratio {sc.ratio} of {sc.batch_size})", want, got
             )
+
+
+def _check_bernoulli(sc: RelabelScenario, events: list[Any]) -> None:
+    for e in events:
+        if len(e.t) > sc.batch_size:
+            raise CheckFailure(f"rows in draw {e.draw}", f"<= {sc.batch_size}", len(e.t))
+    rows = sum(len(e.t) for e in events)
+    if rows == 0:
+        raise CheckFailure(f"transitions in {len(events)} draws", ">= 1", 0)
+    got = sum(1 for e in events for g in e.goal_t if g != -1)
+    p = float(sc.ratio)
+    if p in (0.0, 1.0):
+        want = round(p * rows)
+        if got != want:
+            raise CheckFailure(f"relabeled rows of {rows} with ratio {sc.ratio}", want, got)
+        return
+    z = (got - p * rows) / math.sqrt(rows * p * (1 - p))
+    if abs(z) > SIGMAS:
+        raise CheckFailure(
+            f"relabeled rows of {rows}, each with probability {sc.ratio} (normal score {z:.2f})",
+            f"{p * rows:.1f} ± {SIGMAS * math.sqrt(rows * p * (1 - p)):.1f}",
+            got,
+        )
 
 
 # -- relabel.placement ----------------------------------------------------------------------

@@ -21,6 +21,7 @@ from conformance.checks.views import (
     trainer_scenario,
 )
 from conformance.scenario import Scenario, TrainerScenario
+from refimpl.learner import alf_adjusted_mini_batch_size
 from refimpl.preprocess import Identity
 from refimpl.trace import Trace
 
@@ -141,9 +142,13 @@ def check_updates_per_call(scenario: Scenario, trace: Trace, ctx: Context) -> No
                 raise CheckFailure(f"call {call.call} ({call.status}) made updates", 0, len(got))
             continue
         if whole:
-            # Each epoch covers all chunks in batches of `size`.
+            # Each epoch covers all chunks in batches of `size` (resized by ALF's rule under
+            # the variant alf-resized-mini-batch).
             chunks = sum(len(u.windows) for u in got) // cfg.num_updates_per_train_iter
-            want = cfg.num_updates_per_train_iter * math.ceil(chunks / size) if chunks else 0
+            batch = size
+            if chunks and cfg.mini_batch_resize == "alf":
+                batch = alf_adjusted_mini_batch_size(chunks, size)
+            want = cfg.num_updates_per_train_iter * math.ceil(chunks / batch) if chunks else 0
             if len(got) != want:
                 raise CheckFailure(
                     f"updates of whole-buffer call {call.call} ({chunks} chunks)", want, len(got)
@@ -157,11 +162,14 @@ def check_updates_per_call(scenario: Scenario, trace: Trace, ctx: Context) -> No
                 raise CheckFailure(
                     f"windows in update {u.index} of call {call.call}", size, len(u.windows)
                 )
-            if any(len(w) != cfg.mini_batch_length for w in u.windows):
+            lengths = sorted({len(w) for w in u.windows})
+            # Under alf-shortened-chunks a whole-buffer call may use one shorter length.
+            short = whole and cfg.short_chunks == "shorten" and len(lengths) == 1
+            if lengths != [cfg.mini_batch_length] and not (
+                short and lengths[0] < cfg.mini_batch_length
+            ):
                 raise CheckFailure(
-                    f"window length in call {call.call}",
-                    cfg.mini_batch_length,
-                    sorted({len(w) for w in u.windows}),
+                    f"window length in call {call.call}", cfg.mini_batch_length, lengths
                 )
 
 
@@ -199,10 +207,15 @@ def check_hooks(scenario: Scenario, trace: Trace, ctx: Context) -> None:
                 raise CheckFailure(
                     f"event after update {e.index} of call {e.call}", "after_update hook", nxt
                 )
+    lazy = trainer_scenario(scenario).trainer.replay_creation == "lazy"
     unrolled = per_iteration(trace, "env_step")
+    stored = per_iteration(trace, "store", lambda e: len(e.env))
     hooks = per_iteration(trace, "hook", lambda e: e.name == "after_train_iter")
+    stored_so_far = 0
     for it in iterations(trace):
-        want = 1 if unrolled.get(it) else 0
+        stored_so_far += stored.get(it, 0)
+        # A lazily created buffer does not exist before the first store (alf-lazy-buffer).
+        want = 1 if unrolled.get(it) and (stored_so_far or not lazy) else 0
         if hooks.get(it, 0) != want:
             raise CheckFailure(f"after_train_iter calls in iteration {it}", want, hooks.get(it, 0))
 

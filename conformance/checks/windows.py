@@ -116,13 +116,14 @@ def check_whole_buffer(scenario: Scenario, trace: Trace, ctx: Context) -> None:
         models.setdefault(update.call, {env: list(model.live(env)) for env in model.stored})
     for call, updates in by_call.items():
         live = models[call]
+        length = cfg.mini_batch_length
+        shortest = min((len(items) for items in live.values()), default=0)
+        if cfg.short_chunks == "shorten" and 0 < shortest < length:
+            length = shortest  # variant alf-shortened-chunks
         want: Counter[tuple[Item, ...]] = Counter()
         for items in live.values():
-            n = len(items) // cfg.mini_batch_length
-            for c in range(n):
-                want[tuple(items[c * cfg.mini_batch_length : (c + 1) * cfg.mini_batch_length])] += (
-                    cfg.num_updates_per_train_iter
-                )
+            for c in range(len(items) // length):
+                want[tuple(items[c * length : (c + 1) * length])] += cfg.num_updates_per_train_iter
         got = Counter(tuple(tuple(i) for i in w) for u in updates for w in u.windows)
         if got != want:
             raise CheckFailure(

@@ -15,9 +15,11 @@ import torch
 from adapters.refimpl import RefimplAdapter
 from conformance.catalog import CATALOG
 from conformance.checks import ALL_CHECKS
+from conformance.checks.base import CheckFailure
 from conformance.checks.relabel import StoredRange, stored_ranges
 from conformance.engine import Session
 from conformance.scenario import RelabelScenario
+from refimpl.errors import ConfigError
 from refimpl.relabel import Relabeled, SampledTransitions, StoredEpisode, goal_rewards, relabel
 from refimpl.trace import Trace
 from tests.conformance.helpers import failures
@@ -235,6 +237,39 @@ def test_broken_adapter_fails_its_check(
     assert set(failed) <= {breaks, *also}, (
         f"{adapter.__name__} also failed {sorted(set(failed) - {breaks, *also})}"
     )
+
+
+# -- relabel.ratio under the variant alf-bernoulli -----------------------------------------
+def _ratio_check():  # type: ignore[no-untyped-def]
+    return next(c for c in CHECKS if c.name == "relabel-ratio")
+
+
+def test_bernoulli_selection_passes_its_model_and_fails_the_exact_count() -> None:
+    # Independent rows with p = 1/2 over 40 batches of 63: the counts per batch vary, so the
+    # exact check (31 rows every batch) fails and the binomial check of the model passes.
+    exact = replace(RELABEL["relabel-future"], draws=40, batch_size=63)
+    model = replace(exact, selection="bernoulli")
+    trace = RefimplAdapter().run_relabel(model)
+    counts = {sum(g != -1 for g in e.goal_t) for e in trace.of_kind("relabel")}
+    assert len(counts) > 1
+    check, session = _ratio_check(), Session(RefimplAdapter(), "refimpl")
+    assert session.evaluate(check, "model", model).status == "pass"
+    with pytest.raises(CheckFailure, match="relabeled rows in draw"):
+        check.verify(exact, trace, None)  # type: ignore[arg-type]
+
+
+def test_bernoulli_check_fails_an_exact_count_far_from_its_probability() -> None:
+    # floor(3/4 * 63) = 47 rows relabeled in each of 40 draws is 1880 of 2520 rows; with
+    # p = 1/4 the binomial mean is 630 and its sd 21.7: a normal score of about 57.
+    sc = replace(RELABEL["relabel-future"], draws=40, batch_size=63, selection="bernoulli")
+    trace = RefimplAdapter().run_relabel(replace(sc, ratio=Fraction(3, 4), selection="exact"))
+    with pytest.raises(CheckFailure, match="each with probability 1/4"):
+        _ratio_check().verify(replace(sc, ratio=Fraction(1, 4)), trace, None)  # type: ignore[arg-type]
+
+
+def test_bernoulli_selection_is_modelled_for_future_goals_only() -> None:
+    with pytest.raises(ConfigError, match="selection 'bernoulli'"):
+        replace(RELABEL["relabel-future"], strategy="final", selection="bernoulli")
 
 
 # -- malformed traces are adapter errors, not failures --------------------------------------

@@ -3,6 +3,7 @@ Expected values are derived in the comments."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from fractions import Fraction
 
 import pytest
@@ -133,6 +134,49 @@ def test_whole_buffer_keep_one_step() -> None:
         sum(len(u.windows) for u in r.trace.of_kind("update") if u.call == c) for c in range(3)
     ]
     assert sizes == [4, 6, 6]
+
+
+def test_lazy_replay_drops_the_calls_before_the_first_store() -> None:
+    # u = 1/4, B = 2: the first vector step comes in iteration 4 (floor(4/4) = 1). An eager
+    # buffer gets a no-data call in iterations 1-3; a lazy one gets none and no hook there.
+    cfg = TrainerConfig(unroll_length="1/4", num_iterations=8)
+    eager = train(ENV2, cfg)
+    lazy = train(ENV2, replace(cfg, replay_creation="lazy"))
+    assert _calls(eager) == [1] * 8
+    assert _calls(lazy) == [0, 0, 0, 1, 1, 1, 1, 1]
+    assert [e.status for e in eager.trace.of_kind("train_call")][:3] == ["no-data"] * 3
+    hooks = [e.iteration for e in lazy.trace.of_kind("hook") if e.name == "after_train_iter"]
+    assert hooks == [4, 8]
+
+
+def test_alf_resized_mini_batch_squeezes_the_short_last_batch() -> None:
+    # u = 3, B = 2, chunks of 1: 6 chunks. M = 4 gives batches 4 + 2 per epoch (2 updates);
+    # ALF's rule gives M' = ceil(6 / floor(6/4)) = 6: one update of 6 per epoch.
+    cfg = TrainerConfig(
+        unroll_length=3,
+        num_iterations=1,
+        whole_buffer=True,
+        mini_batch_size=4,
+        num_updates_per_train_iter=2,
+        capacity=8,
+    )
+    spec = [len(u.windows) for u in train(ENV2, cfg).trace.of_kind("update")]
+    alf = [
+        len(u.windows)
+        for u in train(ENV2, replace(cfg, mini_batch_resize="alf")).trace.of_kind("update")
+    ]
+    assert sorted(spec) == [2, 2, 4, 4]
+    assert alf == [6, 6]
+
+
+def test_shortened_chunks_train_what_is_there() -> None:
+    # u = 1, B = 2, T = 2: after iteration 1 each env holds 1 item, no whole chunk: the spec
+    # trains nothing (no-data); alf-shortened-chunks trains each env's item as a chunk of 1.
+    cfg = TrainerConfig(num_iterations=1, whole_buffer=True, mini_batch_length=2, capacity=8)
+    assert [e.status for e in train(ENV2, cfg).trace.of_kind("train_call")] == ["no-data"]
+    short = train(ENV2, replace(cfg, short_chunks="shorten"))
+    (update,) = short.trace.of_kind("update")
+    assert sorted(update.windows) == [((0, 0, 0),), ((1, 0, 0),)]
 
 
 def test_on_policy_requires_identity() -> None:
