@@ -21,9 +21,13 @@ mistakes it for a modelled deviation::
     reason = "SliceSampler raises when no trajectory is long enough, which ends the run"
     link = "https://..."
     scenarios = ["long-windows"]       # optional
+    stopped = "Did not find a single trajectory"  # optional
 
 A failing check of one of those clauses (in those scenarios) is reported as a deviation whose
-variant is ``finding``; the matrix shows it as a finding.
+variant is ``finding``; the matrix shows it as a finding. With ``stopped``, the finding covers
+only runs the framework ended by raising: the trace header's ``stopped`` must contain that
+text. A finding also explains a failure that the declared variants of the scenario leave
+unexplained (e.g. a run that stopped early under a modelled deviation).
 """
 
 from __future__ import annotations
@@ -60,10 +64,14 @@ class Finding:
     reason: str
     link: str = ""
     scenarios: tuple[str, ...] = ()
+    stopped: str = ""
+    """Text the trace header's ``stopped`` must contain ("" matches every run)."""
 
-    def covers(self, clauses: tuple[str, ...], scenario: str) -> bool:
-        return bool(set(clauses) & set(self.clauses)) and (
-            not self.scenarios or scenario in self.scenarios
+    def covers(self, clauses: tuple[str, ...], scenario: str, stopped: str = "") -> bool:
+        return (
+            bool(set(clauses) & set(self.clauses))
+            and (not self.scenarios or scenario in self.scenarios)
+            and (not self.stopped or self.stopped in stopped)
         )
 
 
@@ -130,22 +138,28 @@ class Expectations:
                 raise ValueError(
                     f"{path}: finding[{i}].reason: expected a non-empty string, got {entry.get('reason')!r}"
                 )
-            unknown = set(entry) - {"clauses", "reason", "link", "scenarios"}
+            unknown = set(entry) - {"clauses", "reason", "link", "scenarios", "stopped"}
             if unknown:
                 raise ValueError(f"{path}: finding[{i}]: unknown keys {sorted(unknown)}")
+            if not isinstance(entry.get("stopped", ""), str):
+                raise ValueError(
+                    f"{path}: finding[{i}].stopped: expected a string, got {entry['stopped']!r}"
+                )
             findings.append(
                 Finding(
                     tuple(clauses),
                     entry["reason"],
                     entry.get("link", ""),
                     tuple(entry.get("scenarios", ())),
+                    entry.get("stopped", ""),
                 )
             )
         return cls(tuple(out), str(path), tuple(silenced), tuple(findings))
 
-    def finding(self, clauses: tuple[str, ...], scenario: str) -> Finding | None:
-        """The finding that covers a failure of ``clauses`` in ``scenario``, if any."""
-        return next((f for f in self.findings if f.covers(clauses, scenario)), None)
+    def finding(self, clauses: tuple[str, ...], scenario: str, stopped: str = "") -> Finding | None:
+        """The finding that covers a failure of ``clauses`` in ``scenario`` (whose trace
+        header's ``stopped`` is ``stopped``), if any."""
+        return next((f for f in self.findings if f.covers(clauses, scenario, stopped)), None)
 
     def silence(self, clauses: tuple[str, ...]) -> Silence | None:
         """The silence entry covering all of ``clauses``, if any."""

@@ -8,6 +8,7 @@ from hypothesis import given, reject
 from hypothesis.errors import Unsatisfiable
 
 from conformance.checks import ALL_CHECKS, Check
+from conformance.engine import GENERATED
 from conformance.pytest_plugin import XpspecSession
 from conformance.scenario import TrainerScenario
 from conformance.strategies import trainer_scenarios
@@ -30,7 +31,7 @@ def test_invariant(xpspec_session: XpspecSession, check: Check) -> None:
     def run(scenario: TrainerScenario) -> None:
         if not check.applies(scenario):
             reject()
-        outcome = xpspec_session.engine.evaluate(check, "generated", scenario)
+        outcome = xpspec_session.engine.evaluate(check, GENERATED, scenario)
         if outcome.status == "not-applicable":
             reject()
         xpspec_session.report(outcome)

@@ -6,7 +6,7 @@ import pytest
 
 from conformance.catalog import CATALOG
 from conformance.checks import ALL_CHECKS
-from conformance.engine import Session, load_adapter
+from conformance.engine import GENERATED, Session, load_adapter
 from conformance.expectations import Expectations
 
 SCENARIO = CATALOG["plain-u2-b3"]
@@ -76,6 +76,9 @@ def test_declared_deviation_and_stale_entry(tmp_path) -> None:  # type: ignore[n
     stale = Session(load_adapter("refimpl"), "refimpl", Expectations.load(toml))
     outcome = stale.evaluate(check, "fractional-u1/10-b2", CATALOG["fractional-u1/10-b2"])
     assert outcome.status == "pass" and outcome.stale
+    # A generated scenario that does not provoke the deviation does not make it stale.
+    outcome = stale.evaluate(check, GENERATED, CATALOG["fractional-u1/10-b2"])
+    assert outcome.status == "pass" and not outcome.stale
 
 
 def test_failure_message_names_clause_scenario_expected_actual() -> None:
@@ -214,3 +217,50 @@ def test_a_finding_is_reported_as_such(tmp_path) -> None:  # type: ignore[no-unt
         .status
         == "pass"
     )
+
+
+class _StopsAfterTwoIterations:
+    """refimpl's trainer, ended by "raising" after iteration 2 the way a framework's run
+    ends: the trace keeps iterations 1-2 and names the exception in its header."""
+
+    def __init__(self) -> None:
+        from adapters.refimpl import RefimplAdapter
+
+        self._inner = RefimplAdapter()
+
+    def info(self):  # type: ignore[no-untyped-def]
+        return self._inner.info()
+
+    def smoke(self) -> None:
+        pass
+
+    def run_trainer(self, scenario):  # type: ignore[no-untyped-def]
+        from dataclasses import replace
+
+        from refimpl.trace import Trace
+
+        sc = replace(scenario, trainer=replace(scenario.trainer, num_iterations=2))
+        trace = self._inner.run_trainer(sc)
+        return Trace(trace.events, {**trace.header, "stopped": "RuntimeError: no slice"})
+
+
+def test_a_finding_with_stopped_covers_only_runs_that_stopped_so(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    check = next(c for c in ALL_CHECKS if c.name == "exact-schedule")
+    name = "plain-u2-b3"  # 4 iterations: the stopped run misses two
+
+    def evaluate(toml: str):  # type: ignore[no-untyped-def]
+        path = tmp_path / "e.toml"
+        path.write_text(toml)
+        return Session(_StopsAfterTwoIterations(), "s", Expectations.load(path)).evaluate(
+            check, name, CATALOG[name]
+        )
+
+    finding = '[[finding]]\nclauses = ["train.insufficient-data"]\nreason = "raises"\n'
+    assert evaluate(finding + 'stopped = "no slice"\n').variant == "finding"
+    assert evaluate(finding + 'stopped = "another error"\n').status == "fail"
+    # A declared variant that does not explain the stop leaves it to the finding, whose
+    # message says what the model left unexplained.
+    variant = '[[deviation]]\nclause = "train.insufficient-data"\nvariant = "alf-lazy-buffer"\nreason = "r"\n'
+    assert evaluate(variant).status == "fail"
+    outcome = evaluate(variant + finding + 'stopped = "no slice"\n')
+    assert outcome.variant == "finding" and "do not reproduce" in outcome.message
