@@ -23,7 +23,9 @@ the steps since FIRST (ALF resets it itself, ``common.reset_state_if_necessary``
 ``clear_replay_buffer`` (ALF documents it as wiping the buffer after each update; it keeps one
 step, see the expectations), ``mask_last`` -> ``mask_out_loss_for_last_step``, ``seed`` ->
 ``random_seed``. The scenario's variant knobs (``unroll_carry``, ``env_step_count``,
-``train_accounting``, ``warmup_gate``) have no ALF counterpart: ALF runs as it is.
+``train_accounting``, ``warmup_gate``, ``replay_creation``, ``mini_batch_resize``,
+``short_chunks``) have no ALF counterpart: ALF runs as it is, and its expectations name the
+variants it follows.
 
 Recorded at ALF's seams: ``train_iter`` (iteration start and end; the counter is read at the
 iteration's first unroll or train call, after ALF's own increment), ``unroll(n)`` (the planned
@@ -34,8 +36,12 @@ passed to ``rollout_step`` and the action), ``ReplayBuffer.add_batch`` (``Store`
 buffer exists it makes no call at all, and with too few items it raises), ``_update`` and
 ``update_with_gradient`` (``Update``: the mini-batch's observations and the loss mask ALF
 passes), ``after_update`` and ``after_train_iter`` (hooks; with the global counter, declared as
-the ``counter`` and ``hooks`` capabilities). ALF's own exceptions end the run: they are raised
-as :class:`ALFRaised` with the ALF source line, so the suite reports them as errors.
+the ``counter`` and ``hooks`` capabilities). An exception raised inside ALF's own code during
+training ends the run as it ends a real one: the trace keeps the iterations that completed and
+its header's ``stopped`` names the exception and the ALF source line, so the checks see the
+missing iterations (the expectations declare the known ones as findings). An exception from
+the adapter itself, or while ALF builds the trainer, is raised as :class:`ALFRaised` and
+reported as an error.
 
 Unsupported: on-policy mode (ALF trains on the unroll itself, with no buffer, mini-batches or
 epochs), drain mode (``async_unroll``'s unroller steps in another process on its own timing),
@@ -419,6 +425,18 @@ def _answer(request: dict[str, Any], workdir: str) -> dict[str, Any]:
     return {"trace": trace.to_jsonl()}
 
 
+def _raised_in_alf(exc: BaseException) -> bool:
+    """Whether the innermost frame of ``exc`` in either ALF's or the adapter's code is ALF's
+    (library frames below it, e.g. torch's, do not count)."""
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        path = frame.filename.replace(os.sep, "/")
+        if "/adapters/" in path:
+            return False
+        if "/alf/" in path:
+            return True
+    return False
+
+
 def _describe(exc: BaseException, context: str = "") -> str:
     """``exc`` with the innermost ALF source line it came from (or, if it did not come from
     ALF, the line of the adapter that raised it)."""
@@ -669,11 +687,29 @@ class _TrainerRun:
         try:
             trainer.train()
         except Exception as exc:
-            raise ALFRaised(_describe(exc, f" in iteration {self.iteration}")) from exc
+            described = _describe(exc, f" in iteration {self.iteration}")
+            if not _raised_in_alf(exc):
+                raise ALFRaised(described) from exc
+            return self._stopped(described)
         env_steps = self._env_steps()
         self.events.append(RunEnd(self.iteration, env_steps, cfg.pending_at_end, (), (), ()))
         events = tuple(e for e in self.events if e is not None)
         return Trace(events, {"producer": "alf", "seed": sc.seed})
+
+    def _stopped(self, described: str) -> Trace:
+        """The trace of a run ALF ended by raising in iteration ``self.iteration``: the
+        iterations before it, whose events are complete, and the exception in the header."""
+        done = self.iteration - 1
+        events = [e for e in self.events[: self._start] if e is not None]
+        ends = [e for e in events if isinstance(e, IterationEnd)]
+        env_steps = ends[-1].env_steps if ends else 0
+        events.append(RunEnd(done, env_steps, self.sc.trainer.pending_at_end, (), (), ()))
+        header = {
+            "producer": "alf",
+            "seed": self.sc.seed,
+            "stopped": f"{described} (the trace ends with iteration {done})",
+        }
+        return Trace(tuple(events), header)
 
     def _algorithm(self, **kwargs: Any) -> Any:
         alg = self.alg = _classes()["algorithm"](**kwargs)

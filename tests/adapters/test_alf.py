@@ -4,6 +4,7 @@ is not on the path (it is not on PyPI; see the conformance(alf) nox session)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from fractions import Fraction
 from typing import Any
@@ -50,7 +51,7 @@ def _unrolled(trace: Trace) -> list[int]:
 def test_info_and_smoke(adapter: Any) -> None:
     info = adapter.info()
     assert info.name == "alf"
-    assert {"trainer", "replay", "relabel", "counter", "hooks"} == set(info.capabilities)
+    assert {"trainer", "replay", "relabel", "counter", "hooks", "state"} == set(info.capabilities)
     assert info.framework_version == "unknown" or len(info.framework_version) == 8
     adapter.smoke()
 
@@ -173,20 +174,27 @@ def test_per_mini_batch_counter(adapter: Any) -> None:
     assert [e.counter for e in trace.of_kind("update")] == [1, 2, 3, 4, 5, 6]
 
 
-def test_alf_raising_is_reported_with_its_source_line(adapter: Any) -> None:
-    # Windows of 2 after one stored item per env: ALF's get_batch asserts instead of waiting.
-    with pytest.raises(alf_adapter.ALFRaised, match=r"replay_buffer\.py.*enough data"):
-        _trainer(adapter, EnvSpec(1, (FixedSchedule(4),)), num_iterations=2, mini_batch_length=2)
-    # A fractional unroll length with clearing makes a ring of 1.5 items.
-    with pytest.raises(alf_adapter.ALFRaised, match="TypeError"):
-        _trainer(
-            adapter,
-            EnvSpec(1, (FixedSchedule(4),)),
-            unroll_length=Fraction(1, 2),
-            num_iterations=3,
-            whole_buffer=True,
-            clear="all",
-        )
+def test_alf_raising_ends_the_run_with_its_source_line(adapter: Any) -> None:
+    # Windows of 2 after one stored item per env: ALF's get_batch asserts in iteration 1
+    # instead of waiting, and the run ends there with nothing completed.
+    trace = _trainer(
+        adapter, EnvSpec(1, (FixedSchedule(4),)), num_iterations=2, mini_batch_length=2
+    )
+    assert re.search(r"replay_buffer\.py.*enough data", trace.header["stopped"])
+    assert "iteration 1" in trace.header["stopped"]
+    assert [e.kind for e in trace.events] == ["run_end"]
+    # A fractional unroll length with clearing makes a ring of 1.5 items: iteration 1 unrolls
+    # nothing, iteration 2 stores the first item and ALF fails to create the buffer.
+    trace = _trainer(
+        adapter,
+        EnvSpec(1, (FixedSchedule(4),)),
+        unroll_length=Fraction(1, 2),
+        num_iterations=3,
+        whole_buffer=True,
+        clear="all",
+    )
+    assert "TypeError" in trace.header["stopped"] and "tensor_specs.py" in trace.header["stopped"]
+    assert [e.iteration for e in trace.of_kind("iteration")] == [1]
 
 
 @pytest.mark.parametrize(
