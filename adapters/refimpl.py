@@ -145,6 +145,7 @@ class RefimplAdapter:
                 "counter",
                 "hooks",
                 "state",
+                "bootstrap",
             ),
             extra_versions={"torch": torch.__version__},
         )

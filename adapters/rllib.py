@@ -693,7 +693,8 @@ class RLlibAdapter:
             framework="RLlib (ray[rllib], new API stack)",
             framework_version=_version("ray"),
             protocol_version=PROTOCOL_VERSION,
-            capabilities=("env", "trainer", "replay", "learner"),
+            # AddOneTsToEpisodesAndTruncate appends a real bootstrap timestep: "bootstrap".
+            capabilities=("env", "trainer", "replay", "learner", "bootstrap"),
             issue_tracker="https://github.com/ray-project/ray/issues",
             notes=(
                 "SingleAgentEnvRunner, the PPO learner connector pipeline with Learner.update, "

@@ -751,8 +751,10 @@ class _LearnerRun:
       ``gamma * V(terminal_observation)`` to the reward of a ``TimeLimit.truncated`` step and
       calls ``RolloutBuffer.compute_returns_and_advantage`` (bootstrapping the in-progress
       tail from ``V`` of the newest observation). SB3 keeps no row for an episode's final
-      observation: the bootstrap row ``L`` is recorded with zeros and loss mask 0 (nothing is
-      trained on it).
+      observation: the bootstrap row ``L`` is recorded with zeros and loss mask 0 as a stand-in
+      (the adapter declares no ``bootstrap`` observable, so the check of
+      ``learner.bootstrap-timestep-masked``, which the stand-in would pass by construction, is
+      not applicable).
     - Normalised advantages: the values ``PPO.train`` used in the first epoch
       (``normalize_advantage=True``: per mini-batch, ``(A - mean) / (std + 1e-8)``), recovered
       from the gradient of its loss (see :class:`_ValuePolicy`).

@@ -707,7 +707,9 @@ class _LearnerRun:
       (``A2C._add_returns_and_advantages`` calls ``Algorithm.compute_episodic_return`` with
       ``V(obs)`` and ``V(obs_next)``, masked by ``~terminated``; a truncated or unfinished
       last transition bootstraps). Tianshou keeps no row for an episode's final observation:
-      the bootstrap row ``L`` is recorded with zeros and loss mask 0.
+      the bootstrap row ``L`` is recorded with zeros and loss mask 0 as a stand-in (no
+      ``bootstrap`` observable is declared: ``learner.bootstrap-timestep-masked`` is not
+      applicable).
     - Normalised advantages and update plan: ``PPO._update_with_batch(batch, minibatch_size,
       num_epochs)`` on the envs' preprocessed batches concatenated env-major (the order
       ``VectorReplayBuffer.sample(0)`` returns), with ``advantage_normalization=True`` (per

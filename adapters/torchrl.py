@@ -676,7 +676,8 @@ def _advantage_events(sc: LearnerScenario, frames: TensorDictBase) -> list[Advan
     """GAE over all envs' frames in one flat batch (each env's batch end is truncated, so
     nothing propagates across), and the same with ``average_gae=True`` for the normalised
     advantages; one event per episode with the bootstrap row (the final observation, which
-    TorchRL never trains on) appended."""
+    TorchRL never trains on) appended as a stand-in (no ``bootstrap`` observable is declared:
+    ``learner.bootstrap-timestep-masked`` is not applicable)."""
     gamma, lam = float(sc.gamma), float(sc.lam)
     plain = GAE(gamma=gamma, lmbda=lam, value_network=_value_network(sc), differentiable=False)
     averaged = GAE(

@@ -30,13 +30,25 @@ __all__ = [
 
 PROTOCOL_VERSION = 1
 
-CAPABILITIES = ("env", "trainer", "replay", "learner", "relabel", "counter", "hooks", "state")
+CAPABILITIES = (
+    "env",
+    "trainer",
+    "replay",
+    "learner",
+    "relabel",
+    "counter",
+    "hooks",
+    "state",
+    "bootstrap",
+)
 """The closed vocabulary of capabilities: five operation families (one operation each), and
-three observables of trainer runs that not every framework has: ``counter`` (a global counter
-the trainer increments per iteration or per mini-batch), ``hooks`` (``after_update`` /
-``after_train_iter`` calls) and ``state`` (a policy state the trainer resets at FIRST; a
-stateless policy has none, and a recorded stand-in would make the check pass by construction). Checks of an observable the adapter does not declare are not
-applicable, with that reason."""
+four observables that not every framework has: ``counter`` (a global counter the trainer
+increments per iteration or per mini-batch), ``hooks`` (``after_update`` /
+``after_train_iter`` calls), ``state`` (a policy state the trainer resets at FIRST) and
+``bootstrap`` (a bootstrap timestep the learner appends to each episode, row ``L``). A
+framework without one records a stand-in (an empty state, a zero row ``L`` with loss mask 0)
+that would make its check pass by construction, so the checks of an observable the adapter
+does not declare are not applicable, with that reason."""
 
 
 class Unsupported(Exception):

@@ -451,6 +451,7 @@ LEARNER_CHECKS: tuple[Check, ...] = (
         "learner",
         "invariant",
         check_bootstrap_masked,
+        requires=("bootstrap",),
     ),
     Check(
         "learner-stats", ("learner.stats-exclude-bootstrap",), "learner", "invariant", check_stats

@@ -77,7 +77,7 @@ def test_info_names_the_installed_versions() -> None:
     info = ADAPTER.info()
     assert (info.name, info.framework_version) == ("rllib", "2.60.0")
     assert info.extra_versions["gymnasium"] == "1.2.2"
-    assert set(info.capabilities) == {"env", "trainer", "replay", "learner"}
+    assert set(info.capabilities) == {"env", "trainer", "replay", "learner", "bootstrap"}
     ADAPTER.smoke()
 
 

@@ -44,7 +44,15 @@ def _trainer(spec: EnvSpec, sampling: SamplingSpec | None = None, **knobs: Any) 
 def test_info_names_the_installed_version() -> None:
     info = ADAPTER.info()
     assert (info.name, info.framework_version) == ("tianshou", "2.0.1")
-    assert set(info.capabilities) == {"env", "trainer", "replay", "learner", "relabel", "counter"}
+    assert set(info.capabilities) == {
+        "env",
+        "trainer",
+        "replay",
+        "learner",
+        "relabel",
+        "counter",
+        "state",
+    }
     ADAPTER.smoke()
 
 

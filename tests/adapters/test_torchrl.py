@@ -46,7 +46,16 @@ def test_info_names_the_installed_versions() -> None:
     info = ADAPTER.info()
     assert (info.name, info.framework_version) == ("torchrl", "0.14.1")
     assert info.extra_versions["tensordict"] == "0.14.3"
-    assert set(info.capabilities) == {"env", "trainer", "replay", "learner", "relabel"}
+    assert set(info.capabilities) == {
+        "env",
+        "trainer",
+        "replay",
+        "learner",
+        "relabel",
+        "counter",
+        "hooks",
+        "state",
+    }
     ADAPTER.smoke()
 
 

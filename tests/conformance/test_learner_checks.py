@@ -444,3 +444,20 @@ def test_deviating_from_a_declared_rllib_variant_fails(
     }
     assert {check for check, _ in failed} == {breaks}
     assert all("do not reproduce" in message for message in failed.values())
+
+
+class NoBootstrapRow(RefimplAdapter):
+    """A learner that keeps no bootstrap row (SB3, Tianshou, TorchRL): its trace carries a
+    stand-in row L, so it declares no ``bootstrap`` observable."""
+
+    def info(self):  # type: ignore[no-untyped-def]
+        info = super().info()
+        return replace(info, capabilities=tuple(c for c in info.capabilities if c != "bootstrap"))
+
+
+def test_without_a_bootstrap_row_its_mask_check_is_not_applicable() -> None:
+    check = next(c for c in CHECKS if c.name == "learner-bootstrap-masked")
+    name, scenario = next(iter(LEARNER.items()))
+    outcome = Session(NoBootstrapRow(), "nb").evaluate(check, name, scenario)
+    assert outcome.status == "not-applicable" and "'bootstrap'" in outcome.message
+    assert Session(RefimplAdapter(), "refimpl").evaluate(check, name, scenario).status == "pass"
