@@ -69,13 +69,15 @@ ADAPTERS = ("sb3", "tianshou", "torchrl", "flashbax", "rllib")
 @nox.session(python="3.11", default=False, tags=["adapters"])
 @nox.parametrize("adapter", [nox.param(a, id=a, tags=[a]) for a in ADAPTERS])
 def conformance(session: nox.Session, adapter: str) -> None:
-    """The suite against one framework adapter, in a venv of its own (frameworks pin
-    conflicting dependencies). Writes reports/<adapter>.jsonl and prints the wall time."""
+    """The adapter's own tests, then the suite against it, in a venv of its own (frameworks
+    pin conflicting dependencies). Writes reports/<adapter>.jsonl and prints the wall time."""
     import time
 
     install(session, f"adapter-{adapter}")
     start = time.perf_counter()
     try:
+        # The adapter's own tests (skipped in the default session, which lacks the framework).
+        session.run("pytest", "-p", "no:cacheprovider", "-q", f"tests/adapters/test_{adapter}.py")
         session.run(
             "xpspec",
             "run",
@@ -182,6 +184,7 @@ def conformance_alf(session: nox.Session) -> None:
     (site / "xpspec-alf-penv.pth").write_text("import xpspec_alf_penv\n", encoding="utf-8")
     start = time.perf_counter()
     try:
+        session.run("pytest", "-p", "no:cacheprovider", "-q", "tests/adapters/test_alf.py")
         session.run(
             "xpspec",
             "run",
