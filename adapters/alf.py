@@ -51,7 +51,9 @@ same-step auto-reset, and configurations ``RLTrainer`` itself refuses.
 
 **Replay** (``run_replay``): ``ReplayBuffer`` (per-env rings of ``capacity``) filled with the
 toy env's ALF time steps by ``add_batch``, sampled by ``get_batch(batch_size, T)`` (envs
-assigned round-robin, starts stratified within each env; windows cross episodes).
+assigned round-robin, starts stratified within each env; windows cross episodes). A draw
+``get_batch`` refuses (``AssertionError: Not all environments have enough data``, also from an
+empty buffer) is recorded as an empty draw (``replay.no-window``).
 
 **Relabel** (``run_relabel``): a ``ReplayBuffer(keep_episodic_info=True)`` of ``Experience``
 with dict observations (``observation``, ``achieved_goal``, ``desired_goal``), drawn by
@@ -123,6 +125,11 @@ __all__ = ["ALFAdapter", "ALFRaised"]
 
 _LINK = "https://github.com/HorizonRobotics/alf/tree/pytorch/alf"
 _LAST = int(StepType.LAST)
+
+
+_NOT_ENOUGH = "Not all environments have enough data"
+"""The ``AssertionError`` of ALF's ``ReplayBuffer.get_batch`` when an env holds fewer items than
+the window (``alf/experience_replayers/replay_buffer.py``, ``_uniform_sample``)."""
 
 
 class ALFRaised(RuntimeError):
@@ -885,10 +892,18 @@ def _run_replay(sc: ReplayScenario) -> Trace:
         holder[0].add_batch(ts)
 
     events = _fill(sc.env, sc.seed, sc.fill_steps, False, add)
-    if not holder:
-        raise Unsupported("fill_steps 0: ALF's ReplayBuffer is built from the first stored batch")
+    if not holder:  # nothing stored: the buffer's spec comes from a time step it never holds
+        first = _classes()["env"](sc.env, sc.seed).reset()
+        spec = dist_utils.extract_spec(first, from_dim=1)
+        holder.append(ReplayBuffer(spec, sc.env.num_envs, max_length=sc.capacity))
     for draw in range(sc.draws):
-        batch, _ = holder[0].get_batch(sc.batch_size, sc.sampling.window_length)
+        try:
+            batch, _ = holder[0].get_batch(sc.batch_size, sc.sampling.window_length)
+        except AssertionError as exc:  # ALF's answer to "no valid window"
+            if _NOT_ENOUGH not in str(exc):
+                raise
+            events.append(Sampled(draw, ()))
+            continue
         events.append(Sampled(draw, _windows(batch.observation)))
     return Trace(tuple(events), {"producer": "alf", "seed": sc.seed})
 

@@ -25,7 +25,7 @@ from conformance.scenario import (
 from refimpl import learner as lrn
 from refimpl.recorder import Recorder, windows_of
 from refimpl.relabel import Relabeled, SampledTransitions, StoredEpisode, relabel
-from refimpl.replay import ReplayBuffer, SamplingSpec
+from refimpl.replay import NoValidWindow, ReplayBuffer, SamplingSpec
 from refimpl.step_type import StepType
 from refimpl.toy_envs.batched import ToyBatchEnv
 from refimpl.trace import (
@@ -178,6 +178,11 @@ class RefimplAdapter:
         return result.trace
 
     def run_replay(self, scenario: ReplayScenario) -> Trace:
+        """Replay sampling on its own (clauses ``replay.*``): ``fill_steps`` vector steps of
+        the toy env, every item stored (one :class:`Store` event per vector step), then
+        ``draws`` calls of :meth:`refimpl.replay.ReplayBuffer.sample` with one seeded
+        generator, one :class:`Sampled` event each. A draw from a buffer holding no valid
+        window is an empty :class:`Sampled` event (``replay.no-window``)."""
         env = ToyBatchEnv(scenario.env, scenario.seed)
         buffer = ReplayBuffer(env.num_envs, scenario.capacity, _FIELDS)
         recorder = Recorder()
@@ -197,7 +202,11 @@ class RefimplAdapter:
         events = list(recorder.trace().events)
         generator = torch.Generator().manual_seed(scenario.seed)
         for draw in range(scenario.draws):
-            s = buffer.sample(scenario.batch_size, scenario.sampling, generator)
+            try:
+                s = buffer.sample(scenario.batch_size, scenario.sampling, generator)
+            except NoValidWindow:  # replay.no-window: an empty draw, never made-up windows
+                events.append(Sampled(draw, ()))
+                continue
             events.append(Sampled(draw, windows_of(s.data["observation"], s.mask)))
         return Trace(tuple(events), {"producer": "refimpl"})
 

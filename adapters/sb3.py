@@ -560,11 +560,11 @@ class SB3Adapter:
         """Fill: ``DQN.learn`` for ``fill_steps`` vector steps with the gate never open
         (``learning_starts`` = the whole budget), every transition stored by SB3's own
         ``_store_transition``. Draws: ``ReplayBuffer.sample(batch_size)``, seeded through
-        ``DQN(seed=...)``; each sampled row is a window of one item."""
+        ``DQN(seed=...)``; each sampled row is a window of one item. A draw from an empty
+        buffer raises ``ValueError`` (``BaseBuffer.sample``: numpy ``randint(0, 0)``) and is
+        recorded as an empty draw (``replay.no-window``)."""
         s = scenario.sampling
         _check_sampling(s.window_length, s.period, s.distribution)
-        if scenario.fill_steps == 0:
-            raise _unsupported("sampling an empty ReplayBuffer raises (numpy randint(0, 0))")
         b = scenario.env.num_envs
         total = scenario.fill_steps * b
         config = _DQNConfig(1, 1, 1, total, scenario.capacity * b, total)
@@ -572,11 +572,18 @@ class SB3Adapter:
         with _quiet():
             model = _dqn(_vec_env(scenario.env, scenario.seed), scenario.env, config, scenario.seed)
             _record_adds(model, _RowMapper(b, with_last=False), events)
-            model.learn(total)
+            if total:
+                model.learn(total)
             buffer = model.replay_buffer
             assert buffer is not None
             for draw in range(scenario.draws):
-                samples = buffer.sample(scenario.batch_size)
+                try:
+                    samples = buffer.sample(scenario.batch_size)
+                except ValueError as exc:  # SB3's answer to "nothing stored"
+                    if "high <= 0" not in str(exc):
+                        raise
+                    events.append(Sampled(draw, ()))
+                    continue
                 events.append(
                     Sampled(draw, tuple((item,) for item in _items(samples.observations)))
                 )

@@ -131,6 +131,9 @@ _FIRST, _MID, _LAST = int(StepType.FIRST), int(StepType.MID), int(StepType.LAST)
 _NO_WINDOW = "cannot be empty unless no samples are taken"
 """The start of numpy's ``ValueError`` when ``VectorReplayBuffer.sample`` (frame-stack with
 ``sample_avail``) finds no valid window (``data/buffer/manager.py:sample_indices``)."""
+_NAN_WEIGHTS = "probabilities contain NaN"
+"""numpy's ``ValueError`` when ``VectorReplayBuffer.sample`` draws a sub-buffer from an empty
+buffer (weights ``lengths / 0``, ``data/buffer/manager.py:sample_indices``)."""
 
 
 def _unsupported(reason: str, where: str = "") -> Unsupported:
@@ -1037,14 +1040,11 @@ class TianshouAdapter:
     def run_replay(self, scenario: ReplayScenario) -> Trace:
         """Fill: ``Collector.collect(n_step=fill_steps * B)`` into ``VectorReplayBuffer(capacity
         * B, B)``, one store per ``add``. Draws: ``VectorReplayBuffer.sample(batch_size)``;
-        windows longer than one item are frame stacks (see :func:`_stacking`)."""
+        windows longer than one item are frame stacks (see :func:`_stacking`). A draw Tianshou
+        refuses with ``ValueError`` is recorded as an empty draw (``replay.no-window``): from an
+        empty buffer ``sample_indices`` divides by the total length 0 and numpy rejects the NaN
+        probabilities; with frame stacks and no valid window it draws from an empty array."""
         stacking = _stacking(scenario.sampling)
-        if scenario.fill_steps == 0:
-            raise _unsupported(
-                "sampling an empty VectorReplayBuffer: its sub-buffer draw divides by the "
-                "total length (data/buffer/manager.py:sample_indices)",
-                "data/buffer/manager.py",
-            )
         spec = scenario.env
         events: list[Event] = []
         with _seeded(scenario.seed):
@@ -1058,11 +1058,18 @@ class TianshouAdapter:
                     _store(0, [stepper.rows[i] for i in _items(batch.obs)])
                 ),
             )
-            collector = Collector(policy, envs, buffer)
-            collector.reset()
-            collector.collect(n_step=scenario.fill_steps * spec.num_envs)
+            if scenario.fill_steps:
+                collector = Collector(policy, envs, buffer)
+                collector.reset()
+                collector.collect(n_step=scenario.fill_steps * spec.num_envs)
             for draw in range(scenario.draws):
-                batch, _ = buffer.sample(scenario.batch_size)
+                try:
+                    batch, _ = buffer.sample(scenario.batch_size)
+                except ValueError as exc:  # Tianshou's answer to "no valid window"
+                    if _NO_WINDOW not in str(exc) and _NAN_WEIGHTS not in str(exc):
+                        raise
+                    events.append(Sampled(draw, ()))
+                    continue
                 events.append(Sampled(draw, _windows(batch.obs)))
         return Trace(tuple(events), {"producer": f"tianshou {_VERSION}"})
 

@@ -38,7 +38,9 @@ the counter is the collector's batch count (per iteration) or the Trainer's ``_o
 ``Trainer.train`` stops: the trace ends there (header ``stopped``).
 
 **Replay, learner, relabel.** ``run_replay`` fills the same storage one collector step at a
-time and samples as above. ``run_learner`` collects each env's frames of its first ``steps``
+time and samples as above; a draw TorchRL refuses (``RuntimeError`` from an empty storage or
+when no trajectory holds a slice) is recorded as an empty draw, TorchRL's way of saying there
+is no valid window (``replay.no-window``). ``run_learner`` collects each env's frames of its first ``steps``
 time steps (``set_truncated=True`` marks the cut), runs ``GAE`` (and ``GAE(average_gae=True)``
 for normalised advantages) over all of them, ``MultiStep`` + ``TD0Estimator`` for n-step
 targets, and the PPO scripts' ``SamplerWithoutReplacement`` epochs. ``run_relabel`` writes
@@ -125,6 +127,9 @@ _SOURCE = "https://github.com/pytorch/rl/blob/v0.14.1/torchrl"
 _NO_SLICE = "Did not find a single trajectory with sufficient length"
 """The start of the ``RuntimeError`` TorchRL 0.14.1's ``SliceSampler`` raises when no stored
 trajectory holds a slice (``data/replay_buffers/samplers/slice.py``, ``_sample_slices``)."""
+_EMPTY = "Cannot sample from an empty storage"
+"""The ``RuntimeError`` TorchRL 0.14.1's samplers raise on an empty storage
+(``data/replay_buffers/samplers/random.py``)."""
 
 Item = tuple[int, int, int]
 
@@ -613,7 +618,13 @@ def _run_replay(sc: ReplayScenario) -> Trace:
                 buffer.extend(batch)
             collector.shutdown()
         for draw in range(sc.draws):
-            sample = buffer.sample(sc.batch_size * length)
+            try:
+                sample = buffer.sample(sc.batch_size * length)
+            except RuntimeError as exc:  # TorchRL's answer to "no valid window"
+                if _NO_SLICE not in str(exc) and _EMPTY not in str(exc):
+                    raise
+                events.append(Sampled(draw, ()))
+                continue
             padded = sc.sampling.boundary == "pad"
             events.append(Sampled(draw, _windows(sample, length, padded)))
     return Trace(tuple(events), {"producer": "torchrl"})

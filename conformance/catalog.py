@@ -252,6 +252,17 @@ CATALOG: dict[str, Scenario] = {
         draws=25,
         sampling=SamplingSpec(window_length=5),
     ),
+    # nothing to sample (replay.no-window): an empty buffer, and windows longer than what each
+    # env holds; every draw must come back empty
+    "replay-empty": ReplayScenario(_ENV3, capacity=8, fill_steps=0, batch_size=4, draws=2),
+    "replay-too-short": ReplayScenario(
+        _ENV3,
+        capacity=8,
+        fill_steps=3,
+        batch_size=4,
+        draws=2,
+        sampling=SamplingSpec(window_length=5),
+    ),
     # env stepping
     "env-mixed": EnvScenario(EnvSpec(3, (_MIXED,)), steps=20),
     "env-random": EnvScenario(_RANDOM4, steps=30, seed=7),

@@ -43,8 +43,14 @@ def check_replay_windows(scenario: Scenario, trace: Trace, ctx: Context) -> None
         raise CheckFailure("sampled batches", sc.draws, len(draws))
     s = sc.sampling
     for d in draws:
-        if len(d.windows) != sc.batch_size:
-            raise CheckFailure(f"windows in draw {d.draw}", sc.batch_size, len(d.windows))
+        # An empty draw reports that no window was valid; replay-no-window judges whether
+        # that was so.
+        if len(d.windows) not in (0, sc.batch_size):
+            raise CheckFailure(
+                f"windows in draw {d.draw}",
+                f"{sc.batch_size} (or 0: no valid window)",
+                len(d.windows),
+            )
         for window in d.windows:
             if len(window) != s.window_length:
                 raise CheckFailure("window length", s.window_length, len(window))
@@ -88,6 +94,8 @@ def check_uniform(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     counts = Counter(_start(model, w) for d in draws for w in d.windows)
     n, w = sum(counts.values()), len(valid)
     if w == 0:
+        if n == 0:
+            return  # nothing valid and nothing drawn: replay-no-window judges the draws
         raise CheckFailure("valid windows in the buffer the stores imply", "at least one", 0)
     mean, sd = n / w, math.sqrt(n * (1 / w) * (1 - 1 / w))
     for window in valid:
@@ -117,6 +125,30 @@ def check_deterministic(scenario: Scenario, trace: Trace, ctx: Context) -> None:
             a.splitlines()[first : first + 1],
             b.splitlines()[first : first + 1],
         )
+
+
+def check_no_window(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """replay.no-window: a draw is empty exactly when the buffer holds no valid window for the
+    sampling spec. Whether one exists does not depend on the random draw, so the reference
+    trace's empty draws say where: the same draws must be empty here, and the others full."""
+    sc, _, draws = _replay(scenario, trace)
+    reference = list(ctx.reference(scenario).of_kind("sampled"))
+    if len(draws) != len(reference):
+        raise CheckFailure("sampled batches", len(reference), len(draws))
+    for got, want in zip(draws, reference):
+        if not want.windows and got.windows:
+            raise CheckFailure(
+                f"windows in draw {got.draw}, from a buffer holding no valid window "
+                f"(window_length {sc.sampling.window_length}, boundary {sc.sampling.boundary!r})",
+                0,
+                len(got.windows),
+            )
+        if want.windows and not got.windows:
+            raise CheckFailure(
+                f"windows in draw {got.draw}, from a buffer holding valid windows",
+                sc.batch_size,
+                0,
+            )
 
 
 def _uniform(s: Scenario) -> bool:
@@ -153,6 +185,7 @@ REPLAY_CHECKS: tuple[Check, ...] = (
         "invariant",
         check_replay_windows,
     ),
+    Check("replay-no-window", ("replay.no-window",), "replay", "exact", check_no_window),
     Check(
         "replay-uniform",
         ("replay.uniform-windows",),
