@@ -26,3 +26,26 @@ def test_fractions_are_strings_and_floats_are_refused() -> None:
 def test_unknown_field_is_named() -> None:
     with pytest.raises(ConfigError, match=r"value\.bogus"):
         from_jsonable(TrainerConfig, {"num_iterations": 1, "bogus": 2})
+
+
+def test_canonical_json_is_the_encoding_of_to_jsonable() -> None:
+    # The fast path hands dataclass fields to the encoder directly; the text must be exactly
+    # that of the plain conversion, for scenarios (fractions, nested dataclasses, unions) and
+    # for every kind of trace event the catalogue produces.
+    import json
+
+    from adapters.refimpl import RefimplAdapter
+    from conformance.catalog import CATALOG
+    from refimpl.serial import canonical_json, to_jsonable
+
+    def plain(value: object) -> str:
+        return json.dumps(to_jsonable(value), sort_keys=True, separators=(",", ":"))
+
+    adapter, kinds = RefimplAdapter(), set()
+    for scenario in CATALOG.values():
+        assert canonical_json(scenario) == plain(scenario)
+        trace = getattr(adapter, f"run_{scenario.kind}")(scenario)
+        for event in trace.events:
+            kinds.add(event.kind)
+            assert canonical_json(event) == plain(event)
+    assert {"update", "sampled", "relabel", "advantages", "shard"} <= kinds
