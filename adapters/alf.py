@@ -305,7 +305,12 @@ class ALFAdapter:
             protocol_version=PROTOCOL_VERSION,
             capabilities=("trainer", "replay", "relabel", "counter", "hooks", "state"),
             issue_tracker="https://github.com/HorizonRobotics/alf/issues",
-            notes="run from a checkout (not on PyPI); framework_version is its git commit",
+            notes=(
+                "run from a checkout (not on PyPI); framework_version is its git commit. Pull "
+                "request 1768 is not merged there: its train accounting is the spec variant "
+                "train.synced-schedule/alf-pr1768-floor, which refimpl reproduces, not a "
+                "behaviour of this row"
+            ),
             extra_versions={
                 "torch": torch.__version__,
                 **{n: _dist_version(n) for n in ("gin-config", "gym", "cnest", "numpy")},

@@ -156,6 +156,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             "framework": info.framework,
             "framework_version": info.framework_version,
             "capabilities": list(info.capabilities),
+            "notes": info.notes,
         }
     except Exception as exc:  # the tests will report the broken adapter; keep the header
         described = {

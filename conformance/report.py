@@ -63,6 +63,7 @@ def build_compliance(
                     "spec",
                     "profile",
                     "versions",
+                    "notes",
                 )
             }
         )
@@ -111,8 +112,9 @@ def render_markdown(doc: dict[str, Any]) -> str:
         "",
     ]
     for i in doc["implementations"]:
+        notes = f" — {i['notes']}" if i.get("notes") else ""
         lines.append(
-            f"- **{i['adapter']}**: {i['framework']} {i['framework_version']} (suite {i['suite']}, spec {i['spec']}, profile {i['profile']})"
+            f"- **{i['adapter']}**: {i['framework']} {i['framework_version']} (suite {i['suite']}, spec {i['spec']}, profile {i['profile']}){notes}"
         )
     lines += ["", "| clause | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
     for cid, row in doc["clauses"].items():

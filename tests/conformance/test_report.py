@@ -112,3 +112,14 @@ def test_a_file_without_header_is_refused(tmp_path: Path) -> None:
     path.write_text('{"type": "result"}\n')
     with pytest.raises(ValueError, match="no header"):
         read_run(path)
+
+
+def test_adapter_notes_are_in_the_legend(tmp_path: Path) -> None:
+    path = _run(tmp_path / "a.jsonl", "a", [("x.one", "pass")])
+    text = path.read_text().splitlines()
+    header = {**json.loads(text[0]), "notes": "PR 1768 is not merged in this snapshot"}
+    path.write_text("\n".join([json.dumps(header), *text[1:]]) + "\n")
+    md = render_markdown(build_compliance([path], ["x.one"]))
+    assert "- **a**: a 1 (suite s, spec 0.1, profile ci) — PR 1768 is not merged" in md
+    plain = render_markdown(build_compliance([_run(tmp_path / "b.jsonl", "b", [])], ["x.one"]))
+    assert "- **b**: b 1 (suite s, spec 0.1, profile ci)\n" in plain
