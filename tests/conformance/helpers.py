@@ -24,3 +24,14 @@ def failures(adapter: Adapter, kind: str) -> dict[str, list[str]]:
             if outcome.status == "fail":
                 failed.setdefault(check.name, []).append(name)
     return failed
+
+
+def assert_breaks(adapter: Adapter, kind: str, breaks: str, also: set[str]) -> None:
+    """``adapter`` fails check ``breaks`` on some catalogue scenario of ``kind``, and fails no
+    check beyond ``breaks`` and the ones its breakage drags ``also``."""
+    failed = failures(adapter, kind)
+    name = type(adapter).__name__
+    assert breaks in failed, f"{name} passed {breaks}"
+    assert set(failed) <= {breaks, *also}, (
+        f"{name} also failed {sorted(set(failed) - {breaks, *also})}"
+    )
