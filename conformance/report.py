@@ -71,7 +71,7 @@ def build_compliance(
         for r in results:
             for clause in r["clauses"]:
                 cur = worst.get(clause)
-                if cur is None or _RANK[r["status"]] > _RANK[cur["status"]]:
+                if cur is None or _severity(r) > _severity(cur):
                     worst[clause] = {
                         "status": r["status"],
                         "check": r["check"],
@@ -93,6 +93,13 @@ def build_compliance(
         "clauses": matrix,
         "pages": dict(pages or {}),
     }
+
+
+def _severity(result: dict[str, Any]) -> tuple[int, bool]:
+    """Outcomes ordered worst last; a finding (a deviation no variant reproduces) is worse
+    than a reproduced deviation, so a clause with both shows the finding."""
+    finding = result["status"] == "deviation" and result.get("variant") == "finding"
+    return _RANK[result["status"]], finding
 
 
 def _cell(cell: dict[str, Any]) -> str:

@@ -99,6 +99,11 @@ def test_findings_are_named_in_the_matrix(tmp_path: Path) -> None:
     path.write_text("\n".join(json.dumps(r) for r in lines) + "\n")
     md = render_markdown(build_compliance([path], ["x.one", "x.two"]))
     assert "| `x.one` | finding |" in md and "| `x.two` | deviation (same-step) |" in md
+    # A clause with a reproduced deviation and a finding shows the finding, in either order.
+    both = {**lines[2], "clauses": ["x.one"]}
+    for order in ([lines[0], lines[1], both], [lines[0], both, lines[1]]):
+        path.write_text("\n".join(json.dumps(r) for r in order) + "\n")
+        assert "| `x.one` | finding |" in render_markdown(build_compliance([path], ["x.one"]))
 
 
 def test_diff_lists_changed_cells(tmp_path: Path) -> None:
