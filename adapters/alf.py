@@ -62,7 +62,7 @@ with dict observations (``observation``, ``achieved_goal``, ``desired_goal``), d
 pair whose first step is a LAST is no transition (``get_batch`` crosses episodes): it is left
 out of the ``Relabel`` event, which is then shorter than the batch. The relabeled rows are
 those whose episode end ALF looked up (``steps_to_episode_end``) and whose future achieved goal
-it read (``get_field``), in its row order; the goal step is decoded from that goal.
+it read (``get_field``), in its row order; the goal source ``(e, k, t)`` is decoded from that goal.
 """
 
 from __future__ import annotations
@@ -969,8 +969,8 @@ def _relabel_event(
     lookups: list[tuple[list[int], list[int]]],
     futures: list[torch.Tensor],
 ) -> Relabel:
-    """The pairs of one draw that are transitions, with their goal step (-1 unless ALF
-    relabeled the row) and their reward after relabeling.
+    """The pairs of one draw that are transitions, with their goal source ((-1, -1, -1) unless
+    ALF relabeled the row) and their reward after relabeling.
 
     ALF relabels rows ``her_indices`` (ascending): it looks up the episode end of each at
     ``(env_id, position + 1)`` and reads one future achieved goal for each. The relabeled rows
@@ -993,8 +993,11 @@ def _relabel_event(
         raise ValueError(f"matched {j} of ALF's {len(wanted)} relabeled rows")
     rows = [i for i in range(len(keys)) if int(step_type[i]) != _LAST]
     env, episode, t = _items(first[rows]) if rows else ((), (), ())
-    goal_t = tuple(int(goal[i][2]) if relabeled[i] else -1 for i in rows)
-    return Relabel(draw, env, episode, t, goal_t, tuple(float(reward[i]) for i in rows))
+    goal_env, goal_episode, goal_t = (
+        tuple(int(goal[i][c]) if relabeled[i] else -1 for i in rows) for c in range(3)
+    )
+    rewards = tuple(float(reward[i]) for i in rows)
+    return Relabel(draw, env, episode, t, goal_env, goal_episode, goal_t, rewards)
 
 
 def _smoke() -> None:

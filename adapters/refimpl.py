@@ -433,12 +433,15 @@ class RefimplAdapter:
                 reward=s.data["reward"][:, 1],
             )
             out = self._relabel_batch(store, sample, scenario, generator)
+            sources = [source or (-1, -1, -1) for source in out.sources]
             events.append(
                 Relabel(
                     draw,
                     _ints(first[:, 0]),
                     _ints(first[:, 1]),
                     _ints(first[:, 2]),
+                    tuple(int(source[0]) for source in sources),
+                    tuple(int(source[1]) for source in sources),
                     _ints(out.source_t),
                     _floats(out.reward),
                 )

@@ -478,17 +478,9 @@ def _n_sampled_goal(ratio: Fraction) -> int:
     return int(ratio / (1 - ratio))
 
 
-def _goal_steps(items: Sequence[Item], goals: np.ndarray) -> tuple[int, ...]:
-    """The time step whose achieved goal ``[e, k, t']`` became each row's goal."""
-    out = []
-    for (e, k, t), (ge, gk, gt) in zip(items, goals.reshape(-1, 3).astype(np.int64)):
-        if (ge, gk) != (e, k):
-            raise RuntimeError(
-                f"SB3 relabeled the transition at {(e, k, t)} with the achieved goal of "
-                f"{(int(ge), int(gk), int(gt))}, another episode: the trace cannot name it"
-            )
-        out.append(int(gt))
-    return tuple(out)
+def _goal_sources(goals: np.ndarray) -> tuple[tuple[int, int, int], ...]:
+    """The time step ``(e, k, t')`` whose achieved goal ``[e, k, t']`` became each row's goal."""
+    return tuple((int(e), int(k), int(t)) for e, k, t in goals.reshape(-1, 3).astype(np.int64))
 
 
 # -- the adapter ------------------------------------------------------------------------------
@@ -595,8 +587,8 @@ class SB3Adapter:
         for ``fill_steps`` vector steps, never training; stores name each row's ``o_t`` and,
         at a ``done``, the LAST its ``next_observations`` hold. Draws:
         ``HerReplayBuffer.sample(batch_size)``; its virtual rows (the last ones, counted by
-        wrapping ``_get_virtual_samples``) are relabeled, their goal step decoded from the
-        new desired goal ``[e, k, t']``; rows keep SB3's order and rewards."""
+        wrapping ``_get_virtual_samples``) are relabeled, their goal source ``(e, k, t')``
+        decoded from the new desired goal ``[e, k, t']``; rows keep SB3's order and rewards."""
         n_goals = _n_sampled_goal(scenario.ratio)
         b = scenario.env.num_envs
         total = scenario.fill_steps * b
@@ -686,10 +678,11 @@ def _relabel_event(draw: int, samples: Any, virtual: int) -> Relabel:
     items = _items(samples.observations["observation"])
     real = len(items) - virtual
     goals = samples.observations["desired_goal"].detach().cpu().numpy()
-    goal_t = (-1,) * real + _goal_steps(items[real:], goals[real:])
+    sources = ((-1, -1, -1),) * real + _goal_sources(goals[real:])
     env, episode, t = _columns(items)
+    goal_env, goal_episode, goal_t = _columns(sources)
     rewards = tuple(float(r) for r in samples.rewards.reshape(-1).tolist())
-    return Relabel(draw, env, episode, t, goal_t, rewards)
+    return Relabel(draw, env, episode, t, goal_env, goal_episode, goal_t, rewards)
 
 
 # -- learner-side preprocessing ---------------------------------------------------------------

@@ -898,8 +898,8 @@ class _RelabelRun:
     episode gets one goal, the achieved goal of ``obs_next`` at a future index of the
     episode's latest sampled transition. A chosen episode is the ``j``-th distinct episode in
     chronological order (``np.unique`` of the walk ends, sorted by first occurrence), i.e.
-    the ``j``-th smallest episode index among that env's sampled rows; its rows' goal step is
-    decoded from the new desired goal ``[e, k, t']``. Rows keep Tianshou's order (env-major)
+    the ``j``-th smallest episode index among that env's sampled rows; its rows' goal source
+    ``(e, k, t')`` is decoded from the new desired goal ``[e, k, t']``. Rows keep Tianshou's order (env-major)
     and its rewards (recomputed from ``obs_next`` for relabeled rows). ``horizon = capacity``
     lets the walk reach every stored episode's end.
     """
@@ -964,23 +964,19 @@ class _RelabelRun:
         for sub, picks in zip(envs, calls):
             episodes = sorted({k for e, k, _ in items if e == sub})
             chosen.update((sub, episodes[int(j)]) for j in np.asarray(picks).reshape(-1))
-        goal_t = []
+        sources: list[Item] = []
         for item, (ge, gk, gt) in zip(items, goals):
             e, k = item[0], item[1]
             if (e, k) in chosen:
-                if (int(ge), int(gk)) != (e, k):
-                    raise RuntimeError(
-                        f"Tianshou relabeled the transition at {item} with the achieved "
-                        f"goal of {(int(ge), int(gk), int(gt))}: the trace cannot name it"
-                    )
-                goal_t.append(int(gt))
+                sources.append((int(ge), int(gk), int(gt)))
             elif (float(ge), float(gk), float(gt)) != self.sc.env.desired_goal(self.sc.seed, e, k):
                 raise RuntimeError(f"the goal of {item} changed, yet its episode was not chosen")
             else:
-                goal_t.append(-1)
+                sources.append((-1, -1, -1))
         env, episode, t = _columns(items)
+        goal_env, goal_episode, goal_t = _columns(sources)
         rewards = tuple(float(r) for r in np.asarray(batch.rew, dtype=np.float64).reshape(-1))
-        return Relabel(draw, env, episode, t, tuple(goal_t), rewards)
+        return Relabel(draw, env, episode, t, goal_env, goal_episode, goal_t, rewards)
 
 
 # -- the adapter ------------------------------------------------------------------------------

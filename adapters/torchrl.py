@@ -897,7 +897,10 @@ def _run_relabel(sc: RelabelScenario) -> Trace:
                     tuple(i[0] for i in items),
                     tuple(i[1] for i in items),
                     tuple(i[2] for i in items),
-                    tuple(g[2] if n < count else -1 for n, g in enumerate(goals)),
+                    *(
+                        tuple(g[c] if n < count else -1 for n, g in enumerate(goals))
+                        for c in range(3)
+                    ),
                     tuple(_values(sample, ("next", "reward"))),
                 )
             )

@@ -29,7 +29,7 @@ _COLUMNAR = (
     "shard",
 )
 _COLUMNS = {
-    "relabel": ("goal_t", "reward"),
+    "relabel": ("goal_env", "goal_episode", "goal_t", "reward"),
     "nstep": ("target", "steps"),
     "advantages": ("advantage", "value_target", "normalized", "loss_mask"),
     "shard": ("stop",),
@@ -112,7 +112,7 @@ def _item_columns(event: Any) -> tuple[tuple[Any, ...], ...]:
 
 def _named_items(event: Any) -> list[Item]:
     """The time steps an event names: its items, plus each relabeled transition's successor
-    and each shard piece's first and last row."""
+    and goal source, and each shard piece's first and last row."""
     if event.kind == "advantages":
         return [(event.env, event.episode, t) for t in event.t]
     if event.kind == "shard":
@@ -121,14 +121,19 @@ def _named_items(event: Any) -> list[Item]:
     items = items_of(event)
     if event.kind == "relabel":
         items += [(e, k, t + 1) for e, k, t in items_of(event)]
+        goals = zip(event.goal_env, event.goal_episode, event.goal_t)
+        items += [(e, k, t) for e, k, t in goals if t != -1]
     return items
 
 
 def _value_problem(event: Any) -> str | None:
-    """Values no implementation can mean: a goal step below -1, a piece ending before it
-    starts, a negative learner id."""
-    if event.kind == "relabel" and any(g < -1 for g in event.goal_t):
-        return f"goal_t {min(event.goal_t)} (expected -1 or a time step)"
+    """Values no implementation can mean: a goal that is neither kept (-1, -1, -1) nor a time
+    step, a piece ending before it starts, a negative learner id."""
+    if event.kind == "relabel":
+        for goal in zip(event.goal_env, event.goal_episode, event.goal_t):
+            kept = goal == (-1, -1, -1)
+            if not kept and min(goal) < 0:
+                return f"goal {goal} (expected (-1, -1, -1) for a kept goal, or a time step)"
     if event.kind == "shard":
         if event.learner < 0:
             return f"learner {event.learner} (expected >= 0)"

@@ -39,7 +39,7 @@ __all__ = [
     "UpdatePlan",
 ]
 
-TRACE_FORMAT = "xpspec-trace/1"
+TRACE_FORMAT = "xpspec-trace/2"
 
 Item = tuple[int, int, int]
 """``(env, episode, t)``."""
@@ -150,14 +150,17 @@ class Sampled:
 @dataclass(frozen=True)
 class Relabel:
     """One relabeled batch of sampled transitions: row ``i`` is the transition from
-    ``(env, episode, t)`` to its successor; ``goal_t[i]`` is the time step (same env and
-    episode) whose achieved goal became its goal, or -1 where the row kept its own goal;
-    ``reward`` is the row's reward after relabeling."""
+    ``(env, episode, t)`` to its successor; ``(goal_env[i], goal_episode[i], goal_t[i])`` is
+    the time step whose achieved goal became its goal (the spec wants one of the row's own
+    episode), or ``(-1, -1, -1)`` where the row kept its own goal; ``reward`` is the row's
+    reward after relabeling."""
 
     draw: int
     env: Ints
     episode: Ints
     t: Ints
+    goal_env: Ints
+    goal_episode: Ints
     goal_t: Ints
     reward: Floats
     kind: Literal["relabel"] = "relabel"

@@ -4,9 +4,10 @@ The buffer the draws sample from is the one the trace's Store events imply (per-
 ``capacity`` items; every draw happens after the fill). An episode ``(e, k)`` it holds is
 stored from ``t_start`` to ``t_end``: ``t_end`` is its LAST if that is stored (a complete
 episode), else its newest stored step (in progress). In the goal env the achieved goal of
-``(e, k, t)`` is ``[e, k, t]``, so a goal step ``goal_t`` of row ``(e, k, t)`` names the
-achieved goal ``[e, k, goal_t]``; the reward of the row is the goal reward of its successor's
-achieved goal ``[e, k, t + 1]`` against its goal (0 iff equal, else -1).
+``(e, k, t)`` is ``[e, k, t]``, so a row's goal source ``(goal_env, goal_episode, goal_t)``
+names the achieved goal that became its goal (the spec wants the row's own episode); the
+reward of the row is the goal reward of its successor's achieved goal ``[e, k, t + 1]``
+against its goal (0 iff equal, else -1).
 """
 
 from __future__ import annotations
@@ -49,8 +50,13 @@ class StoredRange:
 class _Row:
     draw: int
     item: tuple[int, int, int]
-    goal_t: int
+    goal: tuple[int, int, int]
+    """The item whose achieved goal became the row's goal, (-1, -1, -1) if kept."""
     reward: float
+
+    @property
+    def goal_t(self) -> int:
+        return self.goal[2]
 
 
 def _sc(scenario: Scenario) -> RelabelScenario:
@@ -77,8 +83,9 @@ def stored_ranges(scenario: RelabelScenario, trace: Trace) -> dict[tuple[int, in
 
 def _rows(trace: Trace) -> Iterator[_Row]:
     for e in trace.of_kind("relabel"):
-        for env, episode, t, goal_t, reward in zip(e.env, e.episode, e.t, e.goal_t, e.reward):
-            yield _Row(e.draw, (env, episode, t), goal_t, reward)
+        columns = zip(e.env, e.episode, e.t, e.goal_env, e.goal_episode, e.goal_t, e.reward)
+        for env, episode, t, goal_env, goal_episode, goal_t, reward in columns:
+            yield _Row(e.draw, (env, episode, t), (goal_env, goal_episode, goal_t), reward)
 
 
 def _eligible(strategy: str, t: int, stored: StoredRange) -> range:
@@ -92,8 +99,13 @@ def _eligible(strategy: str, t: int, stored: StoredRange) -> range:
 
 
 def _goal_in_episode(row: _Row, ranges: dict[tuple[int, int], StoredRange]) -> bool:
+    """Whether the row's goal is a stored step of the row's own episode."""
     stored = ranges.get(row.item[:2])
-    return stored is not None and stored.t_start <= row.goal_t <= stored.t_end
+    return (
+        row.goal[:2] == row.item[:2]
+        and stored is not None
+        and stored.t_start <= row.goal_t <= stored.t_end
+    )
 
 
 # -- relabel.same-episode -------------------------------------------------------------------
@@ -115,9 +127,9 @@ def check_same_episode(scenario: Scenario, trace: Trace, ctx: Context) -> None:
             )
         if row.goal_t != -1 and not _goal_in_episode(row, ranges):
             raise CheckFailure(
-                f"draw {row.draw}: goal step of the transition at {row.item}",
+                f"draw {row.draw}: goal source of the transition at {row.item}",
                 f"a stored step of episode {(env, episode)}: t in [{stored.t_start}, {stored.t_end}]",
-                row.goal_t,
+                row.goal,
             )
 
 
@@ -183,14 +195,15 @@ def check_uniform_goals(scenario: Scenario, trace: Trace, ctx: Context) -> None:
 # -- relabel.reward-recomputed --------------------------------------------------------------
 def check_reward(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     """relabel.reward-recomputed: every row's reward is the goal reward of ``[e, k, t + 1]``
-    against its goal: ``[e, k, goal_t]`` if relabeled, else the episode's desired goal."""
+    against its goal: the achieved goal of its goal source if relabeled, else the episode's
+    desired goal."""
     sc = _sc(scenario)
     for row in _rows(trace):
         env, episode, t = row.item
         if row.goal_t == -1:
             goal = sc.env.desired_goal(sc.seed, env, episode)
         else:
-            goal = (float(env), float(episode), float(row.goal_t))
+            goal = (float(row.goal[0]), float(row.goal[1]), float(row.goal[2]))
         want = goal_reward((float(env), float(episode), float(t + 1)), goal)
         if row.reward != want:
             raise CheckFailure(
@@ -266,13 +279,13 @@ def check_placement(scenario: Scenario, trace: Trace, ctx: Context) -> None:
             annotated[key] = _annotation(sc, *key)
         goals, rewards = annotated[key]
         t = row.item[2]
-        want = (goals[t], rewards[t + 1])
-        if (row.goal_t, row.reward) != want:
+        want = ((*key, goals[t]), rewards[t + 1])
+        if (row.goal, row.reward) != want:
             raise CheckFailure(
-                f"draw {row.draw}: (goal step, reward) of the transition at {row.item} vs "
+                f"draw {row.draw}: (goal source, reward) of the transition at {row.item} vs "
                 "store-time annotation with the final goal",
                 want,
-                (row.goal_t, row.reward),
+                (row.goal, row.reward),
             )
 
 

@@ -20,6 +20,7 @@ from conformance.checks.relabel import StoredRange, stored_ranges
 from conformance.engine import Session
 from conformance.scenario import RelabelScenario
 from refimpl.errors import ConfigError
+from refimpl.identity import ItemId
 from refimpl.relabel import Relabeled, SampledTransitions, StoredEpisode, goal_rewards, relabel
 from refimpl.trace import Trace
 from tests.conformance.helpers import assert_breaks, failures
@@ -97,29 +98,31 @@ def _recompute(
     store: Sequence[StoredEpisode],
     sample: SampledTransitions,
     rows: list[int],
-    goals: torch.Tensor,
-    source_t: torch.Tensor,
-    reported: torch.Tensor,
+    sources: list[ItemId],
 ) -> Relabeled:
-    """A relabeled batch whose rows ``rows`` get ``goals`` (rewards recomputed against the
-    successor's achieved goal) and report goal step ``reported``."""
+    """A relabeled batch whose rows ``rows`` get the achieved goals of ``sources`` (rewards
+    recomputed against the successor's achieved goal)."""
     desired, reward = sample.desired_goal.clone(), sample.reward.clone()
     chosen = torch.zeros_like(sample.t, dtype=torch.bool)
-    source = torch.full_like(sample.t, -1)
+    source_t = torch.full_like(sample.t, -1)
+    named: list[ItemId | None] = [None] * len(sample.t)
     if rows:
+        goals = torch.tensor([list(source) for source in sources], dtype=desired.dtype)
         reached = torch.stack(
             [store[int(sample.episode_index[i])].goal_at(sample.t[i] + 1) for i in rows]
         )
         desired[rows] = goals
         reward[rows] = goal_rewards(reached, goals)
         chosen[rows] = True
-        source[rows] = reported
-    return Relabeled(desired, reward, chosen, source, tuple(None for _ in range(len(sample.t))))
+        source_t[rows] = torch.tensor([source.t for source in sources])
+        for i, source in zip(rows, sources):
+            named[i] = source
+    return Relabeled(desired, reward, chosen, source_t, tuple(named))
 
 
 class GoalsPastEpisodeEnd(RefimplAdapter):
     """future goals drawn from the env's stored items up to its newest one, ignoring episode
-    ends; the goal step is reported as t + (items ahead)."""
+    ends: some goals come from the env's next episodes."""
 
     def _relabel_batch(self, store, sample, scenario, generator):
         if scenario.strategy != "future":
@@ -131,18 +134,16 @@ class GoalsPastEpisodeEnd(RefimplAdapter):
         rows = sorted(
             torch.randperm(b, generator=generator)[: math.floor(scenario.ratio * b)].tolist()
         )
-        goals, reported = [], []
+        sources = []
         for i in rows:
             index, t = int(sample.episode_index[i]), int(sample.t[i])
             stream = streams[store[index].env]
             p = stream.index((index, t))
             q = int(torch.randint(p + 1, len(stream), (), generator=generator))
             goal_index, goal_t = stream[q]
-            goals.append(store[goal_index].goal_at(torch.tensor(goal_t)))
-            reported.append(t + q - p)
-        return _recompute(
-            store, sample, rows, torch.stack(goals), torch.tensor(reported), torch.tensor(reported)
-        )
+            ep = store[goal_index]
+            sources.append(ItemId(ep.env, ep.episode, goal_t))
+        return _recompute(store, sample, rows, sources)
 
 
 class RoundedGoalOffset(RefimplAdapter):
@@ -154,17 +155,13 @@ class RoundedGoalOffset(RefimplAdapter):
         rows = torch.nonzero(out.relabeled).flatten().tolist()
         if scenario.strategy == "final" or not rows:
             return out
-        goals, steps = [], []
+        sources = []
         for i in rows:
             ep, t = store[int(sample.episode_index[i])], int(sample.t[i])
             lo = t + 1 if scenario.strategy == "future" else max(1, ep.t_start)
             u = float(torch.rand((), generator=generator, dtype=torch.float64))
-            step = lo + round(u * (ep.t_end - lo))
-            goals.append(ep.goal_at(torch.tensor(step)))
-            steps.append(step)
-        return _recompute(
-            store, sample, rows, torch.stack(goals), torch.tensor(steps), torch.tensor(steps)
-        )
+            sources.append(ItemId(ep.env, ep.episode, lo + round(u * (ep.t_end - lo))))
+        return _recompute(store, sample, rows, sources)
 
 
 class UnseededRelabel(RefimplAdapter):
@@ -288,3 +285,44 @@ def test_malformed_relabel_trace_is_an_error() -> None:
     scenario = RELABEL["relabel-future"]
     outcome = Session(TransitionFromLast(), "broken").evaluate(check, "relabel-future", scenario)
     assert outcome.status == "error" and "decodes to no real step" in outcome.message
+
+
+class HalfNamedGoal(RefimplAdapter):
+    """Names a relabeled row's goal step but not its episode."""
+
+    def run_relabel(self, scenario: RelabelScenario) -> Trace:
+        trace = super().run_relabel(scenario)
+        events = []
+        for e in trace.events:
+            if e.kind == "relabel":
+                e = replace(e, goal_episode=tuple(-1 for _ in e.goal_episode))
+            events.append(e)
+        return Trace(tuple(events), trace.header)
+
+
+def test_a_goal_source_must_be_named_whole() -> None:
+    check = next(c for c in CHECKS if c.name == "relabel-same-episode")
+    scenario = RELABEL["relabel-future"]
+    outcome = Session(HalfNamedGoal(), "broken").evaluate(check, "relabel-future", scenario)
+    assert outcome.status == "error" and "malformed trace" in outcome.message
+    assert "negative episode -1" in outcome.message
+
+
+class KeptGoalWithAnEnv(RefimplAdapter):
+    """Names an env for rows that kept their goal (goal step -1)."""
+
+    def run_relabel(self, scenario: RelabelScenario) -> Trace:
+        trace = super().run_relabel(scenario)
+        events = []
+        for e in trace.events:
+            if e.kind == "relabel":
+                e = replace(e, goal_env=tuple(0 if g == -1 else g for g in e.goal_env))
+            events.append(e)
+        return Trace(tuple(events), trace.header)
+
+
+def test_a_kept_goal_names_no_source() -> None:
+    check = next(c for c in CHECKS if c.name == "relabel-same-episode")
+    scenario = RELABEL["relabel-future"]
+    outcome = Session(KeptGoalWithAnEnv(), "broken").evaluate(check, "relabel-future", scenario)
+    assert outcome.status == "error" and "expected (-1, -1, -1) for a kept goal" in outcome.message
