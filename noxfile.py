@@ -76,7 +76,9 @@ def conformance(session: nox.Session, adapter: str) -> None:
     install(session, f"adapter-{adapter}")
     start = time.perf_counter()
     try:
-        # The adapter's own tests (skipped in the default session, which lacks the framework).
+        # The adapter's own tests (skipped in the default session, which lacks the framework;
+        # importing the adapter first makes a broken install fail here instead of skipping).
+        session.run("python", "-c", f"import adapters.{adapter}")
         session.run("pytest", "-p", "no:cacheprovider", "-q", f"tests/adapters/test_{adapter}.py")
         session.run(
             "xpspec",
@@ -184,6 +186,7 @@ def conformance_alf(session: nox.Session) -> None:
     (site / "xpspec-alf-penv.pth").write_text("import xpspec_alf_penv\n", encoding="utf-8")
     start = time.perf_counter()
     try:
+        session.run("python", "-c", "import adapters.alf")
         session.run("pytest", "-p", "no:cacheprovider", "-q", "tests/adapters/test_alf.py")
         session.run(
             "xpspec",

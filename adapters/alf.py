@@ -642,6 +642,7 @@ class _TrainerRun:
         self.calls = 0
         self.alg: Any = None
         self._start = 0  # index of the current iteration's placeholder
+        self._inside = False  # whether an iteration is under way
         self._counter: int | None = None
         self._unroll = 0
         self._call: tuple[int, int, int] | None = None  # (event index, call, counter)
@@ -699,7 +700,8 @@ class _TrainerRun:
         try:
             trainer.train()
         except Exception as exc:
-            described = _describe(exc, f" in iteration {self.iteration}")
+            where = "in" if self._inside else "after"
+            described = _describe(exc, f" {where} iteration {self.iteration}")
             if not _raised_in_alf(exc):
                 raise ALFRaised(described) from exc
             return self._stopped(described)
@@ -709,10 +711,11 @@ class _TrainerRun:
         return Trace(events, {"producer": "alf", "seed": sc.seed})
 
     def _stopped(self, described: str) -> Trace:
-        """The trace of a run ALF ended by raising in iteration ``self.iteration``: the
-        iterations before it, whose events are complete, and the exception in the header."""
-        done = self.iteration - 1
-        events = [e for e in self.events[: self._start] if e is not None]
+        """The trace of a run ALF ended by raising: the iterations that completed (an
+        iteration under way when ALF raised is left out) and the exception in the header."""
+        done = self.iteration - 1 if self._inside else self.iteration
+        kept = self.events[: self._start] if self._inside else self.events
+        events = [e for e in kept if e is not None]
         ends = [e for e in events if isinstance(e, IterationEnd)]
         env_steps = ends[-1].env_steps if ends else 0
         events.append(RunEnd(done, env_steps, self.sc.trainer.pending_at_end, (), (), ()))
@@ -752,7 +755,9 @@ class _TrainerRun:
             self.iteration += 1
             self._start, self._counter, self._unroll = len(self.events), None, 0
             self.events.append(None)
+            self._inside = True
             result = original()
+            self._inside = False
             self._note_counter()
             assert self._counter is not None
             self.events[self._start] = IterationStart(self.iteration, self._counter, self._unroll)

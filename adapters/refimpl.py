@@ -391,8 +391,9 @@ class RefimplAdapter:
         transition from ``(e, k, t)`` to its stored successor ``t + 1`` with the stored
         desired goal of ``t`` and the stored reward of ``t + 1``; then
         :func:`refimpl.relabel.relabel` (variant ``spec``, or ``alf`` under selection
-        ``bernoulli``; the scenario's strategy and ratio) relabels it, and one :class:`Relabel` event records each row's goal step (``-1`` if
-        kept) and reward.
+        ``bernoulli``; the scenario's strategy and ratio) relabels it, and one :class:`Relabel`
+        event records each row's goal source ``(env, episode, t)`` (``(-1, -1, -1)`` if kept)
+        and reward.
         """
         env = ToyBatchEnv(scenario.env, scenario.seed)
         fields = {**_FIELDS, "desired_goal": ((3,), torch.float32)}

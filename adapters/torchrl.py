@@ -129,7 +129,7 @@ _NO_SLICE = "Did not find a single trajectory with sufficient length"
 trajectory holds a slice (``data/replay_buffers/samplers/slice.py``, ``_sample_slices``)."""
 _EMPTY = "Cannot sample from an empty storage"
 """The ``RuntimeError`` TorchRL 0.14.1's samplers raise on an empty storage
-(``data/replay_buffers/samplers/random.py``)."""
+(``data/replay_buffers/samplers/random.py``, ``slice.py``)."""
 
 Item = tuple[int, int, int]
 

@@ -75,8 +75,8 @@ class TrainerConfig:
     # train.updates-per-call: "alf" resizes the whole-buffer mini-batch to ceil(n / floor(n/M))
     # when n mod M > 0 and n >= M (variant alf-resized-mini-batch).
     mini_batch_resize: Literal["none", "alf"] = "none"
-    # replay.whole-buffer: "shorten" trains one chunk of all its items per env when the envs
-    # hold fewer than mini_batch_length items (variant alf-shortened-chunks).
+    # replay.whole-buffer: "shorten" cuts chunks to the fewest items an env holds when that is
+    # below mini_batch_length and above 0 (variant alf-shortened-chunks).
     short_chunks: Literal["drop", "shorten"] = "drop"
     clear: Literal["none", "all", "keep-one-step"] = "none"
     mask_last: bool = True

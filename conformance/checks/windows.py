@@ -117,9 +117,11 @@ def check_whole_buffer(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     for call, updates in by_call.items():
         live = models[call]
         length = cfg.mini_batch_length
-        shortest = min((len(items) for items in live.values()), default=0)
+        # Variant alf-shortened-chunks: windows as long as the envs' shortest content (an env
+        # that holds nothing counts, and then nothing is shortened), as refimpl's trainer does.
+        shortest = min(len(live.get(env, [])) for env in range(sc.env.num_envs))
         if cfg.short_chunks == "shorten" and 0 < shortest < length:
-            length = shortest  # variant alf-shortened-chunks
+            length = shortest
         want: Counter[tuple[Item, ...]] = Counter()
         for items in live.values():
             for c in range(len(items) // length):
