@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from conformance.checks.base import Check, CheckFailure, Context
-from conformance.expectations import Deviation, Expectations
+from conformance.expectations import Deviation, Expectations, Finding
 from conformance.protocol import Adapter, Unsupported
 from conformance.scenario import Scenario, scenario_to_json
 from conformance.validate import TraceError, validate_trace
@@ -187,6 +187,7 @@ class Session:
         trace: Trace,
         message: str,
         level: str,
+        finding: Finding | None,
         out: Callable[..., Outcome],
     ) -> Outcome:
         """A failing check against the declared deviations. The declared variants together
@@ -197,34 +198,18 @@ class Session:
         finding covers it (a finding names what no variant reproduces, e.g. a run the framework
         ended by raising). A deviation declared for this clause without a variant is accepted
         on its reason alone."""
-        from conformance.variants import VARIANTS, variant_scenario
+        from conformance.variants import VARIANTS, model_scenario
 
-        declared = self._declared(name)
         own = self.expectations.find(check.clauses, name)
-        finding = self.expectations.finding(check.clauses, name, _stopped(trace))
-        with_variant = [d for d in declared if d.variant]
+        with_variant = [(d.clause, d.variant) for d in self._declared(name) if d.variant]
         if with_variant:
-            model: Scenario = scenario
-            missing = [d for d in with_variant if (d.clause, d.variant) not in VARIANTS]
-            problem = (
-                f"no executable model of {missing[0].clause}/{missing[0].variant}"
-                if missing
-                else ""
-            )
-            # Apply the variants until none applies any more: one may only fit the scenario
-            # once another has (a ring shorter than the windows needs shortened chunks). A
-            # variant that does not concern this kind of scenario leaves it unchanged.
-            pending = [] if missing else list(with_variant)
-            while pending:
-                applied = [(d, variant_scenario(d.clause, d.variant, model)) for d in pending]
-                done = next(((d, m) for d, m in applied if m is not None), None)
-                if done is None:
-                    break
-                model = done[1]
-                pending.remove(done[0])
-            if not problem:
+            missing = [f"{c}/{v}" for c, v in with_variant if (c, v) not in VARIANTS]
+            if missing:
+                problem = f"no executable model of {missing[0]}"
+            else:
+                model = model_scenario(scenario, with_variant)
                 problem = self._model_problem(check, model, trace)
-            variants = ", ".join(f"{d.clause}/{d.variant}" for d in with_variant)
+            variants = ", ".join(f"{c}/{v}" for c, v in with_variant)
             if not problem:
                 reasons = own.reason if own is not None else "follows from the declared variants"
                 return out(
@@ -233,7 +218,7 @@ class Session:
                     # The clause's own declared variant, or the model the failure follows from.
                     variant=own.variant
                     if own is not None and own.variant
-                    else "via " + ",".join(d.variant for d in with_variant),
+                    else "via " + ",".join(v for _, v in with_variant),
                     level=level,
                 )
             unexplained = f"declared variants ({variants}) do not reproduce the trace: {problem}"
@@ -328,7 +313,7 @@ class Session:
                         level=level,
                     )
                 return out("fail", message, level=level)
-            return self._explain(check, name, scenario, trace, message, level, out)
+            return self._explain(check, name, scenario, trace, message, level, finding, out)
         except (Unsupported, AdapterError) as exc:  # a re-run inside the check
             status: Status = "not-applicable" if isinstance(exc, Unsupported) else "error"
             return out(status, str(exc))

@@ -22,7 +22,7 @@ from conformance.scenario import (
 )
 from refimpl.errors import ConfigError
 
-__all__ = ["VARIANTS", "variant_scenario"]
+__all__ = ["VARIANTS", "model_scenario", "variant_scenario"]
 
 Transform = Callable[[Scenario], "Scenario | None"]
 
@@ -125,6 +125,23 @@ def variant_scenario(clause: str, variant: str, scenario: Scenario) -> Scenario 
         return transform(scenario)
     except ConfigError:  # the variant cannot serve this scenario (e.g. same-step + delayed)
         return None
+
+
+def model_scenario(scenario: Scenario, variants: list[tuple[str, str]]) -> Scenario:
+    """``scenario`` with refimpl configured as all ``(clause, variant)`` pairs together (an
+    adapter's model). Variants are applied until none applies any more, so one that only fits
+    once another has (a ring shorter than the windows needs shortened chunks) is not lost to
+    declaration order; one that does not concern this kind of scenario leaves it unchanged."""
+    model, pending = scenario, list(variants)
+    progress = True
+    while pending and progress:
+        progress = False
+        for clause, variant in list(pending):
+            applied = variant_scenario(clause, variant, model)
+            if applied is not None:
+                model, progress = applied, True
+                pending.remove((clause, variant))
+    return model
 
 
 def _alf_fixed_length(s: Scenario) -> Scenario | None:

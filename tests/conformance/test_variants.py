@@ -46,3 +46,30 @@ def test_same_step_rows_skip_last() -> None:
     rows = [(e.episode[1], e.t[1], e.step_type[1]) for e in trace.of_kind("env_step")]
     # t = 0, 1, 2 then the next episode; step types FIRST (0) then MID (1), never LAST (2).
     assert rows == [(0, 0, 0), (0, 1, 1), (0, 2, 1), (1, 0, 0), (1, 1, 1), (1, 2, 1), (2, 0, 0)]
+
+
+def test_a_model_does_not_depend_on_declaration_order() -> None:
+    # Windows of 3 over ALF's ring of U + 1 = 2 items: alf-fixed-length only fits once
+    # alf-shortened-chunks allows windows longer than the ring.
+    from dataclasses import replace
+
+    from conformance.variants import model_scenario
+
+    base = CATALOG["whole-buffer-clear"]
+    scenario = replace(
+        base,
+        trainer=replace(base.trainer, unroll_length=1, mini_batch_length=3, capacity=3),
+        sampling=replace(base.sampling, window_length=3),
+    )
+    fixed, short = (
+        ("replay.clear", "alf-fixed-length"),
+        ("replay.whole-buffer", "alf-shortened-chunks"),
+    )
+    assert variant_scenario(*fixed, scenario) is None
+    one, other = model_scenario(scenario, [fixed, short]), model_scenario(scenario, [short, fixed])
+    assert one == other
+    assert (one.trainer.capacity, one.trainer.clear, one.trainer.short_chunks) == (
+        2,
+        "none",
+        "shorten",
+    )
