@@ -62,7 +62,7 @@ from refimpl.step_type import StepType
 from refimpl.toy_envs.schedule import RandomSchedule
 from refimpl.toy_envs.spec import EnvSpec
 from refimpl.trace import Trace
-from refimpl.trainer import Trainer
+from refimpl.trainer import ROW_FIELDS, Trainer
 
 __all__ = ["run"]
 
@@ -94,17 +94,8 @@ class MinimalLoop:
         self.length = self._lengths()
         self.step_type = torch.full((b,), _FIRST, dtype=torch.int64)
         self.state = torch.zeros(b, dtype=torch.int64)
-        fields = {
-            "observation": ((3,), torch.float32),
-            "step_type": ((), torch.int64),
-            "reward": ((), torch.float32),
-            "discount": ((), torch.float32),
-            "action": ((), torch.int64),
-            "policy_state": ((), torch.int64),
-            "task_id": ((), torch.int64),
-            "annotation": ((), torch.float32),
-        }
-        self.flat = {n: torch.zeros((b * c, *s), dtype=d) for n, (s, d) in fields.items()}
+        # The same columns as the reference trainer's buffer, so both loops write as much.
+        self.flat = {n: torch.zeros((b * c, *s), dtype=d) for n, (s, d) in ROW_FIELDS.items()}
         self.rings = {n: f.view(b, c, *f.shape[1:]) for n, f in self.flat.items()}
         self.zeros = torch.zeros(b)
         self.offsets = torch.arange(WINDOW)

@@ -44,7 +44,24 @@ from refimpl.toy_envs.batched import TimeStep, ToyBatchEnv
 from refimpl.toy_envs.spec import EnvSpec
 from refimpl.trace import Trace
 
-__all__ = ["RunResult", "Trainer", "train"]
+__all__ = ["GOAL_FIELDS", "ROW_FIELDS", "RunResult", "Trainer", "train"]
+
+ROW_FIELDS: dict[str, tuple[tuple[int, ...], torch.dtype]] = {
+    "observation": ((3,), torch.float32),
+    "step_type": ((), torch.int64),
+    "reward": ((), torch.float32),
+    "discount": ((), torch.float32),
+    "action": ((), torch.int64),
+    "policy_state": ((), torch.int64),
+    "task_id": ((), torch.int64),
+    "annotation": ((), torch.float32),
+}
+"""The columns the trainer's replay buffer stores per item: (shape, dtype)."""
+GOAL_FIELDS: dict[str, tuple[tuple[int, ...], torch.dtype]] = {
+    "achieved_goal": ((3,), torch.float32),
+    "desired_goal": ((3,), torch.float32),
+}
+"""The further columns of a goal env's items."""
 
 _IDENTITY = Identity()
 _SAMPLING = SamplingSpec()
@@ -89,19 +106,7 @@ class Trainer:
         self.recorder = Recorder(record, copy=False)  # rows are never written once recorded
         self.env = ToyBatchEnv(env, seed)
         self.num_envs = env.num_envs
-        fields: dict[str, tuple[tuple[int, ...], torch.dtype]] = {
-            "observation": ((3,), torch.float32),
-            "step_type": ((), torch.int64),
-            "reward": ((), torch.float32),
-            "discount": ((), torch.float32),
-            "action": ((), torch.int64),
-            "policy_state": ((), torch.int64),
-            "task_id": ((), torch.int64),
-            "annotation": ((), torch.float32),
-        }
-        if env.goals:
-            fields["achieved_goal"] = ((3,), torch.float32)
-            fields["desired_goal"] = ((3,), torch.float32)
+        fields = {**ROW_FIELDS, **GOAL_FIELDS} if env.goals else ROW_FIELDS
         self.buffer = ReplayBuffer(self.num_envs, config.capacity, fields)
         self._fields = tuple(fields)
         self._identity = isinstance(preprocess, Identity)
