@@ -27,7 +27,7 @@ from refimpl.recorder import Recorder, windows_of
 from refimpl.relabel import Relabeled, SampledTransitions, StoredEpisode, relabel
 from refimpl.replay import NoValidWindow, ReplayBuffer, SamplingSpec
 from refimpl.step_type import StepType
-from refimpl.toy_envs.batched import ToyBatchEnv
+from refimpl.toy_envs.batched import TimeStep, ToyBatchEnv
 from refimpl.trace import (
     Advantages,
     Event,
@@ -186,19 +186,7 @@ class RefimplAdapter:
         env = ToyBatchEnv(scenario.env, scenario.seed)
         buffer = ReplayBuffer(env.num_envs, scenario.capacity, _FIELDS)
         recorder = Recorder()
-        ts = env.reset()
-        action = torch.zeros(env.num_envs, dtype=torch.int64)
-        for _ in range(scenario.fill_steps):
-            rows = {
-                "observation": ts.observation,
-                "step_type": ts.step_type,
-                "reward": ts.reward,
-                "discount": ts.discount,
-                "annotation": torch.zeros(env.num_envs),
-            }
-            buffer.add_row({k: rows[k] for k in _FIELDS})
-            recorder.store(0, rows)
-            ts = env.step(action)
+        _fill(env, scenario.fill_steps, buffer, recorder)
         events = list(recorder.trace().events)
         generator = torch.Generator().manual_seed(scenario.seed)
         for draw in range(scenario.draws):
@@ -400,22 +388,7 @@ class RefimplAdapter:
         buffer = ReplayBuffer(env.num_envs, scenario.capacity, fields)
         recorder = Recorder()
         written: list[list[tuple[tuple[int, int, int], int]]] = [[] for _ in range(env.num_envs)]
-        action = torch.zeros(env.num_envs, dtype=torch.int64)
-        ts = env.reset()
-        for n in range(scenario.fill_steps):
-            if n:
-                ts = env.step(action)
-            assert ts.desired_goal is not None
-            rows = {
-                "observation": ts.observation,
-                "step_type": ts.step_type,
-                "reward": ts.reward,
-                "discount": ts.discount,
-                "desired_goal": ts.desired_goal,
-                "annotation": torch.zeros(env.num_envs),
-            }
-            buffer.add_row({k: rows[k] for k in fields})
-            recorder.store(0, rows)
+        for ts in _fill(env, scenario.fill_steps, buffer, recorder):
             for e, (obs, step_type) in enumerate(
                 zip(ts.observation.to(torch.int64).tolist(), ts.step_type.tolist())
             ):
@@ -464,6 +437,32 @@ class RefimplAdapter:
             variant="alf" if scenario.selection == "bernoulli" else "spec",
             generator=generator,
         )
+
+
+def _fill(env: ToyBatchEnv, steps: int, buffer: ReplayBuffer, recorder: Recorder) -> list[TimeStep]:
+    """Store every item of ``steps`` vector steps of ``env`` (the reset's time step first) in
+    ``buffer``, with one :class:`Store` event per vector step; the stored time steps, oldest
+    first. A goal env's desired goals are stored where the buffer has that column."""
+    action = torch.zeros(env.num_envs, dtype=torch.int64)
+    stored: list[TimeStep] = []
+    ts = env.reset()
+    for n in range(steps):
+        if n:
+            ts = env.step(action)
+        rows = {
+            "observation": ts.observation,
+            "step_type": ts.step_type,
+            "reward": ts.reward,
+            "discount": ts.discount,
+            "annotation": torch.zeros(env.num_envs),
+        }
+        if "desired_goal" in buffer.fields:
+            assert ts.desired_goal is not None
+            rows["desired_goal"] = ts.desired_goal
+        buffer.add_row({k: rows[k] for k in buffer.fields})
+        recorder.store(0, rows)
+        stored.append(ts)
+    return stored
 
 
 def _stored_episodes(
