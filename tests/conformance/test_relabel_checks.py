@@ -5,7 +5,7 @@ catalogue, and each check fails on an adapter broken the way a real framework pl
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from fractions import Fraction
 
@@ -22,7 +22,7 @@ from conformance.scenario import RelabelScenario
 from refimpl.errors import ConfigError
 from refimpl.identity import ItemId
 from refimpl.relabel import Relabeled, SampledTransitions, StoredEpisode, goal_rewards, relabel
-from refimpl.trace import Trace
+from refimpl.trace import Relabel, Trace
 from tests.conformance.helpers import assert_breaks, failures
 
 RELABEL = {name: s for name, s in CATALOG.items() if s.kind == "relabel"}
@@ -266,63 +266,52 @@ def test_bernoulli_selection_is_modelled_for_future_goals_only() -> None:
 
 
 # -- malformed traces are adapter errors, not failures --------------------------------------
-class TransitionFromLast(RefimplAdapter):
-    """The first row of every draw names a transition starting at its episode's LAST."""
+Rewrite = Callable[[RelabelScenario, Relabel], Relabel]
+
+
+class RewritesRelabelEvents(RefimplAdapter):
+    """refimpl's relabel traces with every Relabel event passed through ``rewrite``."""
+
+    def __init__(self, rewrite: Rewrite) -> None:
+        self.rewrite = rewrite
 
     def run_relabel(self, scenario: RelabelScenario) -> Trace:
         trace = super().run_relabel(scenario)
-        events = []
-        for e in trace.events:
-            if e.kind == "relabel":
-                last = scenario.env.episode(scenario.seed, e.env[0], e.episode[0]).length
-                e = replace(e, t=(last, *e.t[1:]))
-            events.append(e)
-        return Trace(tuple(events), trace.header)
+        events = tuple(
+            self.rewrite(scenario, e) if e.kind == "relabel" else e for e in trace.events
+        )
+        return Trace(events, trace.header)
 
 
-def test_malformed_relabel_trace_is_an_error() -> None:
-    check = next(c for c in CHECKS if c.name == "relabel-reward")
-    scenario = RELABEL["relabel-future"]
-    outcome = Session(TransitionFromLast(), "broken").evaluate(check, "relabel-future", scenario)
-    assert outcome.status == "error" and "decodes to no real step" in outcome.message
+def _from_last(sc: RelabelScenario, e: Relabel) -> Relabel:
+    """The first row names a transition starting at its episode's LAST."""
+    return replace(e, t=(sc.env.episode(sc.seed, e.env[0], e.episode[0]).length, *e.t[1:]))
 
 
-class HalfNamedGoal(RefimplAdapter):
-    """Names a relabeled row's goal step but not its episode."""
-
-    def run_relabel(self, scenario: RelabelScenario) -> Trace:
-        trace = super().run_relabel(scenario)
-        events = []
-        for e in trace.events:
-            if e.kind == "relabel":
-                e = replace(e, goal_episode=tuple(-1 for _ in e.goal_episode))
-            events.append(e)
-        return Trace(tuple(events), trace.header)
+def _half_named_goal(sc: RelabelScenario, e: Relabel) -> Relabel:
+    """Relabeled rows name their goal step but not its episode."""
+    return replace(e, goal_episode=(-1,) * len(e.goal_episode))
 
 
-def test_a_goal_source_must_be_named_whole() -> None:
+def _kept_goal_with_an_env(sc: RelabelScenario, e: Relabel) -> Relabel:
+    """Rows that kept their goal name an env for it."""
+    return replace(e, goal_env=tuple(0 if g == -1 else g for g in e.goal_env))
+
+
+@pytest.mark.parametrize(
+    ("rewrite", "why"),
+    [
+        (_from_last, "decodes to no real step"),
+        (_half_named_goal, "negative episode -1"),
+        (_kept_goal_with_an_env, "expected (-1, -1, -1) for a kept goal"),
+    ],
+    ids=["transition-from-last", "half-named-goal", "kept-goal-with-an-env"],
+)
+def test_malformed_relabel_trace_is_an_error(rewrite: Rewrite, why: str) -> None:
     check = next(c for c in CHECKS if c.name == "relabel-same-episode")
-    scenario = RELABEL["relabel-future"]
-    outcome = Session(HalfNamedGoal(), "broken").evaluate(check, "relabel-future", scenario)
+    adapter = RewritesRelabelEvents(rewrite)
+    outcome = Session(adapter, "broken").evaluate(
+        check, "relabel-future", RELABEL["relabel-future"]
+    )
     assert outcome.status == "error" and "malformed trace" in outcome.message
-    assert "negative episode -1" in outcome.message
-
-
-class KeptGoalWithAnEnv(RefimplAdapter):
-    """Names an env for rows that kept their goal (goal step -1)."""
-
-    def run_relabel(self, scenario: RelabelScenario) -> Trace:
-        trace = super().run_relabel(scenario)
-        events = []
-        for e in trace.events:
-            if e.kind == "relabel":
-                e = replace(e, goal_env=tuple(0 if g == -1 else g for g in e.goal_env))
-            events.append(e)
-        return Trace(tuple(events), trace.header)
-
-
-def test_a_kept_goal_names_no_source() -> None:
-    check = next(c for c in CHECKS if c.name == "relabel-same-episode")
-    scenario = RELABEL["relabel-future"]
-    outcome = Session(KeptGoalWithAnEnv(), "broken").evaluate(check, "relabel-future", scenario)
-    assert outcome.status == "error" and "expected (-1, -1, -1) for a kept goal" in outcome.message
+    assert why in outcome.message
