@@ -437,29 +437,31 @@ def _answer(request: dict[str, Any], workdir: str) -> dict[str, Any]:
     return {"trace": trace.to_jsonl()}
 
 
-def _raised_in_alf(exc: BaseException) -> bool:
-    """Whether the innermost frame of ``exc`` in either ALF's or the adapter's code is ALF's
-    (library frames below it, e.g. torch's, do not count)."""
+def _origin(exc: BaseException) -> tuple[traceback.FrameSummary | None, bool]:
+    """The innermost frame of ``exc`` in ALF's or the adapter's code, and whether it is ALF's
+    (library frames below it, e.g. torch's, do not count; None if there is no such frame)."""
     for frame in reversed(traceback.extract_tb(exc.__traceback__)):
         path = frame.filename.replace(os.sep, "/")
         if "/adapters/" in path:
-            return False
+            return frame, False
         if "/alf/" in path:
-            return True
-    return False
+            return frame, True
+    return None, False
 
 
 def _describe(exc: BaseException, context: str = "") -> str:
-    """``exc`` with the innermost ALF source line it came from (or, if it did not come from
-    ALF, the line of the adapter that raised it)."""
-    frames = traceback.extract_tb(exc.__traceback__)
+    """``exc`` with the source line it came from: ALF's (``alf/...``) when ALF raised it,
+    else the adapter's (or the innermost frame when neither appears)."""
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    for frame in reversed(frames):
+    frame, in_alf = _origin(exc)
+    if frame is not None and in_alf:
         path = frame.filename.replace(os.sep, "/")
-        if "/alf/" in path and "/adapters/" not in path:
-            where = f"alf/{path.rsplit('/alf/', 1)[1]}:{frame.lineno} ({frame.name})"
-            return f"ALF raised {type(exc).__name__}{context} at {where}: {first}"
-    where = f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "?"
+        where = f"alf/{path.rsplit('/alf/', 1)[1]}:{frame.lineno} ({frame.name})"
+        return f"ALF raised {type(exc).__name__}{context} at {where}: {first}"
+    if frame is None:
+        frames = traceback.extract_tb(exc.__traceback__)
+        frame = frames[-1] if frames else None
+    where = f"{frame.filename}:{frame.lineno}" if frame is not None else "?"
     return f"the adapter raised {type(exc).__name__}{context} at {where}: {first}"
 
 
@@ -702,7 +704,7 @@ class _TrainerRun:
         except Exception as exc:
             where = "in" if self._inside else "after"
             described = _describe(exc, f" {where} iteration {self.iteration}")
-            if not _raised_in_alf(exc):
+            if not _origin(exc)[1]:
                 raise ALFRaised(described) from exc
             return self._stopped(described)
         env_steps = self._env_steps()
