@@ -98,9 +98,7 @@ def check_excluded_earn_nothing(scenario: Scenario, trace: Trace, ctx: Context) 
 
 def check_utd_bound(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     sc = trainer_scenario(scenario)
-    u, b = sc.trainer.unroll_length, sc.env.num_envs
-    if not u:
-        return
+    u, b = sc.trainer.unroll_length, sc.env.num_envs  # u > 0: drain mode does not apply
     calls = stored = 0
     for k, (c, s) in enumerate(zip(calls_per_iteration(trace), stored_per_iteration(trace)), 1):
         calls, stored = calls + c, stored + s

@@ -239,7 +239,10 @@ TRAINER_CHECKS: tuple[Check, ...] = (
         check_utd_bound,
         _cfg(
             lambda s: (
-                _SYNCED(s) and s.trainer.unroll_carry == "exact" and not s.trainer.num_env_steps
+                _SYNCED(s)
+                and s.trainer.drain is None  # the bound is in units of 1/u
+                and s.trainer.unroll_carry == "exact"
+                and not s.trainer.num_env_steps
             )
         ),
     ),
