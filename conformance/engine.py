@@ -14,10 +14,11 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from conformance.checks.base import Check, CheckFailure, Context
 from conformance.expectations import Deviation, Expectations, Finding
+from conformance.outcomes import AdapterError, AdapterFailure, Status
 from conformance.protocol import Adapter, Unsupported
 from conformance.scenario import Scenario, scenario_to_json
 from conformance.validate import TraceError, validate_trace
@@ -27,13 +28,6 @@ __all__ = ["GENERATED", "AdapterError", "Outcome", "Session", "load_adapter"]
 
 GENERATED = "generated"
 """The scenario name of every Hypothesis-generated scenario (expectations scope to it)."""
-
-Status = Literal["pass", "fail", "error", "deviation", "not-applicable"]
-
-
-class AdapterError(Exception):
-    """The adapter broke: it raised, hung, or returned a malformed trace."""
-
 
 @dataclass(frozen=True)
 class Outcome:
@@ -76,19 +70,17 @@ def load_adapter(spec: str) -> Adapter:
     return adapter
 
 
-class OperationTimeout(AdapterError):
-    pass
-
-
 @contextmanager
 def _time_limit(seconds: float) -> Iterator[None]:
-    """Interrupt the operation after ``seconds`` (main thread only; elsewhere no limit)."""
+    """Interrupt an inline operation after ``seconds`` (main thread only; elsewhere no
+    limit). Python code is interrupted; native code that never returns to the interpreter
+    is not: that is what process isolation is for."""
     if seconds <= 0 or threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def on_alarm(signum: int, frame: Any) -> None:
-        raise OperationTimeout(f"operation exceeded {seconds:g} s")
+        raise AdapterFailure("timeout", f"the operation did not end within {seconds:g} s")
 
     previous = signal.signal(signal.SIGALRM, on_alarm)
     signal.setitimer(signal.ITIMER_REAL, seconds)
@@ -127,6 +119,8 @@ class Session:
         self.info = adapter.info()
         self.expectations = expectations or Expectations()
         self.timeout = timeout
+        self.deadline: float | None = None
+        """``time.monotonic()`` past which no inline operation may run (the run's budget)."""
         self._cache: dict[tuple[str, str], Trace | BaseException] = {}
         if reference is None:
             from adapters.refimpl import RefimplAdapter
@@ -139,14 +133,26 @@ class Session:
     def _operation(self, adapter: Adapter, scenario: Scenario) -> Callable[[Scenario], Trace]:
         return getattr(adapter, f"run_{scenario.kind}")
 
+    def _call(self, adapter: Adapter, scenario: Scenario) -> Trace:
+        """One operation; an adapter in a worker is timed by its harness, one inline here."""
+        if getattr(adapter, "isolated", False) or adapter is self._reference:
+            return self._operation(adapter, scenario)(scenario)
+        limit = self.timeout
+        if self.deadline is not None:
+            limit = min(limit, self.deadline - time.monotonic())
+            if limit <= 0:
+                raise AdapterFailure("timeout", "the run's time budget is spent")
+        with _time_limit(limit):
+            return self._operation(adapter, scenario)(scenario)
+
     def run(self, scenario: Scenario, who: str = "adapter") -> Trace:
-        """The trace of ``scenario`` (cached). Raises Unsupported or AdapterError."""
+        """The trace of ``scenario`` (cached). Raises Unsupported or AdapterError (an
+        AdapterFailure when the worker crashed, timed out or ran out of memory)."""
         key = (who, scenario_to_json(scenario))
         if key not in self._cache:
             adapter = self.adapter if who == "adapter" else self._reference
             try:
-                with _time_limit(self.timeout):
-                    trace = self._operation(adapter, scenario)(scenario)
+                trace = self._call(adapter, scenario)
                 if not isinstance(trace, Trace):
                     raise AdapterError(
                         f"run_{scenario.kind} returned {type(trace).__name__}, expected a Trace"
@@ -268,11 +274,16 @@ class Session:
 
     def _fresh(self, scenario: Scenario) -> Trace:
         """Run ``scenario`` again, bypassing the cache (for the determinism check)."""
-        with _time_limit(self.timeout):
-            return self._operation(self.adapter, scenario)(scenario)
+        return self._call(self.adapter, scenario)
 
     def reference(self, scenario: Scenario) -> Trace:
         return self.run(scenario, "reference")
+
+    def close(self) -> None:
+        """Stop the adapter's worker, if it has one."""
+        close = getattr(self.adapter, "close", None)
+        if callable(close):
+            close()
 
     # -- evaluating -----------------------------------------------------------------------------
     def evaluate(self, check: Check, name: str, scenario: Scenario) -> Outcome:
@@ -293,7 +304,7 @@ class Session:
             return out("not-applicable", f"unsupported: {exc.reason}")
         except AdapterError as exc:
             return out(
-                "error",
+                exc.status,
                 f"{self.adapter_name} broke on {repro(name, scenario, self.adapter_name)}\n{exc}",
             )
         context = Context(self.reference, self.run, self._fresh)
@@ -315,7 +326,7 @@ class Session:
                 return out("fail", message, level=level)
             return self._explain(check, name, scenario, trace, message, level, finding, out)
         except (Unsupported, AdapterError) as exc:  # a re-run inside the check
-            status: Status = "not-applicable" if isinstance(exc, Unsupported) else "error"
+            status: Status = "not-applicable" if isinstance(exc, Unsupported) else exc.status
             return out(status, str(exc))
         except Exception as exc:  # a bug in the check itself: report it, keep the suite going
             return out(

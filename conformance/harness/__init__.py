@@ -1,0 +1,17 @@
+"""The out-of-process harness: every adapter runs in a worker process that speaks
+``xpspec-worker/1`` (:mod:`xpspec.protocol`), under a time limit per operation and a memory
+limit, so that no adapter can take a run down, hang it, or write into its verdicts.
+
+- :func:`~conformance.harness.connect.connect` turns an ``--adapter`` string into a ready
+  adapter (a worker for a Python adapter or an ``exec:`` program, or the adapter imported
+  inline for debugging);
+- :class:`~conformance.harness.remote.RemoteAdapter` is the suite's side of the protocol;
+- :mod:`conformance.harness.host` is the worker that serves a Python adapter;
+- :class:`~conformance.harness.process.WorkerProcess` owns one worker process.
+"""
+
+from conformance.harness.connect import Isolation, connect, parse_memory
+from conformance.harness.process import Limits, WorkerProcess
+from conformance.harness.remote import RemoteAdapter
+
+__all__ = ["Isolation", "Limits", "RemoteAdapter", "WorkerProcess", "connect", "parse_memory"]
