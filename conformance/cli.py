@@ -6,16 +6,52 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
+
+from conformance.outcomes import AdapterUnavailable, ExitCode
 
 __all__ = ["main"]
+
+
+_STATUSES = ("pass", "fail", "deviation", "not-applicable", "error", "crash", "timeout", "resource")
+
+
+def _limits(args: argparse.Namespace) -> Any:
+    from conformance.harness import Limits, parse_memory
+
+    if args.op_timeout <= 0:
+        raise ValueError(f"--op-timeout: expected seconds > 0, got {args.op_timeout:g}")
+    return Limits(timeout=args.op_timeout, memory=parse_memory(args.memory_limit))
 
 
 def _run(args: argparse.Namespace) -> int:
     import pytest
 
+    from conformance.expectations import Expectations
+    from conformance.harness import connect
+    from conformance.outcomes import AdapterUnavailable
+    from conformance.pytest_plugin import Handoff
     from conformance.report import read_run, summarise
 
-    report = Path(args.report or f"reports/{args.adapter.replace(':', '_')}.jsonl")
+    if args.timeout < 0:
+        raise ValueError(f"--timeout: expected seconds >= 0 (0: no limit), got {args.timeout:g}")
+    limits = _limits(args)
+    if args.expectations:
+        Expectations.load(Path(args.expectations))  # a bad file stops the run before it starts
+    report = Path(args.report or f"reports/{_safe_name(args.adapter)}.jsonl")
+    report.parent.mkdir(parents=True, exist_ok=True)
+    report.unlink(missing_ok=True)  # never summarise an earlier run's report
+    print(
+        f"xpspec: running the conformance suite against {args.adapter!r} "
+        f"(profile {args.profile}, isolation {args.isolation})",
+        flush=True,
+    )
+    try:
+        adapter = connect(args.adapter, args.isolation, limits, meanwhile=_import_suite)
+    except AdapterUnavailable as exc:
+        _write_unavailable(report, args, str(exc))
+        print(f"xpspec: {exc}", file=sys.stderr)
+        return ExitCode.ADAPTER_UNAVAILABLE
     argv = [
         "--pyargs",
         "conformance.suite",
@@ -24,36 +60,90 @@ def _run(args: argparse.Namespace) -> int:
         f"--adapter={args.adapter}",
         f"--xpspec-report={report}",
         f"--xpspec-profile={args.profile}",
+        f"--xpspec-isolation={args.isolation}",
+        f"--xpspec-timeout={args.op_timeout}",
+        f"--xpspec-run-timeout={args.timeout}",
+        f"--xpspec-memory-limit={args.memory_limit}",
         "-q",
         "-rfE",
     ]
     if args.expectations:
         argv.append(f"--expectations={args.expectations}")
-    print(
-        f"xpspec: running the conformance suite against {args.adapter!r} (profile {args.profile})",
-        flush=True,
-    )
-    code = pytest.main(argv)
+    try:
+        code = pytest.main(argv, plugins=[Handoff(adapter)])
+    finally:
+        close = getattr(adapter, "close", None)
+        if callable(close):
+            close()
+    if code == pytest.ExitCode.USAGE_ERROR:
+        return ExitCode.BAD_INPUT
     if not report.exists():
-        print(f"xpspec: no report was written ({report})", file=sys.stderr)
-        return 2
-    _, results = read_run(report)
+        print(f"xpspec: the run wrote no report ({report})", file=sys.stderr)
+        return ExitCode.INCOMPLETE
+    run = read_run(report, allow_incomplete=True)
+    results = run.results
     print(f"\nxpspec: summary by area ({len(results)} results; report {report})")
-    statuses = ["pass", "fail", "error", "deviation", "not-applicable"]
-    print(f"  {'area':<12}" + "".join(f"{s:>16}" for s in statuses))
+    print(f"  {'area':<12}" + "".join(f"{s:>15}" for s in _STATUSES))
     for area, counts in summarise(results).items():
-        print(f"  {area:<12}" + "".join(f"{counts.get(s, 0):>16}" for s in statuses))
-    bad = sum(
-        1
-        for r in results
-        if r["status"] == "error" or (r["status"] == "fail" and r.get("level", "MUST") == "MUST")
-    )
+        print(f"  {area:<12}" + "".join(f"{counts.get(s, 0):>15}" for s in _STATUSES))
     warned = sum(1 for r in results if r["status"] == "fail" and r.get("level") == "SHOULD")
     if warned:
         print(
             f"xpspec: {warned} SHOULD-level failures (warnings; silence them in the expectations file)"
         )
-    return 1 if bad or code not in (0, 5) else 0
+    if run.status == "adapter-unavailable":
+        print(f"xpspec: {run.footer.get('message', '') if run.footer else ''}", file=sys.stderr)
+        return ExitCode.ADAPTER_UNAVAILABLE
+    if not run.complete:
+        print(f"xpspec: INCOMPLETE: {run.problem()}", file=sys.stderr)
+        return ExitCode.INCOMPLETE
+    broke = sum(1 for r in results if r["status"] in ("error", "crash", "timeout", "resource"))
+    failed = sum(1 for r in results if r["status"] == "fail" and r.get("level", "MUST") == "MUST")
+    if broke:
+        print(f"xpspec: the adapter broke in {broke} checks (error, crash, timeout or resource)")
+    if failed or broke or code not in (0, 5):
+        return ExitCode.FINDINGS
+    return ExitCode.OK
+
+
+def _import_suite() -> None:
+    """What the suite imports anyway (checks, catalogue, the reference trainer), done while
+    the adapter's worker starts up."""
+    import conformance.suite.test_catalog  # noqa: F401
+
+
+def _safe_name(adapter: str) -> str:
+    name = adapter.removeprefix("exec:").split()[0] if adapter.startswith("exec:") else adapter
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(name).name) or "adapter"
+
+
+def _write_unavailable(report: Path, args: argparse.Namespace, message: str) -> None:
+    """A report that says the run could not start (so that no matrix is built from it)."""
+    import datetime
+
+    from conformance.report import header_record
+
+    now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    header = header_record(
+        args.adapter,
+        {"framework": "", "framework_version": "", "capabilities": [], "adapter_error": message},
+        profile=args.profile,
+        isolation=args.isolation,
+        command=["xpspec", *sys.argv[1:]],
+        started=now,
+    )
+    footer = {
+        "type": "footer",
+        "status": "adapter-unavailable",
+        "message": message,
+        "counts": {},
+        "collected": 0,
+        "recorded": 0,
+        "ended": now,
+    }
+    report.write_text(
+        "\n".join(json.dumps(r, sort_keys=True) for r in (header, footer)) + "\n", encoding="utf-8"
+    )
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -62,8 +152,10 @@ def _report(args: argparse.Namespace) -> int:
 
     registry = ClauseRegistry.load()
     pages = {c.id: c.page for c in registry.clauses}
-    doc = build_compliance([Path(p) for p in args.runs], registry.ids(), pages)
-    _validate(doc)
+    doc = build_compliance(
+        [Path(p) for p in args.runs], registry.ids(), pages, allow_incomplete=args.allow_incomplete
+    )
+    _validate(doc, "the compliance document")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "compliance.json").write_text(
@@ -78,7 +170,8 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _validate(doc: dict) -> None:
+def _validate(doc: Any, what: str) -> None:
+    """Raise ValueError naming the first place where ``doc`` is not a compliance document."""
     from importlib import resources
 
     import jsonschema
@@ -88,39 +181,127 @@ def _validate(doc: dict) -> None:
         .joinpath("compliance.schema.json")
         .read_text(encoding="utf-8")
     )
-    jsonschema.validate(doc, schema)
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(doc))
+    if error is not None:
+        where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
+        raise ValueError(f"{what}: not an xpspec compliance document at {where}: {error.message}")
+
+
+def _read_json(path: str) -> Any:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: cannot read it ({getattr(exc, 'strerror', None) or exc})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not JSON (line {exc.lineno}: {exc.msg})") from None
 
 
 def _diff(args: argparse.Namespace) -> int:
-    from conformance.report import diff_reports, regressions
+    from conformance.report import IncompleteRun, diff_reports, regressions
 
-    a = json.loads(Path(args.a).read_text(encoding="utf-8"))
-    b = json.loads(Path(args.b).read_text(encoding="utf-8"))
+    docs = []
+    for path in (args.a, args.b):
+        doc = _read_json(path)
+        _validate(doc, path)
+        incomplete = [
+            f"{i['adapter']} ({i['run']})"
+            for i in doc["implementations"]
+            if i.get("run", "complete") != "complete"
+        ]
+        if incomplete and not args.allow_incomplete:
+            raise IncompleteRun(
+                f"{path}: built from incomplete runs: {', '.join(incomplete)}; "
+                "pass --allow-incomplete to compare it anyway"
+            )
+        docs.append(doc)
+    a, b = docs
     changes = diff_reports(a, b)
     print("\n".join(changes) if changes else "no changes")
     return 1 if regressions(a, b) else 0
 
 
-def _trace(args: argparse.Namespace) -> int:
-    from conformance.engine import Session, load_adapter
+def _read_scenario(path: str) -> Any:
     from conformance.scenario import scenario_from_json
 
-    scenario = scenario_from_json(Path(args.scenario).read_text(encoding="utf-8"))
-    session = Session(load_adapter(args.adapter), args.adapter)
-    sys.stdout.write(session.run(scenario).to_jsonl())
+    data = _read_json(path)
+    try:
+        return scenario_from_json(data)
+    except ValueError as exc:
+        raise ValueError(f"{path}: invalid scenario: {exc}") from None
+
+
+def _trace(args: argparse.Namespace) -> int:
+    """The adapter's trace on standard output, and nothing else: the adapter's own output
+    goes to standard error (a worker's log, or fd 1 redirected while it runs inline)."""
+    from conformance.engine import Session
+    from conformance.harness import connect
+    from conformance.outcomes import AdapterError
+    from conformance.protocol import Unsupported
+
+    scenario = _read_scenario(args.scenario)
+    with _stdout_to_stderr(args.isolation == "inline") as out:
+        adapter = connect(args.adapter, args.isolation, _limits(args), smoke=False)
+        session = Session(adapter, args.adapter, timeout=args.op_timeout)
+        try:
+            trace = session.run(scenario)
+        except Unsupported as exc:
+            print(f"xpspec: not applicable: {args.adapter!r} cannot express it: {exc.reason}", file=sys.stderr)
+            return ExitCode.FINDINGS
+        except AdapterError as exc:
+            print(f"xpspec: {exc.status}: {' '.join(str(exc).split())}", file=sys.stderr)
+            return ExitCode.FINDINGS
+        finally:
+            session.close()
+        out.write(trace.to_jsonl())
+        out.flush()
     return 0
+
+
+class _stdout_to_stderr:
+    """Point file descriptor 1 at standard error for the block (``enabled``), handing the
+    block the real standard output to write to."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self._saved = -1
+
+    def __enter__(self) -> Any:
+        if not self.enabled:
+            return sys.stdout
+        import os
+
+        sys.stdout.flush()
+        self._saved = os.dup(1)
+        os.dup2(2, 1)
+        return open(os.dup(self._saved), "w", encoding="utf-8", closefd=True)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
+            import os
+
+            sys.stdout.flush()
+            os.dup2(self._saved, 1)
+            os.close(self._saved)
 
 
 def _check(args: argparse.Namespace) -> int:
     from conformance.checks import ALL_CHECKS
     from conformance.checks.base import CheckFailure, Context
-    from conformance.scenario import scenario_from_json
     from conformance.validate import validate_trace
     from refimpl.trace import Trace
 
-    scenario = scenario_from_json(Path(args.scenario).read_text(encoding="utf-8"))
-    trace = Trace.from_jsonl(Path(args.trace).read_text(encoding="utf-8"))
-    validate_trace(scenario, trace)
+    scenario = _read_scenario(args.scenario)
+    try:
+        text = Path(args.trace).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{args.trace}: cannot read it ({getattr(exc, 'strerror', None) or exc})") from None
+    try:
+        trace = Trace.from_jsonl(text)
+        validate_trace(scenario, trace)
+    except ValueError as exc:
+        raise ValueError(f"{args.trace}: malformed trace: {exc}") from None
     from adapters.refimpl import RefimplAdapter
 
     ref = RefimplAdapter()
@@ -164,29 +345,63 @@ def _clauses(args: argparse.Namespace) -> int:
     return 0
 
 
+def _adapter_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--adapter",
+        default="refimpl",
+        help="a registered name, package.module:object, or exec:COMMAND (default refimpl)",
+    )
+    p.add_argument(
+        "--isolation",
+        default="process",
+        choices=["process", "inline"],
+        help="run the adapter in a worker process (default) or in this process (debugging)",
+    )
+    p.add_argument(
+        "--op-timeout",
+        type=float,
+        default=120.0,
+        help="seconds one adapter operation may take before its worker is killed (default 120)",
+    )
+    p.add_argument(
+        "--memory-limit",
+        default="8G",
+        help="resident memory of the adapter's worker, e.g. 8G, 512M, 0 for none (default 8G)",
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="xpspec", description="Conformance suite for RL experience pipelines."
     )
+    parser.add_argument("--debug", action="store_true", help="show tracebacks of errors")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("run", help="run the suite against one adapter")
-    p.add_argument("--adapter", default="refimpl")
+    _adapter_options(p)
     p.add_argument("--profile", default="ci", choices=["ci", "thorough"])
     p.add_argument("--report", default=None)
     p.add_argument("--expectations", default=None)
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=0.0,
+        help="seconds for the whole run (0: no limit); past it the run stops, marked timeout",
+    )
     p.set_defaults(func=_run)
     p = sub.add_parser("report", help="fold run reports into the compliance matrix")
     p.add_argument("runs", nargs="+")
     p.add_argument("--out", default="reports")
     p.add_argument("--docs", default=None, help="also write the Markdown matrix to this docs page")
+    p.add_argument("--allow-incomplete", action="store_true", help="accept runs that did not complete")
     p.set_defaults(func=_report)
     p = sub.add_parser("diff", help="compare two compliance.json files; exit 1 on regressions")
     p.add_argument("a")
     p.add_argument("b")
+    p.add_argument("--allow-incomplete", action="store_true", help="accept incomplete runs")
     p.set_defaults(func=_diff)
     p = sub.add_parser("trace", help="print an adapter's trace for one scenario")
     p.add_argument("scenario")
-    p.add_argument("--adapter", default="refimpl")
+    _adapter_options(p)
     p.set_defaults(func=_trace)
     p = sub.add_parser("check", help="check a trace produced elsewhere")
     p.add_argument("scenario")
@@ -202,6 +417,22 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))
-    except (ValueError, FileNotFoundError) as exc:
+    except AdapterUnavailable as exc:
+        if args.debug:
+            raise
         print(f"xpspec: {exc}", file=sys.stderr)
-        return 2
+        return ExitCode.ADAPTER_UNAVAILABLE
+    except (ValueError, OSError) as exc:
+        if args.debug:
+            raise
+        text = " ".join(str(exc).split()) if not isinstance(exc, OSError) else _os_error(exc)
+        print(f"xpspec: {text}", file=sys.stderr)
+        return ExitCode.BAD_INPUT
+    except KeyboardInterrupt:
+        print("xpspec: interrupted", file=sys.stderr)
+        return ExitCode.INCOMPLETE
+
+
+def _os_error(exc: OSError) -> str:
+    where = f"{exc.filename}: " if exc.filename else ""
+    return f"{where}{exc.strerror or exc}"

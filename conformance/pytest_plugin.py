@@ -1,27 +1,59 @@
 """pytest plugin: ``--adapter`` / ``XPSPEC_ADAPTER`` selects the implementation under test,
 ``--xpspec-report PATH`` writes the JSON Lines report, ``--xpspec-profile`` picks the
-Hypothesis profile. Registered as the ``xpspec`` pytest11 entry point, so
-``pytest --pyargs conformance.suite --adapter NAME`` works wherever xpspec is installed."""
+Hypothesis profile, ``--xpspec-isolation`` says where the adapter runs (``process``, the
+default: a worker process under a time and memory limit; ``inline`` for debugging).
+Registered as the ``xpspec`` pytest11 entry point, so
+``pytest --pyargs conformance.suite --adapter NAME`` works wherever xpspec is installed.
+
+The report is streamed: a header record when the run starts, one result record per check,
+each flushed as it is written, and a footer record saying how the run ended
+(:data:`conformance.outcomes.RUN_STATUSES`). A report without a footer is a run that died.
+"""
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import platform
+import sys
+import time
 import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 import pytest
 
-__all__ = ["XpspecSession"]
+from conformance.outcomes import ADAPTER_FAILURES, AdapterUnavailable, ExitCode
 
-REPORT_FORMAT = "xpspec-report/1"
+__all__ = ["Handoff", "XpspecSession", "run_settings"]
 
-# Per-run state kept on the pytest config.
+
+@dataclass(eq=False)
+class Handoff:
+    """An adapter the caller (``xpspec run``) already connected and smoke-checked, given to
+    ``pytest.main(plugins=[...])`` so that the run does not start it twice."""
+
+    adapter: Any
+
+
+@dataclass
+class _Run:
+    """Per-run state, on the controlling process."""
+
+    report: TextIO | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+    started: float = 0.0
+    deadline: float | None = None
+    status: str = "complete"
+    message: str = ""
+    adapter: Any = None
+    session: pytest.Session | None = None
+
+
+_RUN = pytest.StashKey[_Run]()
 _PROFILE = pytest.StashKey[str]()
-_REPORT = pytest.StashKey[TextIO | None]()
-_COUNTS = pytest.StashKey[dict[str, int]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -29,7 +61,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--adapter",
         default=None,
-        help="registered adapter name or package.module:object (default: $XPSPEC_ADAPTER or refimpl)",
+        help="registered adapter name, package.module:object or exec:COMMAND "
+        "(default: $XPSPEC_ADAPTER or refimpl)",
     )
     group.addoption(
         "--expectations",
@@ -43,6 +76,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--xpspec-timeout", default=120.0, type=float, help="seconds per adapter operation"
     )
+    group.addoption(
+        "--xpspec-run-timeout",
+        default=0.0,
+        type=float,
+        help="seconds for the whole run (0: no limit); past it the run stops, marked timeout",
+    )
+    group.addoption(
+        "--xpspec-isolation",
+        default="process",
+        choices=("process", "inline"),
+        help="where the adapter runs: a worker process (default) or this process (debugging)",
+    )
+    group.addoption(
+        "--xpspec-memory-limit",
+        default="8G",
+        help="resident memory per adapter worker, e.g. 8G or 512M; 0 for none (default 8G)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -52,9 +102,14 @@ def pytest_configure(config: pytest.Config) -> None:
     import conformance.strategies  # noqa: F401  (registers the profiles)
 
     profile = config.getoption("--xpspec-profile", None) or os.environ.get("XPSPEC_PROFILE", "ci")
+    if profile not in ("ci", "thorough"):
+        raise pytest.UsageError(f"--xpspec-profile: expected 'ci' or 'thorough', got {profile!r}")
     settings.load_profile(profile)
     config.stash[_PROFILE] = profile
+    config.stash[_RUN] = _Run()
     _CONFIG["config"] = config
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_XdistHooks(), "xpspec-xdist")
 
 
 def _adapter_name(config: pytest.Config) -> str:
@@ -71,36 +126,72 @@ def _expectations_path(config: pytest.Config, name: str) -> Path | None:
     return candidate if candidate.exists() else None
 
 
+def _limits(config: pytest.Config) -> Any:
+    from conformance.harness import Limits, parse_memory
+
+    try:
+        return Limits(
+            timeout=config.getoption("--xpspec-timeout", 120.0),
+            memory=parse_memory(str(config.getoption("--xpspec-memory-limit", "8G"))),
+        )
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def _connect(config: pytest.Config) -> Any:
+    """The adapter under test, connected and smoke-checked (AdapterUnavailable if not)."""
+    from conformance.harness import connect
+
+    return connect(
+        _adapter_name(config), config.getoption("--xpspec-isolation", "process"), _limits(config)
+    )
+
+
+def _is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
 class XpspecSession:
     """The session fixture's value: evaluates a check and turns its outcome into a pytest
     result (pass, failure, skip for not applicable, xfail for a known deviation)."""
 
-    def __init__(self, config: pytest.Config) -> None:
-        from conformance.engine import Session, load_adapter
+    def __init__(self, config: pytest.Config, adapter: Any = None) -> None:
+        from conformance.engine import Session
         from conformance.expectations import Expectations
 
         self.name = _adapter_name(config)
-        adapter = load_adapter(self.name)
-        adapter.smoke()
+        if adapter is None:
+            try:
+                adapter = _connect(config)
+            except AdapterUnavailable as exc:
+                pytest.exit(f"xpspec: {exc}", returncode=int(ExitCode.ADAPTER_UNAVAILABLE))
         self.engine = Session(
             adapter,
             self.name,
             Expectations.load(_expectations_path(config, self.name)),
             timeout=config.getoption("--xpspec-timeout", 120.0),
         )
+        run = config.stash[_RUN]
+        self.engine.deadline = run.deadline
+        if hasattr(adapter, "deadline"):
+            adapter.deadline = run.deadline
         self.node: Any = None
 
     def assert_outcome(self, check: Any, name: str, scenario: Any) -> None:
         """Evaluate ``check`` on ``scenario`` and turn the outcome into the test's result."""
         self.report(self.engine.evaluate(check, name, scenario))
 
-    def report(self, outcome: Any) -> None:
-        """Record ``outcome`` on the current test and raise the matching pytest result."""
+    def record(self, outcome: Any) -> None:
+        """Attach ``outcome`` to the current test (the report's record of it)."""
         if self.node is not None:
             self.node.user_properties[:] = [
                 p for p in self.node.user_properties if p[0] != "xpspec"
             ]
             self.node.user_properties.append(("xpspec", outcome.__dict__))
+
+    def report(self, outcome: Any) -> None:
+        """Record ``outcome`` on the current test and raise the matching pytest result."""
+        self.record(outcome)
         if outcome.stale:
             warnings.warn(outcome.message, stacklevel=2)
         if outcome.status == "not-applicable":
@@ -110,13 +201,23 @@ class XpspecSession:
         if outcome.status == "fail" and outcome.level == "SHOULD":
             warnings.warn(f"SHOULD-level failure: {outcome.message}", stacklevel=2)
             return
-        if outcome.status in ("fail", "error"):
+        if outcome.status == "fail" or outcome.status in ADAPTER_FAILURES:
             pytest.fail(f"{outcome.status.upper()}: {outcome.message}", pytrace=False)
+
+    def close(self) -> None:
+        close = getattr(self.engine.adapter, "close", None)
+        if callable(close):
+            close()
 
 
 @pytest.fixture(scope="session")
-def _xpspec(request: pytest.FixtureRequest) -> XpspecSession:
-    return XpspecSession(request.config)
+def _xpspec(request: pytest.FixtureRequest) -> Any:
+    config = request.config
+    run = config.stash[_RUN]
+    adapter, run.adapter = run.adapter, None  # connected at session start (not on xdist)
+    session = XpspecSession(config, adapter)
+    yield session
+    session.close()
 
 
 @pytest.fixture
@@ -128,94 +229,218 @@ def xpspec_session(_xpspec: XpspecSession, request: pytest.FixtureRequest) -> Xp
 # -- JSON Lines report ----------------------------------------------------------------------------
 def _versions() -> dict[str, str]:
     import hypothesis
-    import torch
 
+    versions = {"python": platform.python_version(), "hypothesis": hypothesis.__version__}
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        versions["torch"] = torch.__version__
+    return versions
+
+
+def run_settings(config: pytest.Config) -> dict[str, Any]:
+    """The run's settings as the report header states them."""
     return {
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "hypothesis": hypothesis.__version__,
+        "profile": config.stash.get(_PROFILE, "ci"),
+        "isolation": config.getoption("--xpspec-isolation", "process"),
+        "timeout": config.getoption("--xpspec-timeout", 120.0),
+        "run_timeout": config.getoption("--xpspec-run-timeout", 0.0) or 0.0,
+        "memory_limit": str(config.getoption("--xpspec-memory-limit", "8G")),
+        "command": [Path(sys.argv[0]).name, *sys.argv[1:]],
+        "started": _now(),
+        "seed": 0,
+        "versions": _versions(),
     }
 
 
-def pytest_sessionstart(session: pytest.Session) -> None:
-    """Open the report on the controlling process only (xdist workers forward their
-    results to it), and write the header."""
-    config = session.config
-    config.stash[_REPORT] = None
-    config.stash[_COUNTS] = {}
-    path = config.getoption("--xpspec-report", None)
-    if not path or hasattr(config, "workerinput"):
-        return
-    from conformance import __version__, spec_version
-    from conformance.engine import load_adapter
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
+
+def _handoff(config: pytest.Config) -> Handoff | None:
+    for plugin in config.pluginmanager.get_plugins():
+        if isinstance(plugin, Handoff):
+            return plugin
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """On the controlling process (xdist workers forward their results to it): start the
+    clock, connect the adapter (a run stops at once if it cannot), open the report and
+    write its header."""
+    config = session.config
+    run = config.stash[_RUN]
+    run.session = session
+    run.started = time.monotonic()
+    budget = config.getoption("--xpspec-run-timeout", 0.0)
+    run.deadline = run.started + budget if budget and budget > 0 else None
+    if _is_worker(config):
+        run.deadline = config.workerinput.get("xpspec_deadline")
+        return
+    path = config.getoption("--xpspec-report", None)
+    if path:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        run.report = open(path, "w", encoding="utf-8")
     name = _adapter_name(config)
+    described: dict[str, Any]
     try:
-        info = load_adapter(name).info()
+        handoff = _handoff(config)
+        adapter = handoff.adapter if handoff is not None else _connect(config)
+        info = adapter.info()
         described = {
             "framework": info.framework,
             "framework_version": info.framework_version,
             "capabilities": list(info.capabilities),
             "notes": info.notes,
         }
-    except Exception as exc:  # the tests will report the broken adapter; keep the header
-        described = {
-            "framework": "",
-            "framework_version": "",
-            "capabilities": [],
-            "adapter_error": str(exc),
-        }
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    config.stash[_REPORT] = open(path, "w", encoding="utf-8")
-    _write(
-        config,
-        {
-            "type": "header",
-            "format": REPORT_FORMAT,
-            "suite": f"xpspec {__version__}",
-            "spec": spec_version(),
-            "adapter": name,
-            **described,
-            "profile": config.stash.get(_PROFILE, "ci"),
-            "seed": 0,
-            "versions": _versions(),
-        },
-    )
+    except AdapterUnavailable as exc:
+        adapter = None
+        described = {"framework": "", "framework_version": "", "capabilities": []}
+        described["adapter_error"] = str(exc)
+        run.status, run.message = "adapter-unavailable", str(exc)
+    from conformance.report import header_record
+
+    _write(config, header_record(name, described, **run_settings(config)))
+    if adapter is None:  # pytest calls no sessionfinish after this: end the report here
+        _finish(config, run, collected=0, exitstatus=int(ExitCode.ADAPTER_UNAVAILABLE))
+        pytest.exit(f"xpspec: {run.message}", returncode=int(ExitCode.ADAPTER_UNAVAILABLE))
+    if config.pluginmanager.hasplugin("dsession"):  # xdist: every worker connects its own
+        close = getattr(adapter, "close", None)
+        if callable(close):
+            close()
+    else:
+        run.adapter = adapter
+
+
+class _XdistHooks:
+    """Registered only where pytest-xdist is installed (its hooks are unknown elsewhere)."""
+
+    @staticmethod
+    def pytest_configure_node(node: Any) -> None:
+        """Workers share the run's deadline (``time.monotonic`` is system-wide)."""
+        node.workerinput["xpspec_deadline"] = node.config.stash[_RUN].deadline
 
 
 def _write(config: pytest.Config, record: dict[str, Any]) -> None:
-    handle = config.stash.get(_REPORT, None)
-    if handle is not None:
-        handle.write(json.dumps(record, sort_keys=True) + "\n")
+    run = config.stash.get(_RUN, None)
+    if run is not None and run.report is not None:
+        run.report.write(json.dumps(record, sort_keys=True) + "\n")
+        run.report.flush()
 
 
 _CONFIG: dict[str, pytest.Config] = {}
 
 
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Remember a suite test's clause ids, so that a test that breaks before it records an
+    outcome is still reported, under its clauses."""
+    marker = item.get_closest_marker("clause")
+    if marker is not None:
+        item.user_properties.append(("xpspec-clauses", list(marker.args)))
+
+
+def _unrecorded(report: pytest.TestReport) -> dict[str, Any] | None:
+    """An ``error`` outcome for a suite test that failed without recording one (e.g. its
+    fixture or Hypothesis itself raised): never a missing record."""
+    properties = dict(report.user_properties)
+    if "xpspec-clauses" not in properties or not report.failed:
+        return None
+    test = report.nodeid.split("::")[-1]
+    check, _, rest = test.partition("[")
+    text = str(report.longrepr) if report.longrepr is not None else "no details"
+    lines = [line for line in text.splitlines() if line.strip()]
+    return {
+        "check": check.removeprefix("test_"),
+        "clauses": tuple(properties["xpspec-clauses"]),
+        "scenario": rest.rstrip("]").split("[")[-1] if rest else "",
+        "status": "error",
+        "message": f"the test broke during {report.when} without an outcome: "
+        + " | ".join(lines[-3:]),
+        "variant": "",
+        "stale": False,
+        "seconds": round(report.duration, 4),
+        "level": "MUST",
+    }
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    outcome = dict(report.user_properties).get("xpspec")
-    if (
-        not isinstance(outcome, dict)
-        or report.when == "teardown"
-        or (report.when == "setup" and not report.skipped)
-    ):
-        return
+    """Write one record per suite test: its outcome, reported once (at the call, or at the
+    setup when it was skipped there), or an ``error`` when it broke without one."""
     config = _CONFIG.get("config")
-    if config is None or config.stash.get(_REPORT, None) is None:
+    if config is None:
         return
-    record: dict[str, Any] = {"type": "result", "test": report.nodeid.split("::")[-1], **outcome}
-    record["clauses"] = list(record["clauses"])
-    _write(config, record)
-    counts = config.stash[_COUNTS]
-    counts[outcome["status"]] = counts.get(outcome["status"], 0) + 1
+    outcome = dict(report.user_properties).get("xpspec")
+    if isinstance(outcome, dict):
+        due = report.when == "call" or (report.when == "setup" and report.skipped)
+        record = outcome if due else None
+    else:
+        record = _unrecorded(report)
+    if record is not None:
+        run = config.stash[_RUN]
+        _write(
+            config,
+            {
+                "type": "result",
+                "test": report.nodeid.split("::")[-1],
+                **record,
+                "clauses": list(record["clauses"]),
+            },
+        )
+        run.counts[record["status"]] = run.counts.get(record["status"], 0) + 1
+    _check_deadline(config)
+
+
+def _check_deadline(config: pytest.Config) -> None:
+    run = config.stash[_RUN]
+    if run.deadline is not None and time.monotonic() >= run.deadline and run.session is not None:
+        budget = config.getoption("--xpspec-run-timeout", 0.0)
+        run.status = "timeout"
+        run.message = f"the run's time budget ({budget:g} s) is spent"
+        run.session.shouldstop = f"xpspec: {run.message}"
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    handle = session.config.stash.get(_REPORT, None)
-    if handle is None:
+    config = session.config
+    run = config.stash.get(_RUN, None)
+    if run is None or _is_worker(config):
         return
+    if run.adapter is not None:  # connected but never used (no suite test was collected)
+        close = getattr(run.adapter, "close", None)
+        if callable(close):
+            close()
+        run.adapter = None
+    if run.report is None:
+        return
+    collected = sum(1 for item in session.items if item.get_closest_marker("clause") is not None)
+    _finish(config, run, collected, int(exitstatus))
+
+
+def _finish(config: pytest.Config, run: _Run, collected: int, exitstatus: int) -> None:
+    """Write the footer (how the run ended) and close the report."""
+    status = run.status
+    if status == "complete":
+        if exitstatus == pytest.ExitCode.INTERRUPTED:
+            status = "interrupted"
+        elif exitstatus == pytest.ExitCode.INTERNAL_ERROR:
+            status = "crashed"
+    recorded = sum(run.counts.values())
+    if status == "complete" and recorded < collected:
+        status = "stopped"
+        run.message = f"{recorded} of {collected} selected checks have an outcome"
     _write(
-        session.config,
-        {"type": "footer", "counts": session.config.stash[_COUNTS], "exitstatus": int(exitstatus)},
+        config,
+        {
+            "type": "footer",
+            "status": status,
+            "message": run.message,
+            "counts": run.counts,
+            "collected": collected,
+            "recorded": recorded,
+            "exitstatus": exitstatus,
+            "ended": _now(),
+            "seconds": round(time.monotonic() - run.started, 3),
+        },
     )
-    handle.close()
+    if run.report is not None:
+        run.report.close()
+        run.report = None

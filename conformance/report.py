@@ -1,8 +1,12 @@
-"""Reports: fold JSON Lines runs into ``compliance.json`` and render the matrix.
+"""Reports: read JSON Lines runs, fold them into ``compliance.json`` and render the matrix.
+
+A run report is a header record, one result record per check and a footer record saying
+how the run ended. Only a complete run (a footer with status ``complete``) makes a matrix
+column, unless the caller allows incomplete ones (they are then marked so).
 
 The matrix has one row per clause and one column per implementation; a cell is the worst
-outcome of that clause's checks for that implementation (fail > error > deviation > pass >
-not applicable).
+outcome of that clause's checks for that implementation (fail > the adapter's own failures
+— crash, timeout, resource, error — > deviation > pass > not applicable).
 """
 
 from __future__ import annotations
@@ -10,61 +14,173 @@ from __future__ import annotations
 import html
 import json
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["build_compliance", "diff_reports", "read_run", "render_html", "render_markdown"]
+from conformance.outcomes import STATUSES
 
-_RANK = {"fail": 4, "error": 3, "deviation": 2, "pass": 1, "not-applicable": 0}
+__all__ = [
+    "REPORT_FORMAT",
+    "IncompleteRun",
+    "RunReport",
+    "build_compliance",
+    "diff_reports",
+    "header_record",
+    "read_run",
+    "render_html",
+    "render_markdown",
+    "summarise",
+]
+
+_RANK = {
+    "fail": 7,
+    "crash": 6,
+    "timeout": 5,
+    "resource": 4,
+    "error": 3,
+    "deviation": 2,
+    "pass": 1,
+    "not-applicable": 0,
+}
 _SYMBOL = {
     "pass": "pass",
     "fail": "FAIL",
     "error": "ERROR",
+    "crash": "CRASH",
+    "timeout": "TIMEOUT",
+    "resource": "RESOURCE",
     "deviation": "deviation",
     "not-applicable": "n/a",
 }
+assert set(_RANK) == set(STATUSES) == set(_SYMBOL)
 
 
-def read_run(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The header and result records of one run; errors name the file and line."""
+REPORT_FORMAT = "xpspec-report/2"
+
+
+def header_record(adapter: str, described: dict[str, Any], **run: Any) -> dict[str, Any]:
+    """The first record of a run report: the suite and spec versions, the adapter (as
+    ``described`` by its info, or with ``adapter_error``), and the run's settings (profile,
+    isolation, time limits, command line, start time, versions)."""
+    from conformance import __version__, spec_version
+
+    return {
+        "type": "header",
+        "format": REPORT_FORMAT,
+        "suite": f"xpspec {__version__}",
+        "spec": spec_version(),
+        "adapter": adapter,
+        **described,
+        **run,
+    }
+
+
+class IncompleteRun(ValueError):
+    """A run report that does not hold a complete run (and was not allowed to)."""
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """One run: its header, its result records, and its footer (None: the run died)."""
+
+    path: Path
+    header: dict[str, Any]
+    results: list[dict[str, Any]]
+    footer: dict[str, Any] | None
+
+    @property
+    def status(self) -> str:
+        """How the run ended: the footer's status, or ``died`` when there is no footer."""
+        return str(self.footer.get("status", "complete")) if self.footer is not None else "died"
+
+    @property
+    def complete(self) -> bool:
+        return self.status == "complete"
+
+    def problem(self) -> str:
+        """Why the run is not complete, in words ("" when it is)."""
+        if self.footer is None:
+            return (
+                f"{self.path}: the run did not finish (no footer record: the runner was "
+                f"killed or crashed after {len(self.results)} results)"
+            )
+        if not self.complete:
+            message = self.footer.get("message") or ""
+            return f"{self.path}: the run ended {self.status}" + (f": {message}" if message else "")
+        return ""
+
+
+def read_run(path: Path, allow_incomplete: bool = False) -> RunReport:
+    """The records of one run; errors name the file and line. A run that is not complete
+    raises :class:`IncompleteRun` unless ``allow_incomplete``."""
     header: dict[str, Any] | None = None
+    footer: dict[str, Any] | None = None
     results = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: cannot read the report ({exc})") from None
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
         try:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
             raise ValueError(f"{path}:{n}: not JSON ({exc.msg})") from None
-        if record.get("type") == "header":
+        kind = record.get("type") if isinstance(record, dict) else None
+        if kind == "header":
             header = record
-        elif record.get("type") == "result":
+        elif kind == "result":
+            missing = [k for k in ("check", "clauses", "status") if k not in record]
+            if missing or record["status"] not in _RANK:
+                raise ValueError(
+                    f"{path}:{n}: expected a result with check, clauses and a status in "
+                    f"{list(STATUSES)}, got {line[:200]!r}"
+                )
             results.append(record)
+        elif kind == "footer":
+            footer = record
+        else:
+            raise ValueError(f"{path}:{n}: expected a header, result or footer record, got {line[:200]!r}")
     if header is None:
         raise ValueError(f"{path}: no header record: is this an xpspec run report?")
-    return header, results
+    run = RunReport(path, header, results, footer)
+    if not run.complete and not allow_incomplete:
+        raise IncompleteRun(f"{run.problem()}; pass --allow-incomplete to use it anyway")
+    return run
 
 
 def build_compliance(
-    runs: list[Path], clause_ids: list[str], pages: dict[str, str] | None = None
+    runs: list[Path],
+    clause_ids: list[str],
+    pages: dict[str, str] | None = None,
+    allow_incomplete: bool = False,
 ) -> dict[str, Any]:
     """The compliance document: implementations, and per clause the worst outcome each.
-    ``pages`` maps clause ids to their spec page, for links in the rendered matrix."""
+    ``pages`` maps clause ids to their spec page, for links in the rendered matrix. An
+    incomplete run is refused unless ``allow_incomplete`` (its column is then marked)."""
     implementations, cells = [], {}
     for path in runs:
-        header, results = read_run(path)
+        run = read_run(path, allow_incomplete)
+        header, results = run.header, run.results
         name = header["adapter"]
         implementations.append(
             {
-                k: header.get(k)
-                for k in (
-                    "adapter",
-                    "framework",
-                    "framework_version",
-                    "suite",
-                    "spec",
-                    "profile",
-                    "versions",
-                    "notes",
-                )
+                **{
+                    k: header.get(k)
+                    for k in (
+                        "adapter",
+                        "framework",
+                        "framework_version",
+                        "suite",
+                        "spec",
+                        "profile",
+                        "versions",
+                        "notes",
+                    )
+                },
+                "run": run.status,
             }
         )
         worst: dict[str, dict[str, Any]] = {}
@@ -120,6 +236,8 @@ def render_markdown(doc: dict[str, Any]) -> str:
     ]
     for i in doc["implementations"]:
         notes = f" — {i['notes']}" if i.get("notes") else ""
+        if i.get("run", "complete") != "complete":
+            notes += f" — INCOMPLETE RUN ({i['run']})"
         lines.append(
             f"- **{i['adapter']}**: {i['framework']} {i['framework_version']} (suite {i['suite']}, spec {i['spec']}, profile {i['profile']}){notes}"
         )
@@ -142,7 +260,7 @@ def render_html(doc: dict[str, Any]) -> str:
         )
         rows.append(f"<tr><th>{html.escape(cid)}</th>{tds}</tr>")
     head = "".join(f"<th>{html.escape(n)}</th>" for n in names)
-    style = ".pass{background:#cfc}.fail{background:#fbb}.error{background:#fdb}.deviation{background:#ffc}.not-applicable{color:#888}td,th{padding:2px 8px;text-align:left}"
+    style = ".pass{background:#cfc}.fail{background:#fbb}.error,.crash,.timeout,.resource{background:#fdb}.deviation{background:#ffc}.not-applicable{color:#888}td,th{padding:2px 8px;text-align:left}"
     return f"<!doctype html><meta charset=utf-8><title>xpspec compliance</title><style>{style}</style><table><tr><th>clause</th>{head}</tr>{''.join(rows)}</table>\n"
 
 
@@ -164,7 +282,8 @@ def regressions(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     out = []
     for line in diff_reports(a, b):
         before, after = line.rsplit(": ", 1)[1].split(" -> ")
-        if _RANK.get(after, 0) > _RANK.get(before, 0) and after in ("fail", "error"):
+        worse = _RANK.get(after, 0) > _RANK.get(before, 0)
+        if worse and after in ("fail", "error", "crash", "timeout", "resource"):
             out.append(line)
     return out
 
