@@ -73,3 +73,33 @@ def test_diff_exit_code_on_regression(tmp_path: Path, capsys) -> None:  # type: 
     assert main(["diff", str(a), str(b)]) == 1
     assert "a.b [x]: pass -> fail" in capsys.readouterr().out
     assert main(["diff", str(b), str(a)]) == 0
+
+
+@pytest.mark.parametrize(
+    "args, text",
+    [
+        (["trace", "DIR"], "Is a directory"),
+        (["trace", "EMPTY"], "scenario.kind"),
+        (["diff", "EMPTY", "EMPTY"], "not an xpspec compliance document"),
+        (["report", "EMPTY"], "expected a header"),
+        (["run", "--expectations", "no-such-file.toml"], "no-such-file.toml"),
+        (["run", "--expectations", "BAD_TOML"], "bad.toml"),
+        (["run", "--memory-limit", "lots"], "--memory-limit: expected a size"),
+        (["run", "--op-timeout", "0"], "--op-timeout: expected seconds > 0"),
+        (["run", "--timeout", "-1"], "--timeout: expected seconds >= 0"),
+    ],
+)
+def test_bad_input_is_one_line(tmp_path: Path, capsys, args: list[str], text: str) -> None:  # type: ignore[no-untyped-def]
+    empty = tmp_path / "empty.json"
+    empty.write_text("{}")
+    toml = tmp_path / "bad.toml"
+    toml.write_text("[[deviation]\nclause = 'x'\n")
+    names = {"EMPTY": str(empty), "BAD_TOML": str(toml), "DIR": str(tmp_path)}
+    assert main([names.get(a, a) for a in args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("xpspec: ") and text in err, err
+
+
+def test_debug_shows_the_traceback(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="Is a directory"):
+        main(["--debug", "trace", str(tmp_path)])

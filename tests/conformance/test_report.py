@@ -9,6 +9,7 @@ import jsonschema
 import pytest
 
 from conformance.report import (
+    IncompleteRun,
     build_compliance,
     diff_reports,
     read_run,
@@ -45,7 +46,7 @@ def _run(path: Path, adapter: str, results: list[tuple[str, str]]) -> Path:
         }
         for cid, st in results
     ]
-    lines.append({"type": "footer", "counts": {}})
+    lines.append({"type": "footer", "status": "complete", "counts": {}})
     path.write_text("\n".join(json.dumps(r) for r in lines) + "\n")
     return path
 
@@ -96,12 +97,13 @@ def test_findings_are_named_in_the_matrix(tmp_path: Path) -> None:
             "variant": "same-step",
         },
     ]
+    lines.append({"type": "footer", "status": "complete", "counts": {}})
     path.write_text("\n".join(json.dumps(r) for r in lines) + "\n")
     md = render_markdown(build_compliance([path], ["x.one", "x.two"]))
     assert "| `x.one` | finding |" in md and "| `x.two` | deviation (same-step) |" in md
     # A clause with a reproduced deviation and a finding shows the finding, in either order.
     both = {**lines[2], "clauses": ["x.one"]}
-    for order in ([lines[0], lines[1], both], [lines[0], both, lines[1]]):
+    for order in ([lines[0], lines[1], both, lines[-1]], [lines[0], both, lines[1], lines[-1]]):
         path.write_text("\n".join(json.dumps(r) for r in order) + "\n")
         assert "| `x.one` | finding |" in render_markdown(build_compliance([path], ["x.one"]))
 
@@ -114,7 +116,7 @@ def test_diff_lists_changed_cells(tmp_path: Path) -> None:
 
 def test_a_file_without_header_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "x.jsonl"
-    path.write_text('{"type": "result"}\n')
+    path.write_text('{"type": "footer", "status": "complete"}\n')
     with pytest.raises(ValueError, match="no header"):
         read_run(path)
 
@@ -128,3 +130,42 @@ def test_adapter_notes_are_in_the_legend(tmp_path: Path) -> None:
     assert "- **a**: a 1 (suite s, spec 0.1, profile ci) — PR 1768 is not merged" in md
     plain = render_markdown(build_compliance([_run(tmp_path / "b.jsonl", "b", [])], ["x.one"]))
     assert "- **b**: b 1 (suite s, spec 0.1, profile ci)\n" in plain
+
+
+@pytest.mark.parametrize(
+    "footer, problem",
+    [
+        (None, "the run did not finish (no footer record"),
+        ({"type": "footer", "status": "interrupted"}, "the run ended interrupted"),
+        ({"type": "footer", "status": "timeout", "message": "budget"}, "ended timeout: budget"),
+        ({"type": "footer", "status": "stopped"}, "the run ended stopped"),
+    ],
+)
+def test_an_incomplete_run_is_refused_unless_allowed(
+    tmp_path: Path, footer: dict | None, problem: str
+) -> None:
+    path = _run(tmp_path / "a.jsonl", "a", [("x.one", "pass")])
+    lines = path.read_text().splitlines()[:-1] + ([json.dumps(footer)] if footer else [])
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(IncompleteRun, match="--allow-incomplete") as caught:
+        build_compliance([path], ["x.one"])
+    assert problem in str(caught.value)
+    doc = build_compliance([path], ["x.one"], allow_incomplete=True)
+    jsonschema.validate(doc, SCHEMA)
+    assert doc["implementations"][0]["run"] == (footer or {"status": "died"})["status"]
+    assert "INCOMPLETE RUN" in render_markdown(doc)
+
+
+def test_adapter_failures_are_their_own_cells(tmp_path: Path) -> None:
+    path = _run(tmp_path / "a.jsonl", "a", [("x.one", "pass"), ("x.one", "crash"), ("x.two", "timeout")])
+    doc = build_compliance([path], ["x.one", "x.two"])
+    jsonschema.validate(doc, SCHEMA)
+    assert "| `x.one` | CRASH |" in render_markdown(doc)
+    assert "| `x.two` | TIMEOUT |" in render_markdown(doc)
+
+
+def test_a_result_without_its_fields_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "x.jsonl"
+    path.write_text('{"type": "result"}\n')
+    with pytest.raises(ValueError, match=r"x.jsonl:1: expected a result with check, clauses"):
+        read_run(path)

@@ -1,0 +1,167 @@
+"""The out-of-process harness: every broken adapter gets its named outcome within a bounded
+time, the other checks' verdicts are unaffected, and the worker is restarted after it fails."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conformance.catalog import CATALOG
+from conformance.checks import ALL_CHECKS
+from conformance.engine import Session
+from conformance.harness import Limits, RemoteAdapter, WorkerProcess, connect
+from conformance.harness.process import describe_exit
+from conformance.outcomes import AdapterFailure, AdapterUnavailable
+from tests.conformance.broken_adapters import TARGET
+
+EXEC_WORKER = [sys.executable, str(Path(__file__).with_name("exec_worker.py"))]
+LIMITS = Limits(timeout=30.0, memory=1200 << 20, grace=0.5)
+HANGS = Limits(timeout=2.0, memory=1200 << 20, grace=0.5)
+"""Short operations for the adapters that never answer; long enough for the others."""
+BOUND = 40.0
+"""Seconds within which every broken adapter's outcomes must be in (startup included)."""
+
+# adapter -> (status of its trainer operation, text its message must contain)
+BROKEN = {
+    "Abort": ("crash", "killed by signal 6 (SIGABRT)"),
+    "SysExit": ("crash", "exit status 0"),
+    "OsExit": ("crash", "exit status 3"),
+    "NativeHang": ("timeout", "did not answer within 2 s"),
+    "BusyLoop": ("timeout", "did not answer within 2 s"),
+    "MemoryBomb": ("resource", "over the memory limit of 1200 MiB"),
+    "MalformedTrace": ("error", "decodes to no real step"),
+    "WrongType": ("error", "expected a Trace"),
+    "Raises": ("error", "KeyError: 'a bug in the adapter'"),
+    "StdoutNoise": ("pass", ""),
+    "SlowButCorrect": ("pass", ""),
+}
+
+
+def _trainer_checks() -> list:
+    scenario = CATALOG[TARGET]
+    return [
+        c
+        for c in ALL_CHECKS
+        if c.capability == "trainer" and not c.requires and c.applies(scenario)
+    ]
+
+
+@pytest.mark.parametrize("name", sorted(BROKEN))
+def test_a_broken_adapter_gets_its_named_outcome(name: str) -> None:
+    status, text = BROKEN[name]
+    start = time.monotonic()
+    limits = HANGS if status == "timeout" else LIMITS
+    adapter = connect(f"tests.conformance.broken_adapters:{name}", limits=limits)
+    session = Session(adapter, name)
+    try:
+        outcomes = [session.evaluate(c, TARGET, CATALOG[TARGET]) for c in _trainer_checks()]
+        # The other capability still answers, from a fresh worker if the old one died.
+        replay = next(c for c in ALL_CHECKS if c.name == "replay-windows")
+        other = session.evaluate(replay, "replay-uniform", CATALOG["replay-uniform"])
+    finally:
+        session.close()
+    elapsed = time.monotonic() - start
+    assert elapsed < BOUND, f"{name}: {elapsed:.1f} s"
+    assert {o.status for o in outcomes} == {status}, [(o.check, o.status) for o in outcomes]
+    assert text in outcomes[0].message
+    if status != "pass":
+        assert "xpspec trace s.json --adapter" in outcomes[0].message  # the repro
+    assert other.status == "pass", other.message
+    if status in ("crash", "timeout", "resource"):
+        assert adapter.worker.starts == 2, "the worker is restarted after it failed"
+
+
+def test_a_crash_message_quotes_the_worker_stderr() -> None:
+    adapter = connect("tests.conformance.broken_adapters:Abort", limits=LIMITS)
+    try:
+        with pytest.raises(AdapterFailure) as caught:
+            adapter.run_trainer(CATALOG[TARGET])
+    finally:
+        adapter.close()
+    assert caught.value.status == "crash"
+    assert "during run_trainer" in str(caught.value)
+    assert "Fatal Python error: Aborted" in str(caught.value)  # from the worker's stderr
+
+
+@pytest.mark.parametrize(
+    "spec, cause",
+    [
+        ("tests.conformance.broken_import:Adapter", "No module named 'a_framework_that_is_not_installed'"),
+        ("tests.conformance.broken_adapters:SmokeRaises", "license server is unreachable"),
+        ("tests.conformance.broken_adapters:NoSuchThing", "has no attribute 'NoSuchThing'"),
+        ("refimp", "did you mean 'refimpl'?"),
+        ("exec:a-program-that-does-not-exist", "cannot start"),
+    ],
+)
+def test_an_adapter_that_cannot_run_is_one_line(spec: str, cause: str) -> None:
+    with pytest.raises(AdapterUnavailable) as caught:
+        connect(spec, limits=LIMITS)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert spec in message and cause in message and "fix:" in message
+
+
+def test_an_exec_worker_that_imports_nothing_of_xpspec_passes_the_env_checks() -> None:
+    adapter = connect("exec:" + " ".join(EXEC_WORKER), limits=LIMITS)
+    session = Session(adapter, "exec-toy")
+    try:
+        assert adapter.info().name == "exec-toy"
+        env_checks = [c for c in ALL_CHECKS if c.capability == "env"]
+        for name in ("env-mixed", "env-random"):
+            outcomes = [session.evaluate(c, name, CATALOG[name]) for c in env_checks]
+            expected = "pass" if name == "env-mixed" else "not-applicable"  # random plans
+            assert {o.status for o in outcomes} == {expected}, [(o.check, o.message) for o in outcomes]
+    finally:
+        session.close()
+    imports = [
+        line.split()[1]
+        for line in Path(EXEC_WORKER[1]).read_text().splitlines()
+        if line.startswith(("import ", "from "))
+    ]
+    assert imports == ["json", "sys", "time"]
+
+
+@pytest.mark.parametrize(
+    "mode, status, text",
+    [("noise", "error", "broke the protocol"), ("late", "timeout", "did not answer within 2 s")],
+)
+def test_an_exec_worker_that_breaks_the_protocol(mode: str, status: str, text: str) -> None:
+    limits = Limits(timeout=2.0, grace=0.5)
+    adapter = RemoteAdapter([*EXEC_WORKER, "--misbehave", mode], limits, label=mode)
+    try:
+        with pytest.raises(AdapterFailure) as caught:
+            adapter.run_env(CATALOG["env-mixed"])
+    finally:
+        adapter.close()
+    assert caught.value.status == status and text in str(caught.value)
+
+
+def test_a_worker_answers_requests_in_order_and_stops() -> None:
+    worker = WorkerProcess(EXEC_WORKER, Limits(timeout=10.0))
+    try:
+        hello = worker.request("hello")
+        assert hello.outcome == "ok" and hello.protocol == "xpspec-worker/1"
+        scenario = json.loads(json.dumps({"kind": "replay"}))
+        assert worker.request("run", scenario).outcome == "unsupported"
+        worker.stop()
+        assert not worker.running
+    finally:
+        worker.close()
+
+
+@pytest.mark.parametrize(
+    "code, text",
+    [(0, "exit status 0"), (3, "exit status 3"), (-9, "killed by signal 9 (SIGKILL)")],
+)
+def test_exit_statuses_in_words(code: int, text: str) -> None:
+    assert describe_exit(code) == text
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, True])
+def test_limits_refuse_nonsense(bad: object) -> None:
+    with pytest.raises(ValueError, match="timeout: expected a number of seconds > 0"):
+        Limits(timeout=bad)  # type: ignore[arg-type]
