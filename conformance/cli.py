@@ -345,6 +345,23 @@ def _clauses(args: argparse.Namespace) -> int:
     return 0
 
 
+def _schemas(args: argparse.Namespace) -> int:
+    """List the protocol's JSON Schemas, print one, or regenerate the derived ones."""
+    from xpspec.protocol import load_schema, schema_names
+
+    if args.write:
+        from conformance.schemas import write_schemas
+
+        for path in write_schemas():
+            print(f"xpspec: wrote {path.name}")
+        return 0
+    if args.name:
+        sys.stdout.write(json.dumps(load_schema(args.name), indent=1) + "\n")
+        return 0
+    print("\n".join(schema_names()))
+    return 0
+
+
 def _adapter_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--adapter",
@@ -414,6 +431,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--spec", default="spec")
     p.set_defaults(func=_clauses)
+    p = sub.add_parser("schemas", help="the protocol's JSON Schemas (for workers in any language)")
+    p.add_argument("name", nargs="?", help="print this schema (default: list them)")
+    p.add_argument(
+        "--write", action="store_true", help="regenerate the schemas derived from the data model"
+    )
+    p.set_defaults(func=_schemas)
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))
