@@ -62,7 +62,7 @@ def _similar(a: str, b: str) -> bool:
 
 def _fix_for(spec: str, cause: str) -> str:
     name = spec.split(":", 1)[0] if ":" not in spec or spec.startswith("exec:") else spec
-    if "ModuleNotFoundError" in cause or "No module named" in cause:
+    if any(word in cause for word in ("ImportError", "ModuleNotFoundError", "No module named")):
         if spec in _registered() and spec != "refimpl":
             return (
                 f"install the framework: pip install 'xpspec[adapter-{spec}]', or run "
