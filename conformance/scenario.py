@@ -227,6 +227,19 @@ def scenario_to_json(scenario: Scenario) -> str:
 
 def scenario_from_json(text: str | dict) -> Scenario:
     """Parse a scenario from JSON text or a decoded object; errors name the field."""
-    data = json.loads(text) if isinstance(text, str) else text
+    if isinstance(text, str):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            line = text.splitlines()[exc.lineno - 1] if text.strip() else ""
+            raise ConfigError(
+                "scenario",
+                line[max(0, exc.colno - 30) : exc.colno + 30],
+                f"JSON text ({exc.msg} at line {exc.lineno}, column {exc.colno})",
+            ) from None
+        except ValueError as exc:  # e.g. an integer past Python's digit limit
+            raise ConfigError("scenario", text[:60], f"JSON text ({exc})") from None
+    else:
+        data = text
     result: Scenario = from_jsonable(Scenario, data, "scenario")
     return result

@@ -14,9 +14,9 @@ import sys
 import types
 import typing
 from fractions import Fraction
-from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
+from typing import Any, Final, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
 
-from refimpl.errors import ConfigError
+from refimpl.errors import MISSING, ConfigError
 
 __all__ = ["canonical_json", "from_jsonable", "parse_fraction", "to_jsonable"]
 
@@ -85,6 +85,27 @@ def _kind_of(cls: type) -> str | None:
     return None
 
 
+_SCALARS: Final = {int: "an integer", str: "a string", bool: "true or false"}
+
+
+def _or(names: list[str]) -> str:
+    """``'a', 'b' or 'c'``."""
+    quoted = [repr(n) for n in names]
+    return quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+
+
+def _within(path: str, name: str) -> str:
+    """The full path of field ``name`` reported by the value at ``path``. A dataclass may
+    name itself first (``EnvSpec`` says ``env.num_envs``): that name is not repeated."""
+    if name == path or name.startswith((f"{path}.", f"{path}[")):
+        return name
+    last = path.rsplit(".", 1)[-1]
+    head = name.split(".", 1)[0].split("[", 1)[0]
+    if head == last and not last.endswith("]"):
+        return f"{path}{name[len(head) :]}"
+    return f"{path}.{name}"
+
+
 def from_jsonable(tp: Any, data: Any, field: str = "value") -> Any:
     """Rebuild a value of type ``tp`` from its JSON form; errors name the field path."""
     origin = get_origin(tp)
@@ -101,13 +122,15 @@ def from_jsonable(tp: Any, data: Any, field: str = "value") -> Any:
         if data is None and len(options) < len(get_args(tp)):
             return None
         classes = [a for a in options if isinstance(a, type) and dataclasses.is_dataclass(a)]
+        named = sorted(k for k in map(_kind_of, classes) if k)
         if classes and isinstance(data, dict):
             kinds = {_kind_of(c): c for c in classes}
-            if data.get("kind") in kinds:
-                return from_jsonable(kinds[data.get("kind")], data, field)
-            raise ConfigError(
-                f"{field}.kind", data.get("kind"), f"one of {sorted(k for k in kinds if k)}"
-            )
+            kind = data.get("kind")
+            if (kind is None or isinstance(kind, str)) and kind in kinds:
+                return from_jsonable(kinds[kind], data, field)
+            raise ConfigError(f"{field}.kind", data.get("kind", MISSING), f"one of {_or(named)}")
+        if named and len(classes) == len(options):
+            raise ConfigError(field, data, f'an object whose "kind" is one of {_or(named)}')
         for option in options:
             try:
                 return from_jsonable(option, data, field)
@@ -138,15 +161,27 @@ def from_jsonable(tp: Any, data: Any, field: str = "value") -> Any:
                 data[unknown[0]],
                 f"a field of {tp.__name__} ({', '.join(sorted(names))})",
             )
+        for f in dataclasses.fields(tp):
+            required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+            if f.init and required and f.name not in data:
+                raise ConfigError(
+                    f"{field}.{f.name}", MISSING, f"a value (a required field of {tp.__name__})"
+                )
         kwargs = {k: from_jsonable(hints[k], v, f"{field}.{k}") for k, v in data.items()}
-        return tp(**kwargs)
+        try:
+            return tp(**kwargs)
+        except ConfigError as exc:
+            # The dataclass names its own fields ("seed", "env.num_envs"): name the path.
+            if type(exc) is not ConfigError:
+                raise
+            raise ConfigError(_within(field, exc.field), exc.value, exc.allowed) from None
     if tp is float:
         if isinstance(data, bool) or not isinstance(data, (int, float)):
             raise ConfigError(field, data, "a number")
         return float(data)
-    if tp in (int, str, bool):
+    if tp in _SCALARS:
         if type(data) is not tp:
-            raise ConfigError(field, data, f"a {tp.__name__}")
+            raise ConfigError(field, data, _SCALARS[tp])
         return data
     if isinstance(tp, typing.TypeVar) or tp is object:
         return data

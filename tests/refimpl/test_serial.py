@@ -49,3 +49,68 @@ def test_canonical_json_is_the_encoding_of_to_jsonable() -> None:
             kinds.add(event.kind)
             assert canonical_json(event) == plain(event)
     assert {"update", "sampled", "relabel", "advantages", "shard"} <= kinds
+
+
+# -- bad input: one ConfigError naming the field path, the value and what is allowed ----------
+
+
+def test_a_missing_required_field_is_named() -> None:
+    from refimpl.errors import MISSING
+    from refimpl.toy_envs.schedule import RandomSchedule
+
+    with pytest.raises(ConfigError) as info:
+        from_jsonable(RandomSchedule, {"max_length": 3}, "env.schedules[0]")
+    assert info.value.field == "env.schedules[0].min_length" and info.value.value is MISSING
+    assert str(info.value) == (
+        "env.schedules[0].min_length: expected a value (a required field of RandomSchedule), "
+        "got nothing"
+    )
+
+
+def test_a_dataclass_error_names_the_full_path() -> None:
+    from refimpl.toy_envs.spec import EnvSpec
+
+    # EnvSpec names its fields "env.num_envs": the path is not repeated.
+    with pytest.raises(ConfigError) as info:
+        from_jsonable(EnvSpec, {"num_envs": 0}, "scenario.env")
+    assert info.value.field == "scenario.env.num_envs"
+    with pytest.raises(ConfigError, match=r"^scenario\.trainer\.num_updates_per_train_iter: "):
+        from_jsonable(
+            TrainerConfig,
+            {"num_iterations": 1, "num_updates_per_train_iter": 0},
+            "scenario.trainer",
+        )
+
+
+@pytest.mark.parametrize(
+    ("data", "value"),
+    [
+        ({"length": 3}, "nothing"),
+        ({"kind": "spiral"}, "'spiral'"),
+        ({"kind": ["fixed"]}, r"\['fixed'\]"),
+    ],
+)
+def test_a_missing_or_unknown_kind_is_named_with_the_kinds(data: dict, value: str) -> None:
+    from refimpl.toy_envs.schedule import Schedule
+
+    with pytest.raises(
+        ConfigError, match=rf"^s\.kind: expected one of 'cycle', 'fixed' or 'random', got {value}$"
+    ):
+        from_jsonable(Schedule, data, "s")
+
+
+@pytest.mark.parametrize("data", [[1, 2], 3, "fixed", None])
+def test_a_non_object_where_a_kind_of_object_is_expected(data: object) -> None:
+    from refimpl.toy_envs.schedule import Schedule
+
+    with pytest.raises(ConfigError) as info:
+        from_jsonable(Schedule, data, "s")
+    assert str(info.value) == (
+        f"""s: expected an object whose "kind" is one of 'cycle', 'fixed' or 'random', got {data!r}"""
+    )
+
+
+def test_a_long_value_is_shortened_in_the_message() -> None:
+    error = ConfigError("env.schedules", list(range(10_000)), "one schedule per env")
+    assert len(str(error)) < 300 and "characters)" in str(error) and len(error.value) == 10_000
+    assert "an integer of 16610 bits" in str(ConfigError("seed", 10**5000, "a seed"))

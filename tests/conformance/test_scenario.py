@@ -1,0 +1,63 @@
+"""Scenario validation (conformance/scenario.py): every bad input is one ConfigError whose
+message names the field path, the value and what is allowed."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from conformance.scenario import scenario_from_json
+from refimpl.errors import MISSING, ConfigError
+
+TRAINER = {"kind": "trainer", "env": {}, "trainer": {"num_iterations": 2}}
+KINDS = "'env', 'learner', 'relabel', 'replay' or 'trainer'"
+
+
+@pytest.mark.parametrize(
+    ("data", "field", "kind"),
+    [
+        ({"kind": "trainer", "trainer": {"num_iterations": 2}}, "scenario.env", "TrainerScenario"),
+        ({"kind": "trainer", "env": {}}, "scenario.trainer", "TrainerScenario"),
+        ({"kind": "env", "env": {}}, "scenario.steps", "EnvScenario"),
+        ({"kind": "replay", "env": {}, "capacity": 4}, "scenario.fill_steps", "ReplayScenario"),
+    ],
+)
+def test_a_missing_required_field_names_its_path(data: dict, field: str, kind: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        scenario_from_json(json.dumps(data))
+    assert info.value.field == field and info.value.value is MISSING
+    assert str(info.value) == f"{field}: expected a value (a required field of {kind}), got nothing"
+
+
+@pytest.mark.parametrize(("kind", "got"), [(None, "nothing"), ("trainr", "'trainr'")])
+def test_a_missing_or_unknown_kind_names_the_kinds(kind: str | None, got: str) -> None:
+    data: dict[str, Any] = {k: v for k, v in TRAINER.items() if k != "kind"}
+    if kind is not None:
+        data["kind"] = kind
+    with pytest.raises(ConfigError) as info:
+        scenario_from_json(data)
+    assert str(info.value) == f"scenario.kind: expected one of {KINDS}, got {got}"
+
+
+@pytest.mark.parametrize("text", ["[1, 2]", "3", '"trainer"', "null"])
+def test_a_top_level_that_is_no_object_says_what_was_expected(text: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        scenario_from_json(text)
+    assert str(info.value) == (
+        f'scenario: expected an object whose "kind" is one of {KINDS}, got {json.loads(text)!r}'
+    )
+
+
+def test_text_that_is_not_json_is_named_with_its_position() -> None:
+    with pytest.raises(ConfigError, match=r"^scenario: expected JSON text \(.* at line 2, column"):
+        scenario_from_json('{"kind": "env",\n "steps": 3,}')
+
+
+def test_errors_inside_nested_values_name_the_full_path() -> None:
+    with pytest.raises(ConfigError, match=r"^scenario\.env\.num_envs: expected an integer"):
+        scenario_from_json({**TRAINER, "env": {"num_envs": 0}})
+    with pytest.raises(ConfigError, match=r"^scenario\.trainer\.drain\.arrivals\[1\]: "):
+        trainer = {"num_iterations": 2, "unroll_length": 0, "drain": {"arrivals": [1, -1]}}
+        scenario_from_json({**TRAINER, "trainer": trainer})
