@@ -6,7 +6,8 @@ torch would pull several GB of CUDA packages.
 - ``suite``: the main job — the conformance suite against refimpl, with its report and matrix.
 - ``lint``: ruff format --check, ruff check, mypy.
 - ``docs``: build the site in strict mode.
-- ``bench``: throughput of the reference trainer and sampler beside minimal torch loops.
+- ``bench``: throughput of the reference trainer and sampler beside minimal torch loops, and
+  what running the adapter in a worker process costs.
 """
 
 from __future__ import annotations
@@ -126,6 +127,7 @@ def bench(session: nox.Session) -> None:
     install(session)
     session.run("python", "-m", "benchmarks.bench_sampling", env=THREADS)
     session.run("python", "-m", "benchmarks.bench_loop", *session.posargs, env=THREADS)
+    session.run("python", "-m", "benchmarks.bench_harness", env=THREADS)
 
 
 @nox.session(name="conformance(alf)", python="3.11", default=False, tags=["adapters", "alf"])
