@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import sys
 import types
 import typing
@@ -18,26 +19,62 @@ from typing import Any, Final, Literal, TypeVar, Union, get_args, get_origin, ge
 
 from refimpl.errors import MISSING, ConfigError
 
-__all__ = ["canonical_json", "from_jsonable", "parse_fraction", "to_jsonable"]
+__all__ = [
+    "MAX_DECIMAL_DENOMINATOR",
+    "canonical_json",
+    "from_jsonable",
+    "parse_fraction",
+    "to_jsonable",
+]
 
 T = TypeVar("T")
+
+
+MAX_DECIMAL_DENOMINATOR: Final = 1000
+"""A decimal string is taken as a rational only when its exact value, reduced, has a
+denominator of at most this: ``"0.25"`` or ``"0.125"`` mean what they say, while
+``"0.3333333"`` is most likely a rounded third and is refused with the fraction to write."""
+_MAX_EXPONENT: Final = 100
+_MAX_CHARS: Final = 1000
+_DECIMAL = re.compile(r"[-+]?(?:\d[\d_]*(?:\.[\d_]*)?|\.\d[\d_]*)(?:[eE](?P<exp>[-+]?\d+))?")
+_EXAMPLES = "an exact rational such as 2, '1/4' or '0.25'"
 
 
 def parse_fraction(field: str, value: object) -> Fraction:
     """An exact rational from an int, a Fraction or a ``"p/q"``/decimal string.
 
-    Floats are refused: ``0.1`` is not one tenth, and the spec's schedules are exact.
+    Floats are refused: ``0.1`` is not one tenth, and the spec's schedules are exact. A decimal
+    string is accepted when its reduced denominator is at most
+    :data:`MAX_DECIMAL_DENOMINATOR`; otherwise the error names the exact fraction and the
+    nearest one with a small denominator, one of which was meant.
     """
     if isinstance(value, bool):
         raise ConfigError(field, value, "a non-negative rational such as 2, '1/4' or '0.25'")
     if isinstance(value, (int, Fraction)):
         return Fraction(value)
     if isinstance(value, str):
+        text = value.strip()
+        if len(text) > _MAX_CHARS:
+            raise ConfigError(field, value, f"{_EXAMPLES} (at most {_MAX_CHARS} characters)")
+        decimal = _DECIMAL.fullmatch(text)
+        exponent = decimal["exp"].lstrip("+-").lstrip("0") if decimal and decimal["exp"] else ""
+        if len(exponent) > 3 or int(exponent or 0) > _MAX_EXPONENT:  # 1e999999999 is no schedule
+            raise ConfigError(field, value, f"{_EXAMPLES} (an exponent of at most {_MAX_EXPONENT})")
         try:
-            return Fraction(value.strip())
+            exact = Fraction(text)
         except (ValueError, ZeroDivisionError):
             pass
-    raise ConfigError(field, value, "an exact rational such as 2, '1/4' or '0.25' (not a float)")
+        else:
+            if decimal and exact.denominator > MAX_DECIMAL_DENOMINATOR:
+                nearest = exact.limit_denominator(MAX_DECIMAL_DENOMINATOR)
+                raise ConfigError(
+                    field,
+                    value,
+                    f"{_EXAMPLES}; the decimal {value!r} is not exact here: write a fraction "
+                    f"('{nearest}' if that is what you mean, or '{exact}')",
+                )
+            return exact
+    raise ConfigError(field, value, f"{_EXAMPLES} (not a float)")
 
 
 def to_jsonable(value: Any) -> Any:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from conformance.scenario import scenario_from_json
+from conformance.scenario import TrainerScenario, scenario_from_json
 from refimpl.errors import MISSING, ConfigError
 
 TRAINER = {"kind": "trainer", "env": {}, "trainer": {"num_iterations": 2}}
@@ -61,3 +61,14 @@ def test_errors_inside_nested_values_name_the_full_path() -> None:
     with pytest.raises(ConfigError, match=r"^scenario\.trainer\.drain\.arrivals\[1\]: "):
         trainer = {"num_iterations": 2, "unroll_length": 0, "drain": {"arrivals": [1, -1]}}
         scenario_from_json({**TRAINER, "trainer": trainer})
+
+
+def test_a_long_decimal_unroll_length_is_refused_with_the_fraction_to_write() -> None:
+    trainer = {"num_iterations": 2, "unroll_length": "0.3333333"}
+    with pytest.raises(ConfigError) as info:
+        scenario_from_json({**TRAINER, "trainer": trainer})
+    assert info.value.field == "scenario.trainer.unroll_length"
+    assert "('1/3' if that is what you mean, or '3333333/10000000')" in str(info.value)
+    trainer["unroll_length"] = "0.25"
+    scenario = scenario_from_json({**TRAINER, "trainer": trainer})
+    assert isinstance(scenario, TrainerScenario) and scenario.trainer.unroll_length == 0.25

@@ -110,6 +110,57 @@ def test_a_non_object_where_a_kind_of_object_is_expected(data: object) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("0.25", Fraction(1, 4)),
+        ("0.125", Fraction(1, 8)),
+        ("0.1", Fraction(1, 10)),
+        ("1.5", Fraction(3, 2)),
+        ("0.0625", Fraction(1, 16)),
+        ("0.001", Fraction(1, 1000)),
+        ("-0.75", Fraction(-3, 4)),
+        ("2.50", Fraction(5, 2)),
+        ("1e-3", Fraction(1, 1000)),
+        ("1/3", Fraction(1, 3)),
+        ("3333333/10000000", Fraction(3333333, 10000000)),
+    ],
+)
+def test_short_decimals_and_fractions_are_exact(text: str, value: Fraction) -> None:
+    assert parse_fraction("u", text) == value
+
+
+def test_a_long_decimal_is_refused_with_the_fraction_to_write() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_fraction("unroll_length", "0.3333333")
+    assert str(info.value) == (
+        "unroll_length: expected an exact rational such as 2, '1/4' or '0.25'; the decimal "
+        "'0.3333333' is not exact here: write a fraction ('1/3' if that is what you mean, or "
+        "'3333333/10000000'), got '0.3333333'"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "hint"),
+    [
+        ("0.0001", "('0' if that is what you mean, or '1/10000')"),
+        ("1e-4", "'1/10000'"),
+        ("0.6667", "('2/3' if"),
+    ],
+)
+def test_decimals_past_the_denominator_limit_are_refused(text: str, hint: str) -> None:
+    with pytest.raises(ConfigError, match="is not exact here") as info:
+        parse_fraction("ratio", text)
+    assert info.value.field == "ratio" and info.value.value == text and hint in str(info.value)
+
+
+def test_a_huge_exponent_is_refused_without_computing_it() -> None:
+    with pytest.raises(
+        ConfigError, match=r"^u: expected .*an exponent of at most 100.*got '1e999999999'$"
+    ):
+        parse_fraction("u", "1e999999999")
+
+
 def test_a_long_value_is_shortened_in_the_message() -> None:
     error = ConfigError("env.schedules", list(range(10_000)), "one schedule per env")
     assert len(str(error)) < 300 and "characters)" in str(error) and len(error.value) == 10_000
