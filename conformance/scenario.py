@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
-from typing import Literal, Union
+from typing import Final, Literal, Union
 
 from refimpl.config import TrainerConfig
 from refimpl.errors import ConfigError
@@ -21,6 +21,7 @@ from refimpl.serial import canonical_json, from_jsonable, parse_fraction
 from refimpl.toy_envs.spec import EnvSpec
 
 __all__ = [
+    "MAX_SEED",
     "EnvScenario",
     "LearnerScenario",
     "RelabelScenario",
@@ -32,9 +33,25 @@ __all__ = [
 ]
 
 
+MAX_SEED: Final = 2**32 - 1
+"""The largest seed: every consumer of a scenario's seed takes it. torch's generators take
+seeds below 2**64 and the toy env hashes the seed's low 64 bits, but numpy's global seeding
+(``np.random.seed``, which the SB3, Tianshou and RLlib adapters use) takes only seeds below
+2**32."""
+
+
 def _check_int(name: str, value: object, minimum: int) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
         raise ConfigError(name, value, f"an integer >= {minimum}")
+
+
+def _check_seed(value: object) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_SEED:
+        raise ConfigError(
+            "seed",
+            value,
+            f"an integer in [0, {MAX_SEED}] (2**32 - 1, the largest seed numpy takes)",
+        )
 
 
 def _require_next_step(env: EnvSpec) -> None:
@@ -56,7 +73,7 @@ class TrainerScenario:
     kind: Literal["trainer"] = "trainer"
 
     def __post_init__(self) -> None:
-        _check_int("seed", self.seed, 0)
+        _check_seed(self.seed)
         require_compatible(self.preprocess, self.env.autoreset)
         if self.sampling.window_length != self.trainer.mini_batch_length:
             object.__setattr__(
@@ -87,7 +104,7 @@ class ReplayScenario:
         _check_int("fill_steps", self.fill_steps, 0)
         _check_int("batch_size", self.batch_size, 1)
         _check_int("draws", self.draws, 1)
-        _check_int("seed", self.seed, 0)
+        _check_seed(self.seed)
         if self.sampling.window_length > self.capacity:
             raise ConfigError(
                 "sampling.window_length",
@@ -108,7 +125,7 @@ class EnvScenario:
 
     def __post_init__(self) -> None:
         _check_int("steps", self.steps, 1)
-        _check_int("seed", self.seed, 0)
+        _check_seed(self.seed)
 
 
 @dataclass(frozen=True)
@@ -160,9 +177,9 @@ class LearnerScenario:
             ("num_epochs", 1),
             ("minibatch_size", 1),
             ("num_learners", 1),
-            ("seed", 0),
         ):
             _check_int(name, getattr(self, name), minimum)
+        _check_seed(self.seed)
         for name in ("gamma", "lam"):
             value = parse_fraction(name, getattr(self, name))
             if not 0 <= value <= 1:
@@ -200,9 +217,9 @@ class RelabelScenario:
             ("capacity", 2),
             ("batch_size", 1),
             ("draws", 1),
-            ("seed", 0),
         ):
             _check_int(name, getattr(self, name), minimum)
+        _check_seed(self.seed)
         if self.strategy not in ("future", "final", "episode"):
             raise ConfigError("strategy", self.strategy, "'future', 'final' or 'episode'")
         if self.selection not in ("exact", "bernoulli"):

@@ -4,11 +4,13 @@ message names the field path, the value and what is allowed."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from conformance.scenario import TrainerScenario, scenario_from_json
+from conformance.catalog import CATALOG
+from conformance.scenario import MAX_SEED, TrainerScenario, scenario_from_json, scenario_to_json
 from refimpl.errors import MISSING, ConfigError
 
 TRAINER = {"kind": "trainer", "env": {}, "trainer": {"num_iterations": 2}}
@@ -72,3 +74,27 @@ def test_a_long_decimal_unroll_length_is_refused_with_the_fraction_to_write() ->
     trainer["unroll_length"] = "0.25"
     scenario = scenario_from_json({**TRAINER, "trainer": trainer})
     assert isinstance(scenario, TrainerScenario) and scenario.trainer.unroll_length == 0.25
+
+
+@pytest.mark.parametrize(
+    "name", ["plain-u1-b1", "replay-uniform", "env-mixed", "learner-mixed", "relabel-future"]
+)
+@pytest.mark.parametrize("seed", [2**64, 2**63 - 1, MAX_SEED + 1, -1])
+def test_every_seed_is_bounded_by_what_every_consumer_takes(name: str, seed: object) -> None:
+    data = json.loads(scenario_to_json(CATALOG[name]))
+    with pytest.raises(ConfigError) as info:
+        scenario_from_json({**data, "seed": seed})
+    assert str(info.value) == (
+        f"scenario.seed: expected an integer in [0, 4294967295] (2**32 - 1, the largest seed "
+        f"numpy takes), got {seed!r}"
+    )
+    assert scenario_from_json({**data, "seed": MAX_SEED}).seed == MAX_SEED
+    with pytest.raises(ConfigError, match=r"^scenario\.seed: expected an integer, got True$"):
+        scenario_from_json({**data, "seed": True})
+
+
+def test_the_largest_seed_runs() -> None:
+    from adapters.refimpl import RefimplAdapter
+
+    scenario = replace(CATALOG["fractional-u3/2-b4"], seed=MAX_SEED)
+    assert RefimplAdapter().run_trainer(scenario).events  # type: ignore[arg-type]
