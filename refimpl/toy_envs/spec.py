@@ -76,10 +76,11 @@ class EnvSpec:
                 )
         if not isinstance(self.goals, bool):
             raise ConfigError("env.goals", self.goals, "True or False")
-        if not _is_int(self.num_tasks) or self.num_tasks < 1:
-            raise ConfigError("env.num_tasks", self.num_tasks, "an integer >= 1")
-        if not _is_int(self.num_actions) or self.num_actions < 1:
-            raise ConfigError("env.num_actions", self.num_actions, "an integer >= 1")
+        # Task ids and actions are int64 tensors here and int32 columns in some frameworks.
+        if not _is_int(self.num_tasks) or not 1 <= self.num_tasks < 2**31:
+            raise ConfigError("env.num_tasks", self.num_tasks, "an integer in [1, 2**31)")
+        if not _is_int(self.num_actions) or not 1 <= self.num_actions < 2**31:
+            raise ConfigError("env.num_actions", self.num_actions, "an integer in [1, 2**31)")
         if self.autoreset not in ("next-step", "same-step"):
             raise ConfigError("env.autoreset", self.autoreset, "'next-step' or 'same-step'")
 

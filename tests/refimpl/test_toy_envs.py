@@ -256,6 +256,8 @@ LONGEST = MAX_COORDINATE - 2  # t = L and the unreachable goal L + 1 must stay b
         (lambda: EnvSpec(goals="yes"), "env.goals"),  # type: ignore[arg-type]
         (lambda: EnvSpec(num_tasks=0), "env.num_tasks"),
         (lambda: EnvSpec(num_actions=0), "env.num_actions"),
+        (lambda: EnvSpec(num_tasks=2**70), "env.num_tasks"),  # past int64: an overflow in numpy
+        (lambda: EnvSpec(num_actions=2**31), "env.num_actions"),
     ],
 )
 def test_invalid_values_raise_config_errors_naming_the_field(make: Any, field: str) -> None:
