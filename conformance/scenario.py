@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Final, Literal, Union
 
+from conformance.budget import check_budget
 from refimpl.config import TrainerConfig
 from refimpl.errors import ConfigError
 from refimpl.preprocess import Identity, PreprocessorSpec, require_compatible
@@ -79,6 +80,7 @@ class TrainerScenario:
             object.__setattr__(
                 self, "sampling", _with_length(self.sampling, self.trainer.mini_batch_length)
             )
+        check_budget(self)
 
 
 def _with_length(sampling: SamplingSpec, length: int) -> SamplingSpec:
@@ -111,6 +113,7 @@ class ReplayScenario:
                 self.sampling.window_length,
                 f"at most capacity ({self.capacity})",
             )
+        check_budget(self)
 
 
 @dataclass(frozen=True)
@@ -126,6 +129,7 @@ class EnvScenario:
     def __post_init__(self) -> None:
         _check_int("steps", self.steps, 1)
         _check_seed(self.seed)
+        check_budget(self)
 
 
 @dataclass(frozen=True)
@@ -186,6 +190,7 @@ class LearnerScenario:
                 raise ConfigError(name, str(value), "a rational in [0, 1]")
             object.__setattr__(self, name, value)
         object.__setattr__(self, "value_scale", parse_fraction("value_scale", self.value_scale))
+        check_budget(self)
 
 
 @dataclass(frozen=True)
@@ -232,6 +237,7 @@ class RelabelScenario:
         if not 0 <= ratio <= 1:
             raise ConfigError("ratio", str(ratio), "a rational in [0, 1]")
         object.__setattr__(self, "ratio", ratio)
+        check_budget(self)
 
 
 Scenario = Union[TrainerScenario, ReplayScenario, EnvScenario, LearnerScenario, RelabelScenario]
