@@ -32,16 +32,23 @@ unexplained (e.g. a run that stopped early under a modelled deviation).
 
 from __future__ import annotations
 
+import difflib
+import functools
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Final
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["Deviation", "Expectations", "Finding", "Silence"]
+__all__ = ["Deviation", "Expectations", "ExpectationsError", "Finding", "Silence"]
+
+
+class ExpectationsError(ValueError):
+    """An expectations file that cannot be used; the message names the file and the entry."""
 
 
 @dataclass(frozen=True)
@@ -92,69 +99,28 @@ class Expectations:
 
     @classmethod
     def load(cls, path: Path | None) -> Expectations:
-        """Read a TOML expectations file; a missing ``path`` means no expectations."""
-        if path is None or not path.exists():
+        """Read a TOML expectations file; ``None`` means no expectations.
+
+        Raises :class:`ExpectationsError` naming the file and the entry for a file that does
+        not exist or is not TOML, an entry with a missing, mistyped or unknown key, and a
+        clause id the spec does not define.
+        """
+        if path is None:
             return cls()
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-        out = []
-        for i, entry in enumerate(data.get("deviation", [])):
-            for required in ("clause", "reason"):
-                if not isinstance(entry.get(required), str) or not entry[required]:
-                    raise ValueError(
-                        f"{path}: deviation[{i}].{required}: expected a non-empty string, got {entry.get(required)!r}"
-                    )
-            unknown = set(entry) - {"clause", "reason", "variant", "link", "scenarios"}
-            if unknown:
-                raise ValueError(f"{path}: deviation[{i}]: unknown keys {sorted(unknown)}")
-            out.append(
-                Deviation(
-                    entry["clause"],
-                    entry["reason"],
-                    entry.get("variant", ""),
-                    entry.get("link", ""),
-                    tuple(entry.get("scenarios", ())),
-                )
-            )
-        silenced = []
-        for i, entry in enumerate(data.get("silence", [])):
-            for required in ("clause", "reason"):
-                if not isinstance(entry.get(required), str) or not entry[required]:
-                    raise ValueError(
-                        f"{path}: silence[{i}].{required}: expected a non-empty string, got {entry.get(required)!r}"
-                    )
-            silenced.append(Silence(entry["clause"], entry["reason"]))
-        findings = []
-        for i, entry in enumerate(data.get("finding", [])):
-            clauses = entry.get("clauses")
-            if (
-                not isinstance(clauses, list)
-                or not clauses
-                or not all(isinstance(c, str) for c in clauses)
-            ):
-                raise ValueError(
-                    f"{path}: finding[{i}].clauses: expected a non-empty list of clause ids, got {clauses!r}"
-                )
-            if not isinstance(entry.get("reason"), str) or not entry["reason"]:
-                raise ValueError(
-                    f"{path}: finding[{i}].reason: expected a non-empty string, got {entry.get('reason')!r}"
-                )
-            unknown = set(entry) - {"clauses", "reason", "link", "scenarios", "stopped"}
-            if unknown:
-                raise ValueError(f"{path}: finding[{i}]: unknown keys {sorted(unknown)}")
-            if not isinstance(entry.get("stopped", ""), str):
-                raise ValueError(
-                    f"{path}: finding[{i}].stopped: expected a string, got {entry['stopped']!r}"
-                )
-            findings.append(
-                Finding(
-                    tuple(clauses),
-                    entry["reason"],
-                    entry.get("link", ""),
-                    tuple(entry.get("scenarios", ())),
-                    entry.get("stopped", ""),
-                )
-            )
-        return cls(tuple(out), str(path), tuple(silenced), tuple(findings))
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ExpectationsError(
+                f"{path}: expected an expectations file, got no such file"
+            ) from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ExpectationsError(f"{path}: expected a UTF-8 text file, got {exc}") from None
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ExpectationsError(f"{path}: expected TOML, got a syntax error: {exc}") from None
+        return _parse(data, path)
 
     def finding(self, clauses: tuple[str, ...], scenario: str, stopped: str = "") -> Finding | None:
         """The finding that covers a failure of ``clauses`` in ``scenario`` (whose trace
@@ -173,3 +139,103 @@ class Expectations:
             if any(d.matches(c, scenario) for c in clauses):
                 return d
         return None
+
+
+_Entry = dict[str, Any]
+_TABLES: Final = ("deviation", "silence", "finding")
+_KEYS: Final[dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = {
+    # table: (required keys, optional keys)
+    "deviation": (("clause", "reason"), ("variant", "link", "scenarios")),
+    "silence": (("clause", "reason"), ()),
+    "finding": (("clauses", "reason"), ("link", "scenarios", "stopped")),
+}
+_LISTS: Final = ("clauses", "scenarios")
+"""Keys whose value is a list of strings; every other key is a string."""
+
+
+def _parse(data: dict[str, Any], path: Path) -> Expectations:
+    unknown = sorted(set(data) - set(_TABLES))
+    if unknown:
+        raise _error(
+            path, unknown[0], "only [[deviation]], [[silence]] and [[finding]] tables", unknown[0]
+        )
+    tables: dict[str, list[_Entry]] = {}
+    for table in _TABLES:
+        entries = data.get(table, [])
+        if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+            raise _error(path, table, f"an array of tables ([[{table}]] entries)", entries)
+        for i, entry in enumerate(entries):
+            _check_entry(path, f"{table}[{i}]", entry, *_KEYS[table])
+        tables[table] = entries
+    return Expectations(
+        tuple(
+            Deviation(
+                e["clause"],
+                e["reason"],
+                e.get("variant", ""),
+                e.get("link", ""),
+                tuple(e.get("scenarios", ())),
+            )
+            for e in tables["deviation"]
+        ),
+        str(path),
+        tuple(Silence(e["clause"], e["reason"]) for e in tables["silence"]),
+        tuple(
+            Finding(
+                tuple(e["clauses"]),
+                e["reason"],
+                e.get("link", ""),
+                tuple(e.get("scenarios", ())),
+                e.get("stopped", ""),
+            )
+            for e in tables["finding"]
+        ),
+    )
+
+
+def _check_entry(
+    path: Path, where: str, entry: _Entry, required: tuple[str, ...], optional: tuple[str, ...]
+) -> None:
+    table = where.split("[", 1)[0]
+    for key in sorted(entry):
+        if key not in required + optional:
+            keys = ", ".join(required + optional)
+            raise _error(path, f"{where}.{key}", f"a key of [[{table}]] ({keys})", key)
+    for key in required:
+        if key not in entry:
+            kind = "a non-empty list of clause ids" if key in _LISTS else "a non-empty string"
+            raise ExpectationsError(
+                f"{path}: {where}.{key}: expected {kind} (required), got nothing"
+            )
+    for key, value in entry.items():
+        if key in _LISTS:
+            if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+                raise _error(path, f"{where}.{key}", "a list of non-empty strings", value)
+            if key in required and not value:
+                raise _error(path, f"{where}.{key}", "a non-empty list of clause ids", value)
+        elif not isinstance(value, str) or (key in required and not value):
+            kind = "a non-empty string" if key in required else "a string"
+            raise _error(path, f"{where}.{key}", kind, value)
+    if "clause" in entry:
+        _check_clause(path, f"{where}.clause", entry["clause"])
+    for i, clause in enumerate(entry.get("clauses", ())):
+        _check_clause(path, f"{where}.clauses[{i}]", clause)
+
+
+def _check_clause(path: Path, where: str, clause: str) -> None:
+    ids = _clause_ids()
+    if clause not in ids:
+        close = difflib.get_close_matches(clause, ids, n=3, cutoff=0.6)
+        hint = f"; close matches: {', '.join(close)}" if close else ""
+        raise _error(path, where, f"a clause id of the spec{hint}", clause)
+
+
+@functools.lru_cache(maxsize=1)
+def _clause_ids() -> tuple[str, ...]:
+    from conformance.clauses import ClauseRegistry
+
+    return tuple(ClauseRegistry.load().ids())
+
+
+def _error(path: Path, where: str, expected: str, got: object) -> ExpectationsError:
+    return ExpectationsError(f"{path}: {where}: expected {expected}, got {got!r}")
