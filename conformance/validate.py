@@ -1,9 +1,11 @@
 """Structural validation of traces from adapters.
 
-A trace that names an item that is no real step of the scenario's env, or whose events are
-out of order, is malformed: the adapter is reported as broken (an *error*, not a *fail*),
-with the first bad event named. Unknown event kinds and missing fields are caught when the
-trace is parsed (:meth:`refimpl.trace.Trace.from_jsonl`).
+A trace that names an item that is no real step of the scenario's env, whose events are out
+of order, or whose columns, step types, windows or loss masks no implementation can produce,
+is malformed: the adapter is reported as broken (an *error*, not a *fail*), with the first
+bad event named. Unknown event kinds and missing fields are caught when the trace is parsed
+(:meth:`refimpl.trace.Trace.from_jsonl`). A well-formed trace may still be wrong (say, windows
+of items it never stored): the checks fail it with :class:`CheckFailure`, never crash on it.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any, Final
 
 from conformance.checks.views import items_of
 from conformance.scenario import Scenario
+from refimpl.step_type import StepType
 from refimpl.toy_envs.spec import EnvSpec
 from refimpl.trace import Item, Trace
 
@@ -29,6 +32,8 @@ _COLUMNAR = (
     "shard",
 )
 _COLUMNS = {
+    "env_step": ("step_type", "reward", "discount", "policy_state", "action"),
+    "store": ("step_type", "reward", "discount", "annotation"),
     "relabel": ("goal_env", "goal_episode", "goal_t", "reward"),
     "nstep": ("target", "steps"),
     "advantages": ("advantage", "value_target", "normalized", "loss_mask"),
@@ -86,6 +91,10 @@ def validate_trace(scenario: Scenario, trace: Trace) -> None:
             problem = _value_problem(event)
             if problem:
                 raise TraceError(f"{where}: {problem}")
+        if event.kind in ("update", "sampled"):
+            problem = _window_problem(scenario, event)
+            if problem:
+                raise TraceError(f"{where}: {problem}")
         if scenario.kind != "trainer":
             continue
         if event.kind == "iteration":
@@ -126,9 +135,32 @@ def _named_items(event: Any) -> list[Item]:
     return items
 
 
+def _window_problem(scenario: Scenario, event: Any) -> str | None:
+    """Windows no sampler can draw: a window of no items, an item that is no time step of
+    the env, and (for an update) a loss mask not shaped like the windows."""
+    for w, window in enumerate(event.windows):
+        if not window:
+            return f"window {w} has no items (expected window_length items, padding included)"
+        for item in window:
+            problem = None if item is None else item_problem(scenario.env, scenario.seed, item)
+            if problem:
+                return f"window {w}: item {item} decodes to no real step: {problem}"
+    if event.kind == "update":
+        shape = [len(w) for w in event.windows]
+        if [len(m) for m in event.loss_mask] != shape:
+            got = [len(m) for m in event.loss_mask]
+            return f"loss mask of shape {got} (expected one row per window, as long as it: {shape})"
+    return None
+
+
 def _value_problem(event: Any) -> str | None:
-    """Values no implementation can mean: a goal that is neither kept (-1, -1, -1) nor a time
-    step, a piece ending before it starts, a negative learner id."""
+    """Values no implementation can mean: a step type that is none of FIRST, MID and LAST, a
+    goal that is neither kept (-1, -1, -1) nor a time step, a piece ending before it starts, a
+    negative learner id."""
+    if event.kind in ("env_step", "store"):
+        bad = sorted(set(event.step_type) - {int(s) for s in StepType})
+        if bad:
+            return f"step type {bad[0]} (expected 0 FIRST, 1 MID or 2 LAST)"
     if event.kind == "relabel":
         for goal in zip(event.goal_env, event.goal_episode, event.goal_t):
             kept = goal == (-1, -1, -1)

@@ -187,6 +187,10 @@ def check_transform(scenario: Scenario, trace: Trace, ctx: Context) -> None:
         unrolled[item] = (e.step_type[i], e.reward[i], e.discount[i])
     for e in trace.of_kind("store"):
         for item, st, reward in zip(items_of(e), e.step_type, e.reward):
+            if item not in unrolled:
+                raise CheckFailure(
+                    f"stored item {item} under {p}", "an unrolled item", "never unrolled"
+                )
             u_type, u_reward, u_discount = unrolled[item]
             want_reward, want_type = u_reward, u_type
             if isinstance(p, RewardTransform):

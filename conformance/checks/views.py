@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from conformance.checks.base import CheckFailure
 from conformance.scenario import Scenario, TrainerScenario
 from refimpl.trace import Item, Trace
 
@@ -20,6 +21,7 @@ __all__ = [
     "iterations",
     "per_iteration",
     "steps_per_iteration",
+    "stored_items",
     "stored_per_iteration",
     "trainer_scenario",
     "windows_with_state",
@@ -83,6 +85,21 @@ class BufferModel:
             return first[0], live.index(tuple(first))
         except ValueError:
             return None
+
+
+def stored_items(model: BufferModel, window: tuple[Any, ...], what: str) -> list[Item]:
+    """The real items of ``window`` (padding left out). A check of what the buffer held can
+    judge only windows of items the trace's stores put there: raise :class:`CheckFailure`
+    for a window of padding only or holding an item never stored."""
+    real = [tuple(w) for w in window if w is not None]
+    unstored = [item for item in real if item not in model.step_type]
+    if not real or unstored:
+        raise CheckFailure(
+            what,
+            "a window of items the trace's stores put in the buffer",
+            f"items never stored: {unstored[:4]}" if unstored else "padding only",
+        )
+    return real
 
 
 def windows_with_state(

@@ -10,6 +10,7 @@ from typing import Any
 from conformance.checks.base import CheckFailure, Context
 from conformance.checks.views import (
     buffer_shape,
+    stored_items,
     trainer_scenario,
     windows_with_state,
 )
@@ -56,7 +57,8 @@ def check_boundary_policy(scenario: Scenario, trace: Trace, ctx: Context) -> Non
     policy = sc.sampling.boundary
     for update, model in windows_with_state(trace, sc.trainer.capacity, sc.trainer.clear):
         for window in update.windows:
-            real = [tuple(w) for w in window if w is not None]
+            where = f"update {update.index} of call {update.call}: window {window}"
+            real = stored_items(model, window, where)
             crosses = any(
                 model.step_type[a] == StepType.LAST or model.step_type[b] == StepType.FIRST
                 for a, b in itertools.pairwise(real)
@@ -66,7 +68,9 @@ def check_boundary_policy(scenario: Scenario, trace: Trace, ctx: Context) -> Non
                     f"window under boundary policy {policy!r}", "no episode boundary inside", window
                 )
             if policy == "pad" and len(real) < len(window):
-                live = model.live(real[0][0])
+                live = model.live(real[-1][0])
+                if real[-1] not in live:
+                    raise CheckFailure(where, "its last item still in the buffer", "evicted")
                 nxt = live.index(real[-1]) + 1
                 ends = (
                     model.step_type[real[-1]] == StepType.LAST
@@ -126,7 +130,9 @@ def check_whole_buffer(scenario: Scenario, trace: Trace, ctx: Context) -> None:
         for items in live.values():
             for c in range(len(items) // length):
                 want[tuple(items[c * length : (c + 1) * length])] += cfg.num_updates_per_train_iter
-        got = Counter(tuple(tuple(i) for i in w) for u in updates for w in u.windows)
+        got = Counter(
+            tuple(None if i is None else tuple(i) for i in w) for u in updates for w in u.windows
+        )
         if got != want:
             raise CheckFailure(
                 f"chunks trained by whole-buffer call {call}",

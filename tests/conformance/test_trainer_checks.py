@@ -1,0 +1,184 @@
+"""The trainer checks on mangled traces: a trace that parses but is wrong is either refused by
+:func:`conformance.validate.validate_trace` (a :class:`TraceError` naming the event) or fails
+checks with :class:`CheckFailure`; no check crashes on it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from functools import cache
+from typing import Any
+
+import pytest
+
+from adapters.refimpl import RefimplAdapter
+from conformance.catalog import CATALOG
+from conformance.checks import ALL_CHECKS, CheckFailure, Context
+from conformance.scenario import Scenario, TrainerScenario
+from conformance.validate import TraceError, validate_trace
+from refimpl.trace import Event, Trace
+
+ADAPTER = RefimplAdapter()
+TRAINER = [name for name, s in CATALOG.items() if isinstance(s, TrainerScenario)]
+
+
+@cache
+def _reference(scenario: Scenario) -> Trace:
+    return ADAPTER.run_trainer(scenario)  # type: ignore[arg-type]
+
+
+def _context() -> Context:
+    return Context(_reference, _reference, _reference)
+
+
+def _drop(*kinds: str) -> Callable[[Trace], list[Event]]:
+    return lambda trace: [e for e in trace.events if e.kind not in kinds]
+
+
+def _windows(change: Callable[[Any], Any]) -> Callable[[Trace], list[Event]]:
+    """Every window item ``(env, episode, t)`` (or padding) replaced by ``change(item)``."""
+
+    def apply(trace: Trace) -> list[Event]:
+        out: list[Event] = []
+        for e in trace.events:
+            if e.kind == "update":
+                windows = tuple(tuple(change(item) for item in w) for w in e.windows)
+                e = replace(e, windows=windows)
+            out.append(e)
+        return out
+
+    return apply
+
+
+def _stores_first(trace: Trace) -> list[Event]:
+    """Each iteration's stores moved before its env steps (stored before unrolled)."""
+    out: list[Event] = []
+    for e in trace.events:
+        if e.kind == "store":
+            at = next(
+                (
+                    i
+                    for i, x in enumerate(out)
+                    if x.kind == "env_step" and x.iteration == e.iteration
+                ),
+                len(out),
+            )
+            out.insert(at, e)
+        else:
+            out.append(e)
+    return out
+
+
+def _twice(kind: str) -> Callable[[Trace], list[Event]]:
+    return lambda trace: [x for e in trace.events for x in ((e, e) if e.kind == kind else (e,))]
+
+
+def _reversed_stores(trace: Trace) -> list[Event]:
+    return [
+        replace(e, **{c: getattr(e, c)[::-1] for c in ("env", "episode", "t")})
+        if e.kind == "store"
+        else e
+        for e in trace.events
+    ]
+
+
+MANGLES: dict[str, Callable[[Trace], list[Event]]] = {
+    "stores dropped": _drop("store"),
+    "train calls dropped": _drop("train_call"),
+    "updates dropped": _drop("update"),
+    "hooks dropped": _drop("hook"),
+    "env steps dropped": _drop("env_step"),
+    "iteration ends dropped": _drop("iteration_end"),
+    "stores and train calls dropped": _drop("store", "train_call"),
+    # Real time steps of the env that were never stored (episode 50 is never reached).
+    "windows name unstored items": _windows(lambda i: None if i is None else (i[0], 50, 0)),
+    "windows of padding only": _windows(lambda i: None),
+    "windows one step late": _windows(lambda i: None if i is None else (i[0], i[1], 0)),
+    "windows from another env": _windows(lambda i: None if i is None else (0, i[1], i[2])),
+    "stores before the unroll": _stores_first,
+    "stores twice": _twice("store"),
+    "train calls twice": _twice("train_call"),
+    "stores reversed": _reversed_stores,
+    "calls renumbered": lambda t: [
+        replace(e, call=e.call + 100) if e.kind == "update" else e for e in t.events
+    ],
+}
+
+
+@pytest.mark.parametrize("mangle", sorted(MANGLES))
+def test_mangled_traces_fail_checks_or_validation_never_crash(mangle: str) -> None:
+    crashes = []
+    for name in TRAINER:
+        scenario = CATALOG[name]
+        trace = _reference(scenario)
+        mangled = Trace(tuple(MANGLES[mangle](trace)), trace.header)
+        mangled = Trace.from_jsonl(mangled.to_jsonl())  # it parses
+        try:
+            validate_trace(scenario, mangled)
+        except TraceError:
+            continue
+        for check in ALL_CHECKS:
+            if check.capability != "trainer" or not check.applies(scenario):
+                continue
+            try:
+                check.verify(scenario, mangled, _context())
+            except CheckFailure:
+                pass
+            except Exception as exc:  # what this test is about
+                crashes.append(f"{check.name} on {name}: {type(exc).__name__}: {exc}")
+    assert not crashes, "\n".join(crashes[:10])
+
+
+def test_a_trace_without_stores_fails_the_window_checks() -> None:
+    scenario = CATALOG["forbid-boundaries"]
+    trace = _reference(scenario)
+    mangled = Trace(tuple(_drop("store")(trace)), trace.header)
+    validate_trace(scenario, mangled)
+    for name in ("windows-valid", "boundary-policy", "conservation"):
+        check = next(c for c in ALL_CHECKS if c.name == name)
+        with pytest.raises(CheckFailure, match=r"buffer|stored|fate"):
+            check.verify(scenario, mangled, _context())
+
+
+def _first(kind: str, change: Callable[[Any], Any]) -> Callable[[Trace], list[Event]]:
+    """The first event of ``kind`` replaced by ``change(event)``."""
+
+    def apply(trace: Trace) -> list[Event]:
+        i = next(i for i, e in enumerate(trace.events) if e.kind == kind)
+        return [*trace.events[:i], change(trace.events[i]), *trace.events[i + 1 :]]
+
+    return apply
+
+
+MALFORMED: dict[str, tuple[Callable[[Trace], list[Event]], str]] = {
+    "a window of no items": (
+        _first("update", lambda e: replace(e, windows=((), *e.windows[1:]))),
+        "window 0 has no items",
+    ),
+    "a window item past its episode": (
+        _windows(lambda i: None if i is None else (i[0], i[1], 99)),
+        "decodes to no real step",
+    ),
+    "a loss mask shorter than the windows": (
+        _first("update", lambda e: replace(e, loss_mask=e.loss_mask[1:])),
+        "loss mask of shape",
+    ),
+    "a step type that is none": (
+        _first("env_step", lambda e: replace(e, step_type=(7,) * len(e.env))),
+        "step type 7",
+    ),
+    "a short reward column": (
+        _first("store", lambda e: replace(e, reward=e.reward[1:])),
+        "columns of different lengths",
+    ),
+}
+
+
+@pytest.mark.parametrize("mangle", sorted(MALFORMED))
+def test_malformed_traces_are_refused_naming_the_event(mangle: str) -> None:
+    scenario = CATALOG["plain-u2-b3"]
+    trace = _reference(scenario)
+    change, message = MALFORMED[mangle]
+    mangled = Trace.from_jsonl(Trace(tuple(change(trace)), trace.header).to_jsonl())
+    with pytest.raises(TraceError, match=rf"event #\d+ \(\w+\): .*{message}"):
+        validate_trace(scenario, mangled)
