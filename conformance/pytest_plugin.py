@@ -106,6 +106,15 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"--xpspec-profile: expected 'ci' or 'thorough', got {profile!r}")
     settings.load_profile(profile)
     config.stash[_PROFILE] = profile
+    _limits(config)  # a bad limit is a usage error before anything runs
+    given = config.getoption("--expectations", None)
+    if given:  # so is a missing or malformed expectations file (not one error per test)
+        from conformance.expectations import Expectations
+
+        try:
+            Expectations.load(Path(given))
+        except (OSError, ValueError) as exc:
+            raise pytest.UsageError(f"--expectations: {exc}") from None
     config.stash[_RUN] = _Run()
     _CONFIG["config"] = config
     if config.pluginmanager.hasplugin("xdist"):
