@@ -13,7 +13,17 @@ from conformance.outcomes import AdapterUnavailable, ExitCode
 __all__ = ["main"]
 
 
-_STATUSES = ("pass", "fail", "deviation", "not-applicable", "error", "crash", "timeout", "resource")
+_STATUSES = (
+    "pass",
+    "fail",
+    "should-miss",
+    "deviation",
+    "not-applicable",
+    "error",
+    "crash",
+    "timeout",
+    "resource",
+)
 
 
 def _limits(args: argparse.Namespace) -> Any:
@@ -31,7 +41,7 @@ def _run(args: argparse.Namespace) -> int:
     from conformance.harness import connect
     from conformance.outcomes import AdapterUnavailable
     from conformance.pytest_plugin import Handoff
-    from conformance.report import read_run, summarise
+    from conformance.report import read_run, should_miss, summarise
 
     if args.timeout < 0:
         raise ValueError(f"--timeout: expected seconds >= 0 (0: no limit), got {args.timeout:g}")
@@ -64,6 +74,7 @@ def _run(args: argparse.Namespace) -> int:
         f"--xpspec-timeout={args.op_timeout}",
         f"--xpspec-run-timeout={args.timeout}",
         f"--xpspec-memory-limit={args.memory_limit}",
+        *(["--xpspec-strict"] if args.strict else []),
         "-q",
         "-rfE",
     ]
@@ -83,13 +94,15 @@ def _run(args: argparse.Namespace) -> int:
     run = read_run(report, allow_incomplete=True)
     results = run.results
     print(f"\nxpspec: summary by area ({len(results)} results; report {report})")
-    print(f"  {'area':<12}" + "".join(f"{s:>15}" for s in _STATUSES))
+    print(f"  {'area':<12}" + "".join(f"{s:>14}" for s in _STATUSES))
     for area, counts in summarise(results).items():
-        print(f"  {area:<12}" + "".join(f"{counts.get(s, 0):>15}" for s in _STATUSES))
-    warned = sum(1 for r in results if r["status"] == "fail" and r.get("level") == "SHOULD")
-    if warned:
+        print(f"  {area:<12}" + "".join(f"{counts.get(s, 0):>14}" for s in _STATUSES))
+    missed = sum(1 for r in results if should_miss(r))
+    if missed:
         print(
-            f"xpspec: {warned} SHOULD-level failures (warnings; silence them in the expectations file)"
+            f"xpspec: {missed} SHOULD misses ("
+            + ("failures under --strict)" if args.strict else "warnings: --strict fails on them; ")
+            + ("" if args.strict else "silence accepted ones in the expectations file)")
         )
     if run.status == "adapter-unavailable":
         print(f"xpspec: {run.footer.get('message', '') if run.footer else ''}", file=sys.stderr)
@@ -98,7 +111,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"xpspec: INCOMPLETE: {run.problem()}", file=sys.stderr)
         return ExitCode.INCOMPLETE
     broke = sum(1 for r in results if r["status"] in ("error", "crash", "timeout", "resource"))
-    failed = sum(1 for r in results if r["status"] == "fail" and r.get("level", "MUST") == "MUST")
+    failed = sum(1 for r in results if r["status"] == "fail" and (args.strict or not should_miss(r)))
     if broke:
         print(f"xpspec: the adapter broke in {broke} checks (error, crash, timeout or resource)")
     if failed or broke or code not in (0, 5):
@@ -219,7 +232,7 @@ def _diff(args: argparse.Namespace) -> int:
     a, b = docs
     changes = diff_reports(a, b)
     print("\n".join(changes) if changes else "no changes")
-    return 1 if regressions(a, b) else 0
+    return 1 if regressions(a, b, strict=args.strict) else 0
 
 
 def _read_scenario(path: str) -> Any:
@@ -404,6 +417,9 @@ def main(argv: list[str] | None = None) -> int:
         default=0.0,
         help="seconds for the whole run (0: no limit); past it the run stops, marked timeout",
     )
+    p.add_argument(
+        "--strict", action="store_true", help="a SHOULD miss fails the run like a MUST failure"
+    )
     p.set_defaults(func=_run)
     p = sub.add_parser("report", help="fold run reports into the compliance matrix")
     p.add_argument("runs", nargs="+")
@@ -415,6 +431,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("a")
     p.add_argument("b")
     p.add_argument("--allow-incomplete", action="store_true", help="accept incomplete runs")
+    p.add_argument("--strict", action="store_true", help="a new SHOULD miss is a regression too")
     p.set_defaults(func=_diff)
     p = sub.add_parser("trace", help="print an adapter's trace for one scenario")
     p.add_argument("scenario")

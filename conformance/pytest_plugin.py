@@ -89,6 +89,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="where the adapter runs: a worker process (default) or this process (debugging)",
     )
     group.addoption(
+        "--xpspec-strict",
+        action="store_true",
+        default=False,
+        help="a SHOULD miss fails its test like a MUST failure (default: a warning)",
+    )
+    group.addoption(
         "--xpspec-memory-limit",
         default="8G",
         help="resident memory per adapter worker, e.g. 8G or 512M; 0 for none (default 8G)",
@@ -184,6 +190,7 @@ class XpspecSession:
         self.engine.deadline = run.deadline
         if hasattr(adapter, "deadline"):
             adapter.deadline = run.deadline
+        self.strict = bool(config.getoption("--xpspec-strict", False))
         self.node: Any = None
 
     def assert_outcome(self, check: Any, name: str, scenario: Any) -> None:
@@ -207,8 +214,8 @@ class XpspecSession:
             pytest.skip(outcome.message)
         if outcome.status == "deviation":
             pytest.xfail(outcome.message)
-        if outcome.status == "fail" and outcome.level == "SHOULD":
-            warnings.warn(f"SHOULD-level failure: {outcome.message}", stacklevel=2)
+        if outcome.status == "fail" and outcome.level == "SHOULD" and not self.strict:
+            warnings.warn(f"SHOULD miss: {outcome.message}", stacklevel=2)
             return
         if outcome.status == "fail" or outcome.status in ADAPTER_FAILURES:
             pytest.fail(f"{outcome.status.upper()}: {outcome.message}", pytrace=False)
@@ -254,6 +261,7 @@ def run_settings(config: pytest.Config) -> dict[str, Any]:
         "timeout": config.getoption("--xpspec-timeout", 120.0),
         "run_timeout": config.getoption("--xpspec-run-timeout", 0.0) or 0.0,
         "memory_limit": str(config.getoption("--xpspec-memory-limit", "8G")),
+        "strict": bool(config.getoption("--xpspec-strict", False)),
         "command": [Path(sys.argv[0]).name, *sys.argv[1:]],
         "started": _now(),
         "seed": 0,

@@ -30,6 +30,7 @@ __all__ = [
     "read_run",
     "render_html",
     "render_markdown",
+    "should_miss",
     "summarise",
 ]
 
@@ -194,6 +195,7 @@ def build_compliance(
                         "scenario": r["scenario"],
                         "message": r["message"].splitlines()[0] if r["message"] else "",
                         "variant": r.get("variant", ""),
+                        "level": r.get("level", "MUST"),
                     }
         cells[name] = worst
     matrix = {
@@ -211,17 +213,28 @@ def build_compliance(
     }
 
 
-def _severity(result: dict[str, Any]) -> tuple[int, bool]:
-    """Outcomes ordered worst last; a finding (a deviation no variant reproduces) is worse
-    than a reproduced deviation, so a clause with both shows the finding."""
+def should_miss(result: dict[str, Any]) -> bool:
+    """A failure of a check whose clauses are all SHOULD-level: a warning, never a finding,
+    and it fails a run only under ``--strict``."""
+    return result["status"] == "fail" and result.get("level", "MUST") == "SHOULD"
+
+
+def _severity(result: dict[str, Any]) -> tuple[float, bool]:
+    """Outcomes ordered worst last: a MUST-level failure, the adapter's own failures, a
+    SHOULD miss, a deviation (a finding — a deviation no variant reproduces — above a
+    reproduced one), a pass, not applicable."""
     finding = result["status"] == "deviation" and result.get("variant") == "finding"
-    return _RANK[result["status"]], finding
+    rank = 2.5 if should_miss(result) else _RANK[result["status"]]
+    return rank, finding
 
 
 def _cell(cell: dict[str, Any]) -> str:
-    """A matrix cell: findings (violations no variant reproduces) are named as such."""
+    """A matrix cell: findings (violations no variant reproduces) and SHOULD misses are
+    named as such."""
     if cell["status"] == "deviation" and cell.get("variant") == "finding":
         return "finding"
+    if should_miss(cell):
+        return "miss (SHOULD)"
     variant = cell.get("variant")
     return _SYMBOL[cell["status"]] + (f" ({variant})" if variant else "")
 
@@ -270,28 +283,36 @@ def diff_reports(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     for cid in sorted(set(a["clauses"]) | set(b["clauses"])):
         ra, rb = a["clauses"].get(cid, {}), b["clauses"].get(cid, {})
         for name in sorted(set(ra) | set(rb)):
-            sa = ra.get(name, {}).get("status", "absent")
-            sb = rb.get(name, {}).get("status", "absent")
+            sa, sb = _diff_status(ra.get(name)), _diff_status(rb.get(name))
             if sa != sb:
                 changes.append(f"{cid} [{name}]: {sa} -> {sb}")
     return changes
 
 
-def regressions(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
-    """Changes that make a cell worse (e.g. pass -> fail)."""
+def _diff_status(cell: dict[str, Any] | None) -> str:
+    if cell is None:
+        return "absent"
+    return "should-miss" if should_miss(cell) else str(cell.get("status", "absent"))
+
+
+def regressions(a: dict[str, Any], b: dict[str, Any], strict: bool = False) -> list[str]:
+    """Changes that make a cell worse (e.g. pass -> fail); a new SHOULD miss counts only
+    when ``strict``."""
     out = []
     for line in diff_reports(a, b):
         before, after = line.rsplit(": ", 1)[1].split(" -> ")
-        worse = _RANK.get(after, 0) > _RANK.get(before, 0)
-        if worse and after in ("fail", "error", "crash", "timeout", "resource"):
+        rank = {**_RANK, "should-miss": 2.5}
+        worse = rank.get(after, 0) > rank.get(before, 0)
+        bad = ("fail", "error", "crash", "timeout", "resource") + (("should-miss",) if strict else ())
+        if worse and after in bad:
             out.append(line)
     return out
 
 
 def summarise(results: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
-    """Outcome counts per spec area."""
+    """Outcome counts per spec area (a SHOULD miss counted as ``should-miss``)."""
     table: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for r in results:
         area = r["clauses"][0].split(".")[0] if r["clauses"] else "?"
-        table[area][r["status"]] += 1
+        table[area]["should-miss" if should_miss(r) else r["status"]] += 1
     return {k: dict(v) for k, v in sorted(table.items())}

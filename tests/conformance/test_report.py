@@ -169,3 +169,43 @@ def test_a_result_without_its_fields_is_refused(tmp_path: Path) -> None:
     path.write_text('{"type": "result"}\n')
     with pytest.raises(ValueError, match=r"x.jsonl:1: expected a result with check, clauses"):
         read_run(path)
+
+
+def _should_run(path: Path) -> Path:
+    """A run with one SHOULD miss on x.one and a pass on x.two."""
+    lines = _run(path, "a", [("x.two", "pass")]).read_text().splitlines()
+    miss = {
+        "type": "result",
+        "check": "c",
+        "clauses": ["x.one"],
+        "scenario": "x",
+        "status": "fail",
+        "message": "m",
+        "variant": "",
+        "level": "SHOULD",
+    }
+    path.write_text("\n".join([lines[0], json.dumps(miss), *lines[1:]]) + "\n")
+    return path
+
+
+def test_a_should_miss_is_shown_as_such_not_as_a_failure(tmp_path: Path) -> None:
+    from conformance.report import regressions, summarise
+
+    run = _should_run(tmp_path / "a.jsonl")
+    doc = build_compliance([run], ["x.one", "x.two"])
+    jsonschema.validate(doc, SCHEMA)
+    assert "| `x.one` | miss (SHOULD) |" in render_markdown(doc)
+    assert summarise(read_run(run).results) == {"x": {"should-miss": 1, "pass": 1}}
+    earlier = _run(tmp_path / "b.jsonl", "a", [("x.one", "pass"), ("x.two", "pass")])
+    before = build_compliance([earlier], ["x.one", "x.two"])
+    assert diff_reports(before, doc) == ["x.one [a]: pass -> should-miss"]
+    assert regressions(before, doc) == []
+    assert regressions(before, doc, strict=True) == ["x.one [a]: pass -> should-miss"]
+
+
+def test_a_must_failure_outranks_a_should_miss(tmp_path: Path) -> None:
+    run = _should_run(tmp_path / "a.jsonl")
+    lines = run.read_text().splitlines()
+    must = {**json.loads(lines[1]), "level": "MUST"}
+    run.write_text("\n".join([lines[0], lines[1], json.dumps(must), *lines[2:]]) + "\n")
+    assert "| `x.one` | FAIL |" in render_markdown(build_compliance([run], ["x.one"]))
