@@ -26,6 +26,7 @@ __all__ = [
     "Adapter",
     "AdapterInfo",
     "Unsupported",
+    "needs_fresh_process",
 ]
 
 PROTOCOL_VERSION = 1
@@ -85,7 +86,20 @@ class AdapterInfo:
 
 @runtime_checkable
 class Adapter(Protocol):
-    """What the suite calls. Operations for undeclared capabilities are never called."""
+    """What the suite calls. Operations for undeclared capabilities are never called.
+
+    Two optional members, looked up with ``getattr``:
+
+    - ``fresh_process_per_operation`` (a class attribute, False when absent): True for an
+      implementation with process-wide state that one operation would leak into the next
+      (configuration that locks once read, global counters). The worker then answers
+      :meth:`smoke` and each ``run_*`` call in a child process forked for that call alone
+      (:mod:`conformance.harness.host`); inline isolation refuses such an adapter.
+    - ``prepare()``: called once after the adapter is loaded, before :meth:`info`, in the
+      process that serves it: warm-up (imports, compiled caches) that every forked child
+      then inherits. It should start no thread (a fork copies only the calling one) and
+      touch none of the state the forks keep fresh.
+    """
 
     def info(self) -> AdapterInfo: ...
 
@@ -111,3 +125,8 @@ class Adapter(Protocol):
     def run_relabel(self, scenario: RelabelScenario) -> Trace:
         """Store events for the fill, then one Relabel event per draw."""
         ...
+
+
+def needs_fresh_process(adapter: object) -> bool:
+    """Whether ``adapter`` declares ``fresh_process_per_operation`` (see :class:`Adapter`)."""
+    return bool(getattr(adapter, "fresh_process_per_operation", False))

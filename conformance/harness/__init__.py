@@ -6,7 +6,8 @@ limit, so that no adapter can take a run down, hang it, or write into its verdic
   adapter (a worker for a Python adapter or an ``exec:`` program, or the adapter imported
   inline for debugging);
 - :class:`~conformance.harness.remote.RemoteAdapter` is the suite's side of the protocol;
-- :mod:`conformance.harness.host` is the worker that serves a Python adapter;
+- :mod:`conformance.harness.host` is the worker that serves a Python adapter (forking a
+  child per operation for one that needs a fresh process each time);
 - :class:`~conformance.harness.process.WorkerProcess` owns one worker process.
 """
 

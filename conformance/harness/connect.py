@@ -3,7 +3,8 @@
 - ``NAME`` (a registered adapter) or ``package.module:object``: with ``isolation="process"``
   (the default) the adapter runs in a worker process (:mod:`conformance.harness.host`); with
   ``"inline"`` it is imported into the suite's own process (for debugging: a crash then
-  takes the run down and a hang in native code cannot be interrupted).
+  takes the run down and a hang in native code cannot be interrupted; an adapter that
+  needs a fresh process per operation is refused).
 - ``exec:COMMAND``: any program that speaks ``xpspec-worker/1`` on its standard streams,
   written in any language; COMMAND is split like a shell command line (no shell runs).
 
@@ -69,6 +70,8 @@ def _fix_for(spec: str, cause: str) -> str:
                 f"nox -s 'conformance({spec})'"
             )
         return "make the module importable (install its package, or run from its directory)"
+    if "fresh process per operation" in cause:
+        return "run it with --isolation process (the default)"
     if spec.startswith("exec:"):
         return f"run the command by hand and check that it answers 'hello' ({name})"
     return "run it with --isolation inline --debug to see the traceback"
@@ -100,6 +103,7 @@ def connect(
             if os.getcwd() not in sys.path:
                 sys.path.insert(0, os.getcwd())  # a module beside the user, as in the worker
             adapter = load_adapter(spec)
+            _prepare_inline(adapter)
         if isinstance(adapter, RemoteAdapter):
             adapter.begin()
         if meanwhile is not None:
@@ -116,6 +120,24 @@ def connect(
             f"adapter {spec!r} cannot run: {cause}; fix: {_fix_for(spec, cause)}"
         ) from None
     return adapter
+
+
+def _prepare_inline(adapter: Any) -> None:
+    """Refuse an adapter that needs a fresh process per operation (this process serves them
+    all); else call its ``prepare()``, as the worker would."""
+    from conformance.protocol import needs_fresh_process
+
+    if needs_fresh_process(adapter):
+        raise AdapterError(
+            "it needs a fresh process per operation (fresh_process_per_operation), which inline "
+            "isolation cannot give"
+        )
+    prepare = getattr(adapter, "prepare", None)
+    if callable(prepare):
+        try:
+            prepare()
+        except Exception as exc:
+            raise AdapterError(f"prepare() raised: {type(exc).__name__}: {exc}") from exc
 
 
 def _worker_env() -> dict[str, str]:

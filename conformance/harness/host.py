@@ -8,16 +8,31 @@ framework prints (from Python or from native code) ends up in the worker's log.
 
 Only ``Exception`` is answered as an ``error``: ``SystemExit``, ``KeyboardInterrupt``, a
 signal or ``os._exit`` end the process, and the suite reports a *crash*.
+
+The adapter's ``prepare()``, if it has one, is called once after loading. An adapter that
+declares ``fresh_process_per_operation`` (:func:`conformance.protocol.needs_fresh_process`)
+has each ``smoke`` and ``run`` answered by a child forked for it alone, which writes the
+response to a temporary file and exits; the host relays it (processes the child leaves
+behind cannot hold the answer back). A child that ends without an
+answer (a signal, an exit) ends the host the same way, after a line on standard error naming
+its status, so that the suite sees that crash. The children stay in the worker's process
+group: the suite's time limit kills them with it and its memory limit counts them (pages
+shared with the host count in both).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import faulthandler
 import os
+import pickle
+import signal
 import sys
+import tempfile
 import traceback
-from typing import IO, Any
+from collections.abc import Callable
+from typing import IO, Any, NoReturn
 
 from xpspec.protocol import PROTOCOL, ProtocolError, Request, Response, decode_request, encode
 
@@ -49,17 +64,29 @@ class _Host:
     def __init__(self, spec: str) -> None:
         self.spec = spec
         self.adapter: Any = None
+        self.fresh = False
         self.load_error: BaseException | None = None
+        self.load_context = f"cannot load adapter {spec!r}: "
         try:
             from conformance.engine import load_adapter
+            from conformance.protocol import needs_fresh_process
 
             self.adapter = load_adapter(spec)
+            self.fresh = needs_fresh_process(self.adapter)
         except Exception as exc:  # reported in answer to hello
             self.load_error = exc
+            return
+        prepare = getattr(self.adapter, "prepare", None)
+        if callable(prepare):
+            try:
+                prepare()
+            except Exception as exc:
+                self.load_error = exc
+                self.load_context = "prepare() raised: "
 
     def answer(self, request: Request) -> Response:
         if self.load_error is not None:
-            return _error(request.id, self.load_error, f"cannot load adapter {self.spec!r}: ")
+            return _error(request.id, self.load_error, self.load_context)
         if request.op == "hello":
             if request.protocol != PROTOCOL:
                 return Response(
@@ -73,13 +100,15 @@ class _Host:
             except Exception as exc:
                 return _error(request.id, exc, "info() raised: ")
             return Response(request.id, "ok", info=info, protocol=PROTOCOL)
-        if request.op == "smoke":
-            try:
-                self.adapter.smoke()
-            except Exception as exc:
-                return _error(request.id, exc, "smoke() raised: ")
-            return Response(request.id, "ok")
-        return self._run(request)
+        call = self._smoke if request.op == "smoke" else self._run
+        return _forked(call, request) if self.fresh else call(request)
+
+    def _smoke(self, request: Request) -> Response:
+        try:
+            self.adapter.smoke()
+        except Exception as exc:
+            return _error(request.id, exc, "smoke() raised: ")
+        return Response(request.id, "ok")
 
     def _run(self, request: Request) -> Response:
         from conformance.protocol import Unsupported
@@ -115,6 +144,65 @@ class _Host:
         except Exception as exc:
             return _error(request.id, exc, "the trace cannot be serialised: ")
         return Response(request.id, "trace", trace=text)
+
+
+def _forked(call: Callable[[Request], Response], request: Request) -> Response:
+    """``call(request)`` answered in a child process forked for it; a child that ends
+    without an answer ends this process the same way (:func:`_end_as`)."""
+    with tempfile.TemporaryFile(prefix="xpspec-answer-") as answer:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            _child(call, request, answer.fileno())
+        _, status = os.waitpid(pid, 0)
+        code = os.waitstatus_to_exitcode(status)
+        answer.seek(0)
+        data = answer.read()
+    if code == 0 and data:
+        response: Response = pickle.loads(data)
+        return response
+    op = f"run_{request.scenario.get('kind')}" if request.scenario else request.op
+    _end_as(code, f"the child forked for {op} (pid {pid})")
+
+
+def _child(call: Callable[[Request], Response], request: Request, answer: int) -> NoReturn:
+    """Run ``call(request)``, write its response to ``answer`` and exit 0; end otherwise as a
+    process would (``SystemExit``'s status, 1 after any other exception), writing nothing."""
+    code = 1
+    try:
+        response = call(request)
+        with open(answer, "wb", closefd=False) as out:
+            out.write(pickle.dumps(response))
+        code = 0
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            code = exc.code or 0
+        else:
+            print(exc.code, file=sys.stderr)
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+
+def _end_as(code: int, what: str) -> NoReturn:
+    """End this process as a child ended: killed by signal ``-code``, or with exit status
+    ``code``, after a line on standard error (which the suite quotes)."""
+    from conformance.harness.process import describe_exit
+
+    print(f"xpspec host: {what} ended without an answer ({describe_exit(code)})", file=sys.stderr)
+    sys.stderr.flush()
+    if code < 0:
+        faulthandler.disable()  # the child's stack is in the log already; not the host's
+        with contextlib.suppress(OSError, ValueError):  # SIGKILL keeps its default
+            signal.signal(-code, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {-code})
+        os.kill(os.getpid(), -code)
+    os._exit(code if code >= 0 else 128 - code)
 
 
 def serve(spec: str, requests: IO[str] | None = None) -> int:

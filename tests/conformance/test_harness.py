@@ -4,6 +4,8 @@ time, the other checks' verdicts are unaffected, and the worker is restarted aft
 from __future__ import annotations
 
 import json
+import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -165,3 +167,114 @@ def test_exit_statuses_in_words(code: int, text: str) -> None:
 def test_limits_refuse_nonsense(bad: object) -> None:
     with pytest.raises(ValueError, match="timeout: expected a number of seconds > 0"):
         Limits(timeout=bad)  # type: ignore[arg-type]
+
+
+# -- adapters that need a fresh process per operation ---------------------------------------
+FRESH = "tests.conformance.fresh_adapters"
+
+
+def test_a_fresh_process_per_operation_leaks_no_state() -> None:
+    headers = {}
+    for name in ("Counting", "CountingInOneProcess"):
+        adapter = connect(f"{FRESH}:{name}", limits=LIMITS)  # its smoke check counts too
+        try:
+            headers[name] = [adapter.run_env(CATALOG["env-mixed"]).header for _ in range(3)]
+        finally:
+            adapter.close()
+    assert [h["operations"] for h in headers["CountingInOneProcess"]] == [2, 3, 4]
+    fresh = headers["Counting"]
+    assert [h["operations"] for h in fresh] == [1, 1, 1]
+    assert [h["prepared"] for h in fresh] == [1, 1, 1]  # once, in the host, before the forks
+    (host,) = {h["parent"] for h in fresh}
+    assert len({h["pid"] for h in fresh} | {host}) == 4
+
+
+@pytest.mark.parametrize("name", sorted(BROKEN))
+def test_a_forked_operation_that_misbehaves_gets_its_named_outcome(name: str) -> None:
+    # The broken adapters again, each operation in a child of the host: the child's end is
+    # the host's, and the suite's time and memory limits reach the child.
+    status, text = BROKEN[name]
+    adapter = connect(f"{FRESH}:{name}", limits=HANGS if status == "timeout" else LIMITS)
+    session = Session(adapter, name)
+    try:
+        outcomes = [session.evaluate(c, TARGET, CATALOG[TARGET]) for c in _trainer_checks()]
+        replay = next(c for c in ALL_CHECKS if c.name == "replay-windows")
+        other = session.evaluate(replay, "replay-uniform", CATALOG["replay-uniform"])
+    finally:
+        session.close()
+    assert {o.status for o in outcomes} == {status}, [(o.check, o.message) for o in outcomes]
+    assert text in outcomes[0].message
+    assert other.status == "pass", other.message
+    failed = status in ("crash", "timeout", "resource")
+    assert adapter.worker.starts == (2 if failed else 1), "a child's answer leaves the host up"
+
+
+def test_a_forked_child_that_aborts_is_a_crash_and_the_next_operation_works() -> None:
+    adapter = connect(f"{FRESH}:Abort", limits=LIMITS)
+    try:
+        with pytest.raises(AdapterFailure) as caught:
+            adapter.run_trainer(CATALOG[TARGET])
+        trace = adapter.run_replay(CATALOG["replay-uniform"])
+    finally:
+        adapter.close()
+    message = str(caught.value)
+    assert caught.value.status == "crash"
+    assert "the worker ended during run_trainer (killed by signal 6 (SIGABRT))" in message
+    ended = r"the child forked for run_trainer \(pid \d+\) ended without an answer"
+    assert re.search(ended, message)
+    assert message.count("Fatal Python error: Aborted") == 1  # the child's stack, not the host's
+    assert list(trace.of_kind("sampled"))
+    assert adapter.worker.starts == 2
+
+
+def test_a_process_the_child_leaves_behind_does_not_hold_the_answer_back() -> None:
+    adapter = connect(f"{FRESH}:LeavesAProcessBehind", limits=HANGS)  # 2 s per operation
+    try:
+        headers = [adapter.run_env(CATALOG["env-mixed"]).header for _ in range(2)]
+    finally:
+        adapter.close()
+    assert [h["operations"] for h in headers] == [1, 1]
+    assert adapter.worker.starts == 1
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie does not)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs /proc")
+def test_the_time_limit_kills_a_forked_child_with_its_worker() -> None:
+    adapter = connect(f"{FRESH}:HangsNamingItsPid", limits=HANGS)
+    try:
+        with pytest.raises(AdapterFailure) as caught:
+            adapter.run_trainer(CATALOG[TARGET])
+    finally:
+        adapter.close()
+    assert caught.value.status == "timeout"
+    found = re.search(r"hanging in pid (\d+)", str(caught.value))
+    assert found, str(caught.value)
+    pid = int(found.group(1))
+    deadline = time.monotonic() + 5.0
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(pid), f"the forked child {pid} outlived its worker"
+
+
+def test_inline_isolation_refuses_an_adapter_that_needs_a_fresh_process() -> None:
+    with pytest.raises(AdapterUnavailable) as caught:
+        connect(f"{FRESH}:Counting", isolation="inline")
+    message = str(caught.value)
+    assert "needs a fresh process per operation" in message
+    assert "fix: run it with --isolation process" in message
+
+
+@pytest.mark.parametrize("isolation", ["process", "inline"])
+def test_an_adapter_whose_prepare_raises_cannot_run(isolation: str) -> None:
+    with pytest.raises(AdapterUnavailable) as caught:
+        connect(f"{FRESH}:PrepareRaises", isolation=isolation, limits=LIMITS)  # type: ignore[arg-type]
+    message = str(caught.value)
+    assert "prepare() raised" in message and "the warm-up cache is unreadable" in message
