@@ -1,5 +1,9 @@
 """Hypothesis strategies for scenarios, exported for third parties, and the ``ci`` and
-``thorough`` profiles."""
+``thorough`` profiles.
+
+:func:`trainer_scenarios` draws from the whole generated space; its keyword arguments pin
+parts of it. :func:`scenarios_for` gives each trainer check a strategy whose every scenario
+the check concerns (``check.applies``) by construction, so no example is filtered away."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from typing import Any
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
+from conformance.checks.base import Check
 from conformance.scenario import TrainerScenario
 from refimpl.config import DrainSpec, TrainerConfig
 from refimpl.preprocess import (
@@ -18,19 +23,33 @@ from refimpl.preprocess import (
     ExcludeTasks,
     Identity,
     OverwriteStepType,
+    PreprocessorSpec,
     RewardTransform,
 )
 from refimpl.replay import SamplingSpec
 from refimpl.toy_envs.schedule import CycleSchedule, EpisodePlan, FixedSchedule, RandomSchedule
 from refimpl.toy_envs.spec import EnvSpec
 
-__all__ = ["env_specs", "preprocessors", "trainer_configs", "trainer_scenarios", "unroll_lengths"]
+__all__ = [
+    "env_specs",
+    "preprocessor_specs",
+    "preprocessors",
+    "scenarios_for",
+    "trainer_configs",
+    "trainer_scenarios",
+    "unroll_lengths",
+]
 
 settings.register_profile(
     "ci", max_examples=12, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck)
 )
+# Both profiles are derandomised: a run draws the same examples every time (reproducible).
 settings.register_profile(
-    "thorough", max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    "thorough",
+    max_examples=300,
+    derandomize=True,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
 )
 
 _plans = st.builds(EpisodePlan, st.integers(1, 6), st.sampled_from(["terminated", "truncated"]))
@@ -53,34 +72,81 @@ def env_specs(draw: st.DrawFn, max_envs: int = 4) -> EnvSpec:
 
 unroll_lengths = st.builds(Fraction, st.integers(1, 8), st.integers(1, 5))
 
-preprocessors = st.one_of(
-    st.just(Identity()),
-    st.builds(
+# One strategy per preprocessor type, in the order `preprocessors` has always drawn them.
+_PREPROCESSORS: dict[type, st.SearchStrategy[PreprocessorSpec]] = {
+    Identity: st.just(Identity()),
+    RewardTransform: st.builds(
         RewardTransform,
         st.sampled_from([Fraction(1), Fraction(1, 2), Fraction(-2)]),
         st.sampled_from([Fraction(0), Fraction(1)]),
     ),
-    st.builds(
+    OverwriteStepType: st.builds(
         OverwriteStepType,
         st.sampled_from(["MID", "LAST"]),
         st.sampled_from(["truncated-last", "t"]),
         st.integers(0, 3),
     ),
-    st.integers(1, 4).flatmap(lambda m: st.builds(ExcludeSteps, st.just(m), st.integers(0, m - 1))),
-    st.integers(1, 3).flatmap(
+    ExcludeSteps: st.integers(1, 4).flatmap(
+        lambda m: st.builds(ExcludeSteps, st.just(m), st.integers(0, m - 1))
+    ),
+    ExcludeEpisodes: st.integers(1, 3).flatmap(
         lambda m: st.builds(ExcludeEpisodes, st.just(m), st.integers(0, m - 1))
     ),
-    st.builds(ExcludeTasks, st.just((1,))),
-    st.builds(EpisodeDelayed, st.sampled_from(["all", "success", "failure"])),
-)
+    ExcludeTasks: st.builds(ExcludeTasks, st.just((1,))),
+    EpisodeDelayed: st.builds(EpisodeDelayed, st.sampled_from(["all", "success", "failure"])),
+}
+
+
+def preprocessor_specs(*types: type) -> st.SearchStrategy[PreprocessorSpec]:
+    """The generated preprocessors of the given spec types (every type when none is given)."""
+    unknown = [t.__name__ for t in types if t not in _PREPROCESSORS]
+    if unknown:
+        raise ValueError(f"no strategy for preprocessor types {unknown}")
+    return st.one_of(*(s for t, s in _PREPROCESSORS.items() if not types or t in types))
+
+
+preprocessors = preprocessor_specs()
+
+_ACCOUNTING = ["synced", "synced", "plain", "alf-pr1768-floor"]  # synced half the time
+_CLEAR_MODES = {None: ["none", "all", "keep-one-step"], True: ["all", "keep-one-step"]}
+
+
+def trainer_configs(
+    *,
+    drain: bool | None = None,
+    whole_buffer: bool | None = None,
+    clear: bool | None = None,
+    env_step_budget: bool | None = None,
+    synced: bool | None = None,
+) -> st.SearchStrategy[TrainerConfig]:
+    """Valid trainer configs. Each knob left ``None`` is drawn; ``True``/``False`` pins it:
+    ``drain`` (drain mode, ``unroll_length == 0``), ``whole_buffer``, ``clear`` (a clearing
+    whole buffer: ``clear != "none"``), ``env_step_budget`` (``num_env_steps > 0``) and
+    ``synced`` (``train_accounting == "synced"``)."""
+    if clear and whole_buffer is False:
+        raise ValueError("clear=True needs a whole buffer (whole_buffer=True or None)")
+    return _trainer_configs(drain, True if clear else whole_buffer, clear, env_step_budget, synced)
+
+
+def _either(draw: st.DrawFn, pinned: bool | None) -> bool:
+    """``pinned``, or a draw that is true a quarter of the time."""
+    return pinned if pinned is not None else draw(st.booleans()) and draw(st.booleans())
 
 
 @st.composite
-def trainer_configs(draw: st.DrawFn) -> TrainerConfig:
-    drain = draw(st.booleans()) and draw(st.booleans())
-    whole = draw(st.booleans()) and draw(st.booleans())
+def _trainer_configs(
+    draw: st.DrawFn,
+    drain: bool | None,
+    whole_buffer: bool | None,
+    clear: bool | None,
+    env_step_budget: bool | None,
+    synced: bool | None,
+) -> TrainerConfig:
+    drains = _either(draw, drain)
+    whole = _either(draw, whole_buffer)
     mbl = draw(st.integers(1, 3))
     capacity = draw(st.integers(mbl, 12))
+    accounting = {True: ["synced"], False: _ACCOUNTING[2:], None: _ACCOUNTING}[synced]
     knobs: dict[str, Any] = dict(
         num_iterations=draw(st.integers(1, 16)),
         num_updates_per_train_iter=draw(st.integers(1, 3)),
@@ -90,9 +156,9 @@ def trainer_configs(draw: st.DrawFn) -> TrainerConfig:
         initial_collect_steps=draw(st.integers(0, 12)),
         counter_mode=draw(st.sampled_from(["per-iteration", "per-mini-batch"])),
         pending_at_end=draw(st.sampled_from(["report", "flush"])),
-        train_accounting=draw(st.sampled_from(["synced", "synced", "plain", "alf-pr1768-floor"])),
+        train_accounting=draw(st.sampled_from(accounting)),
     )
-    if drain:
+    if drains:
         arrivals = tuple(draw(st.lists(st.integers(0, 4), min_size=1, max_size=4)))
         knobs.update(
             unroll_length=0,
@@ -101,12 +167,12 @@ def trainer_configs(draw: st.DrawFn) -> TrainerConfig:
     else:
         knobs.update(unroll_length=draw(unroll_lengths))
     if whole:
-        knobs.update(
-            whole_buffer=True, clear=draw(st.sampled_from(["none", "all", "keep-one-step"]))
-        )
-    if draw(st.booleans()):
+        knobs.update(whole_buffer=True)
+        if clear is not False:
+            knobs.update(clear=draw(st.sampled_from(_CLEAR_MODES[clear])))
+    if draw(st.booleans()) if env_step_budget is None else env_step_budget:
         # An env-step budget, alone or with an iteration count (interaction then stops early).
-        stalls = drain and not any(knobs["drain"].arrivals)  # could never reach the budget
+        stalls = drains and not any(knobs["drain"].arrivals)  # could never reach the budget
         knobs.update(
             num_env_steps=draw(st.integers(1, 40)),
             num_iterations=knobs["num_iterations"]
@@ -117,14 +183,110 @@ def trainer_configs(draw: st.DrawFn) -> TrainerConfig:
     return TrainerConfig(**knobs)
 
 
+def trainer_scenarios(
+    *,
+    preprocessors: st.SearchStrategy[PreprocessorSpec] = preprocessors,
+    periodic: bool | None = None,
+    drain: bool | None = None,
+    whole_buffer: bool | None = None,
+    clear: bool | None = None,
+    env_step_budget: bool | None = None,
+    synced: bool | None = None,
+) -> st.SearchStrategy[TrainerScenario]:
+    """Valid trainer scenarios; with no arguments, the whole generated space. ``periodic``
+    pins whether sampling starts lie on a grid of period > 1; the other knobs are those of
+    :func:`trainer_configs`, and ``preprocessors`` draws the preprocessing."""
+    configs = trainer_configs(
+        drain=drain,
+        whole_buffer=whole_buffer,
+        clear=clear,
+        env_step_budget=env_step_budget,
+        synced=synced,
+    )
+    periods = {True: st.integers(2, 3), False: st.just(1), None: st.integers(1, 3)}[periodic]
+    return _trainer_scenarios(configs, preprocessors, periods)
+
+
 @st.composite
-def trainer_scenarios(draw: st.DrawFn) -> TrainerScenario:
+def _trainer_scenarios(
+    draw: st.DrawFn,
+    configs: st.SearchStrategy[TrainerConfig],
+    preprocessors: st.SearchStrategy[PreprocessorSpec],
+    periods: st.SearchStrategy[int],
+) -> TrainerScenario:
     env = draw(env_specs())
-    cfg = draw(trainer_configs())
+    cfg = draw(configs)
     sampling = SamplingSpec(
         window_length=cfg.mini_batch_length,
         boundary=draw(st.sampled_from(["cross", "forbid", "pad"])),
-        period=draw(st.integers(1, 3)),
+        period=draw(periods),
         anchor=draw(st.sampled_from(["absolute", "oldest"])),
     )
     return TrainerScenario(env, cfg, draw(preprocessors), sampling, draw(st.integers(0, 3)))
+
+
+_EXCLUSIONS = (ExcludeSteps, ExcludeEpisodes, ExcludeTasks)
+# The part of the space each trainer check concerns, as keyword arguments of
+# `trainer_scenarios` that make its `applies` predicate hold by construction. Generated
+# scenarios are all off-policy, exactly carried and eagerly buffered, so the predicates'
+# clauses on `mode`, `unroll_carry` and `replay_creation` hold everywhere.
+_SYNCED: dict[str, Any] = dict(synced=True)
+_CONCERNS: dict[str, dict[str, Any]] = {
+    "fractional-schedule": dict(drain=False),
+    "drain": dict(drain=True),
+    "num-env-steps": dict(env_step_budget=True),
+    "identity-is-plain": dict(preprocessors=preprocessor_specs(Identity)),
+    "delayed-per-env": dict(preprocessors=preprocessor_specs(EpisodeDelayed)),
+    "exclusion": dict(preprocessors=preprocessor_specs(*_EXCLUSIONS)),
+    "transform": dict(preprocessors=preprocessor_specs(RewardTransform, OverwriteStepType)),
+    "synced-schedule": _SYNCED,
+    "identity-plain-calls": dict(
+        _SYNCED, preprocessors=preprocessor_specs(Identity, RewardTransform, OverwriteStepType)
+    ),
+    "excluded-earn-nothing": dict(_SYNCED, preprocessors=preprocessor_specs(*_EXCLUSIONS)),
+    "utd-bound": dict(_SYNCED, drain=False, env_step_budget=False),
+    "bounded-lag": _SYNCED,
+    "warmup-gate": {},  # off-policy: every generated scenario is
+    "boundary-policy": dict(whole_buffer=False),
+    "period-anchor": dict(whole_buffer=False, periodic=True),
+    "whole-buffer": dict(whole_buffer=True),
+    "clear": dict(clear=True),
+}
+# Checks whose predicate holds on every trainer scenario: the whole space.
+_EVERYWHERE = frozenset(
+    {
+        "item-identity",
+        "step-fields",
+        "auto-reset",
+        "state-reset",
+        "loss-mask",
+        "all-envs-step",
+        "global-counter",
+        "conservation",
+        "store-order",
+        "pending-at-end",
+        "updates-per-call",
+        "hooks",
+        "windows-valid",
+        "exact-schedule",
+        "exact-stores",
+        "deterministic-trainer",
+    }
+)
+
+
+def scenarios_for(check: Check) -> st.SearchStrategy[TrainerScenario]:
+    """Trainer scenarios that ``check`` concerns, and only those: every one satisfies
+    ``check.applies``, with the full diversity of the generated space within it. Raises
+    ``ValueError`` for a check without a strategy here (rather than filter examples)."""
+    if check.capability != "trainer":
+        raise ValueError(f"check {check.name!r} is not a trainer check ({check.capability!r})")
+    if check.name in _CONCERNS:
+        return trainer_scenarios(**_CONCERNS[check.name])
+    if check.name in _EVERYWHERE:
+        return trainer_scenarios()
+    raise ValueError(
+        f"no scenario strategy for trainer check {check.name!r}: add the keyword arguments of "
+        "trainer_scenarios() that satisfy its applies() predicate to _CONCERNS in "
+        "conformance.strategies (or its name to _EVERYWHERE if the predicate always holds)"
+    )
