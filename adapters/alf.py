@@ -6,10 +6,12 @@ package (snapshot ``23aca492``, the newest one the suite was written against).
 
 **Processes.** ALF keeps process-wide state: ``alf.config`` values lock once read, the global
 counter (``alf.summary``), the environment (``alf.get_env``) and the trainer's progress are
-module globals. So every operation runs in a fresh process: a worker process imports ALF once
-(it never configures anything) and forks one child per operation, which runs it and hands the
-trace back as JSON Lines. Without ALF on the path, importing this module raises
-``ModuleNotFoundError``.
+module globals. So every operation needs a fresh process: the adapter declares
+``fresh_process_per_operation``, and the worker that serves it (``conformance.harness.host``)
+imports ALF once (``prepare``, which configures nothing) and forks one child per operation.
+A trainer run's ALF root directory is a temporary directory of that child. Inline isolation
+refuses the adapter, and a process that has run one operation refuses a second. Without ALF
+on the path, importing this module raises ``ModuleNotFoundError``.
 
 **Trainer** (``run_trainer``). ``RLTrainer(TrainerConfig(...)).train()`` with ALF's in-process
 batched environment path (``create_environment`` with a ``batched`` loader) over
@@ -67,22 +69,18 @@ it read (``get_field``), in its row order; the goal source ``(e, k, t)`` is deco
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import importlib
 import importlib.util
-import json
 import os
-import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import traceback
+import warnings
 from collections.abc import Callable
 from functools import partial
 from importlib import metadata
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 if importlib.util.find_spec("alf") is None:  # pragma: no cover - exercised without ALF only
     raise ModuleNotFoundError(
@@ -97,7 +95,6 @@ from conformance.protocol import PROTOCOL_VERSION, AdapterInfo, Unsupported
 from conformance.scenario import (
     RelabelScenario,
     ReplayScenario,
-    Scenario,
     TrainerScenario,
     scenario_from_json,
     scenario_to_json,
@@ -136,7 +133,7 @@ class ALFRaised(RuntimeError):
     """ALF itself raised while running a scenario (the message names the ALF source line)."""
 
 
-# -- parent side: what can be expressed --------------------------------------------------------
+# -- what can be expressed ----------------------------------------------------------------
 def _sampling_problem(boundary: str, period: int, distribution: str) -> str | None:
     if boundary != "cross":
         return (
@@ -192,76 +189,6 @@ def relabel_problem(sc: RelabelScenario) -> str | None:
     return None
 
 
-# -- parent side: the worker process --------------------------------------------------------
-class _Worker:
-    """A long-lived process that has imported ALF and forks one child per request. Its log
-    and the children's working directories live in one temporary directory, removed by
-    :meth:`close` (also at exit)."""
-
-    def __init__(self) -> None:
-        self._proc: subprocess.Popen[str] | None = None
-        self._dir: str | None = None
-        atexit.register(self.close)
-
-    def request(self, op: str, scenario: Scenario | None = None) -> dict[str, Any]:
-        line = json.dumps({"op": op, "scenario": scenario_to_json(scenario) if scenario else ""})
-        try:
-            proc = self._process()
-            assert proc.stdin is not None and proc.stdout is not None
-            proc.stdin.write(line + "\n")
-            proc.stdin.flush()
-            answer = proc.stdout.readline()
-        except BaseException:
-            self._stop()  # interrupted mid-request (e.g. the suite's time limit): start afresh
-            raise
-        if not answer:
-            tail = self._log_tail()
-            self._stop()
-            raise ALFRaised(f"the ALF worker process died; its log ends:\n{tail}")
-        result: dict[str, Any] = json.loads(answer)
-        return result
-
-    def _process(self) -> subprocess.Popen[str]:
-        if self._proc is None or self._proc.poll() is not None:
-            if self._dir is None:
-                self._dir = tempfile.mkdtemp(prefix="xpspec-alf-")
-            env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-            env.setdefault("PYTHONWARNINGS", "ignore")
-            with open(os.path.join(self._dir, "worker.log"), "ab") as log:
-                self._proc = subprocess.Popen(
-                    [sys.executable, "-c", "from adapters.alf import serve; serve()", self._dir],
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    stderr=log,
-                    env=env,
-                    text=True,
-                    start_new_session=True,
-                )
-        return self._proc
-
-    def _log_tail(self, lines: int = 20) -> str:
-        if self._dir is None:
-            return ""
-        try:
-            with open(os.path.join(self._dir, "worker.log"), encoding="utf-8") as f:
-                return "".join(f.readlines()[-lines:])
-        except (OSError, UnicodeDecodeError):
-            return ""
-
-    def _stop(self) -> None:
-        proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)  # the worker and its forked child
-            proc.wait()
-
-    def close(self) -> None:
-        self._stop()
-        directory, self._dir = self._dir, None
-        if directory is not None:
-            shutil.rmtree(directory, ignore_errors=True)
-
-
 def _alf_root() -> str:
     spec = importlib.util.find_spec("alf")
     assert spec is not None and spec.origin is not None
@@ -293,8 +220,10 @@ class ALFAdapter:
     """Adapter over ALF (see the module docstring): capabilities trainer (with its global
     counter and its ``after_update``/``after_train_iter`` hooks), replay and relabel."""
 
+    fresh_process_per_operation = True
+    """ALF's configuration, global counter, env and trainer progress are process-wide."""
+
     def __init__(self) -> None:
-        self._worker = _Worker()
         self._version = _commit(_alf_root())
 
     def info(self) -> AdapterInfo:
@@ -317,77 +246,43 @@ class ALFAdapter:
             },
         )
 
+    def prepare(self) -> None:
+        """Import ALF and warm its caches once, in the process that forks the operations;
+        one torch thread per operation, and warnings off unless asked for (-W or
+        PYTHONWARNINGS)."""
+        torch.set_num_threads(1)
+        if not sys.warnoptions:
+            warnings.simplefilter("ignore")
+        for name in _PRELOAD:
+            importlib.import_module(name)
+        from alf.utils.pretty_print import pformat_pycolor
+
+        pformat_pycolor({"warm": "up"})  # compiles pygments' lexer once, before the forks
+
     def smoke(self) -> None:
-        self._call("smoke", None)
+        _operation(_smoke)
 
     def run_trainer(self, scenario: TrainerScenario) -> Trace:
         problem = trainer_problem(scenario)
         if problem:
             raise Unsupported(problem, _LINK)
-        return self._call("trainer", scenario)
+        # ALF's root directory (summaries, checkpoints), removed even if a file is still open.
+        with tempfile.TemporaryDirectory(
+            prefix="xpspec-alf-", ignore_cleanup_errors=True
+        ) as workdir:
+            return _operation(_TrainerRun(scenario, workdir).run)
 
     def run_replay(self, scenario: ReplayScenario) -> Trace:
         problem = replay_problem(scenario)
         if problem:
             raise Unsupported(problem, _LINK)
-        return self._call("replay", scenario)
+        return _operation(partial(_run_replay, scenario))
 
     def run_relabel(self, scenario: RelabelScenario) -> Trace:
         problem = relabel_problem(scenario)
         if problem:
             raise Unsupported(problem, _LINK)
-        return self._call("relabel", scenario)
-
-    def _call(self, op: str, scenario: Scenario | None) -> Trace:
-        result = self._worker.request(op, scenario)
-        if "unsupported" in result:
-            raise Unsupported(result["unsupported"], _LINK)
-        if "error" in result:
-            raise ALFRaised(result["error"])
-        return Trace.from_jsonl(result["trace"])
-
-    def close(self) -> None:
-        self._worker.close()
-
-    def __del__(self) -> None:
-        with contextlib.suppress(Exception):  # interpreter shutdown
-            self._worker.close()
-
-
-# -- worker side ----------------------------------------------------------------------------
-def serve() -> None:
-    """The worker: import ALF once, then per request line fork a child that runs it and
-    writes ``{"trace": ...}``, ``{"unsupported": ...}`` or ``{"error": ...}``."""
-    proto = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)  # anything ALF prints goes to the log, never into the protocol
-    _import_alf()
-    workdir = os.path.join(sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp(), "runs")
-    os.makedirs(workdir, exist_ok=True)
-    for n, line in enumerate(sys.stdin):
-        request = json.loads(line)
-        out = os.path.join(workdir, f"{n}.json")
-        pid = os.fork()
-        if pid == 0:  # the child: run, write the answer, never return into the loop
-            code = 0
-            try:
-                result = _answer(request, os.path.join(workdir, str(n)))
-            except BaseException as exc:  # anything at all: report it, never hang the parent
-                result = {"error": f"{type(exc).__name__}: {exc}"}
-                code = 1
-            with open(out, "w", encoding="utf-8") as f:
-                json.dump(result, f)
-            sys.stderr.flush()
-            os._exit(code)
-        _, status = os.waitpid(pid, 0)
-        shutil.rmtree(os.path.join(workdir, str(n)), ignore_errors=True)
-        try:
-            with open(out, encoding="utf-8") as f:
-                answer = f.read()
-            os.unlink(out)
-        except OSError:
-            answer = json.dumps({"error": f"the ALF child process died (wait status {status})"})
-        proto.write(answer.replace("\n", " ") + "\n")
-        proto.flush()
+        return _operation(partial(_run_relabel, scenario))
 
 
 _PRELOAD = (
@@ -401,40 +296,31 @@ _PRELOAD = (
     "alf.trainers.policy_trainer",
 )
 
+_claimed = False
+"""Whether this process has begun an ALF operation."""
 
-def _import_alf() -> None:
-    for name in _PRELOAD:
-        importlib.import_module(name)
-    from alf.utils.pretty_print import pformat_pycolor
-
-    pformat_pycolor({"warm": "up"})  # compiles pygments' lexer once, before the forks
+_T = TypeVar("_T")
 
 
-def _answer(request: dict[str, Any], workdir: str) -> dict[str, Any]:
-    op = request["op"]
-    if op == "smoke":
-        _smoke()
-        return {"trace": Trace(()).to_jsonl()}
-    scenario = scenario_from_json(request["scenario"])
+def _operation(run: Callable[[], _T]) -> _T:
+    """``run()`` as this process's one ALF operation. An exception other than
+    :class:`Unsupported` or :class:`ALFRaised` is raised as :class:`ALFRaised` naming the
+    source line it came from, ALF's or the adapter's (:func:`_describe`)."""
+    global _claimed
+    if _claimed:
+        raise RuntimeError(
+            "ALF needs a fresh process per operation (its configuration locks once read, its "
+            "global counter, env and trainer progress are process-wide): expected a process "
+            "that has run no ALF operation, got one that has; serve the adapter with process "
+            "isolation (the default), which forks a child per operation"
+        )
+    _claimed = True
     try:
-        if op == "trainer":
-            assert isinstance(scenario, TrainerScenario)
-            trace = _TrainerRun(scenario, workdir).run()
-        elif op == "replay":
-            assert isinstance(scenario, ReplayScenario)
-            trace = _run_replay(scenario)
-        elif op == "relabel":
-            assert isinstance(scenario, RelabelScenario)
-            trace = _run_relabel(scenario)
-        else:
-            raise ValueError(f"op: expected trainer, replay, relabel or smoke, got {op!r}")
-    except Unsupported as exc:
-        return {"unsupported": exc.reason}
-    except ALFRaised as exc:
-        return {"error": str(exc)}
+        return run()
+    except (Unsupported, ALFRaised):
+        raise
     except Exception as exc:
-        return {"error": _describe(exc)}
-    return {"trace": trace.to_jsonl()}
+        raise ALFRaised(_describe(exc)) from exc
 
 
 def _origin(exc: BaseException) -> tuple[traceback.FrameSummary | None, bool]:
@@ -465,7 +351,7 @@ def _describe(exc: BaseException, context: str = "") -> str:
     return f"the adapter raised {type(exc).__name__}{context} at {where}: {first}"
 
 
-# -- child side: ALF objects ----------------------------------------------------------------
+# -- ALF objects ---------------------------------------------------------------------------
 _CLASSES: dict[str, Any] = {}
 
 
@@ -631,7 +517,7 @@ def _wrap(owner: Any, name: str, before: Callable[..., Any]) -> None:
     setattr(owner, name, wrapped)
 
 
-# -- child side: trainer --------------------------------------------------------------------
+# -- trainer ---------------------------------------------------------------------------------
 class _TrainerRun:
     """One ``RLTrainer`` run of a trainer scenario, recorded at ALF's seams."""
 
@@ -698,7 +584,7 @@ class _TrainerRun:
         try:
             trainer = RLTrainer(TrainerConfig(root_dir=self.workdir))
         except AssertionError as exc:
-            raise Unsupported(f"ALF's RLTrainer refuses the configuration: {exc}") from exc
+            raise Unsupported(f"ALF's RLTrainer refuses the configuration: {exc}", _LINK) from exc
         try:
             trainer.train()
         except Exception as exc:
@@ -859,7 +745,7 @@ class _TrainerRun:
         self.events.append(Hook(self.iteration, name))  # type: ignore[arg-type]
 
 
-# -- child side: replay and relabel ---------------------------------------------------------
+# -- replay and relabel ----------------------------------------------------------------------
 def _fill(
     env_spec: EnvSpec, seed: int, steps: int, goals: bool, add: Callable[[Any], None]
 ) -> list[Event]:

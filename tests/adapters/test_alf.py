@@ -1,6 +1,7 @@
 """The ALF adapter: what it records of ALF's own behaviour (snapshot 23aca492, run from a
-checkout), on scenarios small enough to derive every expected value by hand. Skipped when ALF
-is not on the path (it is not on PyPI; see the conformance(alf) nox session)."""
+checkout), on scenarios small enough to derive every expected value by hand, served as the
+suite serves it (a worker forking a child per operation). Skipped when ALF is not on the path
+(it is not on PyPI; see the conformance(alf) nox session)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import pytest
 
 alf_adapter = pytest.importorskip("adapters.alf")  # ModuleNotFoundError without ALF
 
+from conformance.harness import connect  # noqa: E402
+from conformance.outcomes import AdapterUnavailable  # noqa: E402
 from conformance.protocol import Unsupported  # noqa: E402
 from conformance.scenario import RelabelScenario, ReplayScenario, TrainerScenario  # noqa: E402
 from refimpl.config import DrainSpec, TrainerConfig  # noqa: E402
@@ -27,7 +30,7 @@ F, M, L = 0, 1, 2
 
 @pytest.fixture(scope="module")
 def adapter() -> Iterator[Any]:
-    a = alf_adapter.ALFAdapter()
+    a = connect("alf")
     yield a
     a.close()
 
@@ -54,6 +57,16 @@ def test_info_and_smoke(adapter: Any) -> None:
     assert {"trainer", "replay", "relabel", "counter", "hooks", "state"} == set(info.capabilities)
     assert info.framework_version == "unknown" or len(info.framework_version) == 8
     adapter.smoke()
+
+
+def test_alf_needs_a_fresh_process_per_operation(monkeypatch: pytest.MonkeyPatch) -> None:
+    # One process would carry ALF's locked configuration, global counter and env from one
+    # operation into the next: inline isolation is refused, and so is a second operation.
+    with pytest.raises(AdapterUnavailable, match="needs a fresh process per operation"):
+        connect("alf", isolation="inline")
+    monkeypatch.setattr(alf_adapter, "_claimed", True)  # as after one operation
+    with pytest.raises(RuntimeError, match="expected a process that has run no ALF operation"):
+        alf_adapter.ALFAdapter().smoke()
 
 
 def test_plain_run_records_every_seam_in_order(adapter: Any) -> None:
