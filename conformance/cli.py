@@ -94,9 +94,9 @@ def _run(args: argparse.Namespace) -> int:
     run = read_run(report, allow_incomplete=True)
     results = run.results
     print(f"\nxpspec: summary by area ({len(results)} results; report {report})")
-    print(f"  {'area':<12}" + "".join(f"{s:>14}" for s in _STATUSES))
+    print(f"  {'area':<12}" + "".join(f"{s:>15}" for s in _STATUSES))
     for area, counts in summarise(results).items():
-        print(f"  {area:<12}" + "".join(f"{counts.get(s, 0):>14}" for s in _STATUSES))
+        print(f"  {area:<12}" + "".join(f"{counts.get(s, 0):>15}" for s in _STATUSES))
     missed = sum(1 for r in results if should_miss(r))
     if missed:
         print(
