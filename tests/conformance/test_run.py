@@ -60,8 +60,8 @@ def test_an_adapter_that_cannot_be_imported_stops_the_run_at_once(tmp_path: Path
     assert refused.stderr.count("\n") == 1 and "adapter-unavailable" in refused.stderr
 
 
-def test_a_misspelt_adapter_is_one_line() -> None:
-    done = _xpspec("run", "--adapter", "tainshou")
+def test_a_misspelt_adapter_is_one_line(tmp_path: Path) -> None:
+    done = _xpspec("run", "--adapter", "tainshou", "--report", str(tmp_path / "r.jsonl"))
     assert done.returncode == ExitCode.ADAPTER_UNAVAILABLE
     assert done.stderr.strip().count("\n") == 0 and "did you mean 'tianshou'?" in done.stderr
 
