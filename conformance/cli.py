@@ -111,7 +111,9 @@ def _run(args: argparse.Namespace) -> int:
         print(f"xpspec: INCOMPLETE: {run.problem()}", file=sys.stderr)
         return ExitCode.INCOMPLETE
     broke = sum(1 for r in results if r["status"] in ("error", "crash", "timeout", "resource"))
-    failed = sum(1 for r in results if r["status"] == "fail" and (args.strict or not should_miss(r)))
+    failed = sum(
+        1 for r in results if r["status"] == "fail" and (args.strict or not should_miss(r))
+    )
     if broke:
         print(f"xpspec: the adapter broke in {broke} checks (error, crash, timeout or resource)")
     if failed or broke or code not in (0, 5):
@@ -194,7 +196,9 @@ def _validate(doc: Any, what: str) -> None:
         .joinpath("compliance.schema.json")
         .read_text(encoding="utf-8")
     )
-    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(doc))
+    error = jsonschema.exceptions.best_match(
+        jsonschema.Draft202012Validator(schema).iter_errors(doc)
+    )
     if error is not None:
         where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
         raise ValueError(f"{what}: not an xpspec compliance document at {where}: {error.message}")
@@ -204,7 +208,9 @@ def _read_json(path: str) -> Any:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: cannot read it ({getattr(exc, 'strerror', None) or exc})") from None
+        raise ValueError(
+            f"{path}: cannot read it ({getattr(exc, 'strerror', None) or exc})"
+        ) from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
@@ -260,7 +266,10 @@ def _trace(args: argparse.Namespace) -> int:
         try:
             trace = session.run(scenario)
         except Unsupported as exc:
-            print(f"xpspec: not applicable: {args.adapter!r} cannot express it: {exc.reason}", file=sys.stderr)
+            print(
+                f"xpspec: not applicable: {args.adapter!r} cannot express it: {exc.reason}",
+                file=sys.stderr,
+            )
             return ExitCode.FINDINGS
         except AdapterError as exc:
             print(f"xpspec: {exc.status}: {' '.join(str(exc).split())}", file=sys.stderr)
@@ -309,7 +318,9 @@ def _check(args: argparse.Namespace) -> int:
     try:
         text = Path(args.trace).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{args.trace}: cannot read it ({getattr(exc, 'strerror', None) or exc})") from None
+        raise ValueError(
+            f"{args.trace}: cannot read it ({getattr(exc, 'strerror', None) or exc})"
+        ) from None
     try:
         trace = Trace.from_jsonl(text)
         validate_trace(scenario, trace)
@@ -425,7 +436,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("runs", nargs="+")
     p.add_argument("--out", default="reports")
     p.add_argument("--docs", default=None, help="also write the Markdown matrix to this docs page")
-    p.add_argument("--allow-incomplete", action="store_true", help="accept runs that did not complete")
+    p.add_argument(
+        "--allow-incomplete", action="store_true", help="accept runs that did not complete"
+    )
     p.set_defaults(func=_report)
     p = sub.add_parser("diff", help="compare two compliance.json files; exit 1 on regressions")
     p.add_argument("a")

@@ -29,6 +29,7 @@ __all__ = ["GENERATED", "AdapterError", "Outcome", "Session", "load_adapter"]
 GENERATED = "generated"
 """The scenario name of every Hypothesis-generated scenario (expectations scope to it)."""
 
+
 @dataclass(frozen=True)
 class Outcome:
     """The verdict of one check on one scenario."""

@@ -18,6 +18,7 @@ import os
 import platform
 import sys
 import time
+import typing
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -292,7 +293,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     budget = config.getoption("--xpspec-run-timeout", 0.0)
     run.deadline = run.started + budget if budget and budget > 0 else None
     if _is_worker(config):
-        run.deadline = config.workerinput.get("xpspec_deadline")
+        run.deadline = getattr(config, "workerinput", {}).get("xpspec_deadline")
         return
     path = config.getoption("--xpspec-report", None)
     if path:
@@ -368,7 +369,7 @@ def _unrecorded(report: pytest.TestReport) -> dict[str, Any] | None:
     lines = [line for line in text.splitlines() if line.strip()]
     return {
         "check": check.removeprefix("test_"),
-        "clauses": tuple(properties["xpspec-clauses"]),
+        "clauses": tuple(typing.cast(list[str], properties["xpspec-clauses"])),
         "scenario": rest.rstrip("]").split("[")[-1] if rest else "",
         "status": "error",
         "message": f"the test broke during {report.when} without an outcome: "

@@ -143,7 +143,9 @@ def read_run(path: Path, allow_incomplete: bool = False) -> RunReport:
         elif kind == "footer":
             footer = record
         else:
-            raise ValueError(f"{path}:{n}: expected a header, result or footer record, got {line[:200]!r}")
+            raise ValueError(
+                f"{path}:{n}: expected a header, result or footer record, got {line[:200]!r}"
+            )
     if header is None:
         raise ValueError(f"{path}: no header record: is this an xpspec run report?")
     run = RunReport(path, header, results, footer)
@@ -303,7 +305,9 @@ def regressions(a: dict[str, Any], b: dict[str, Any], strict: bool = False) -> l
         before, after = line.rsplit(": ", 1)[1].split(" -> ")
         rank = {**_RANK, "should-miss": 2.5}
         worse = rank.get(after, 0) > rank.get(before, 0)
-        bad = ("fail", "error", "crash", "timeout", "resource") + (("should-miss",) if strict else ())
+        bad = ("fail", "error", "crash", "timeout", "resource") + (
+            ("should-miss",) if strict else ()
+        )
         if worse and after in bad:
             out.append(line)
     return out

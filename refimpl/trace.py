@@ -354,7 +354,7 @@ def _decode(data: dict[str, Any], where: str) -> Event:
     cls = _BY_KIND[data["kind"]]
     names = {name for name, _ in _plan(cls)}
     if not names.issuperset(data):
-        return from_jsonable(cls, data, where)  # type: ignore[no-any-return]
+        return from_jsonable(cls, data, where)
     kwargs: dict[str, Any] = {}
     for name, hint in _plan(cls):
         if name not in data:

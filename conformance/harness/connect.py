@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, Literal
 
-from conformance.harness.process import Limits
+from conformance.harness.process import DEFAULT_LIMITS, Limits
 from conformance.harness.remote import RemoteAdapter
 from conformance.outcomes import AdapterError, AdapterUnavailable
 
@@ -80,7 +80,7 @@ def _fix_for(spec: str, cause: str) -> str:
 def connect(
     spec: str,
     isolation: Isolation = "process",
-    limits: Limits = Limits(),
+    limits: Limits = DEFAULT_LIMITS,
     smoke: bool = True,
     meanwhile: Callable[[], object] | None = None,
 ) -> Any:
@@ -164,5 +164,7 @@ def parse_memory(text: str) -> int:
     except ValueError:
         amount = -1
     if amount < 0:
-        raise ValueError(f"--memory-limit: expected a size such as 8G, 512M or 0 (none), got {text!r}")
+        raise ValueError(
+            f"--memory-limit: expected a size such as 8G, 512M or 0 (none), got {text!r}"
+        )
     return int(amount * scale)

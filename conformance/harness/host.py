@@ -57,7 +57,9 @@ def _where(exc: BaseException) -> str:
 
 def _error(rid: int, exc: BaseException, context: str = "") -> Response:
     text = str(exc).strip() or repr(exc)
-    return Response(rid, "error", error_type=type(exc).__name__, message=f"{context}{text}{_where(exc)}")
+    return Response(
+        rid, "error", error_type=type(exc).__name__, message=f"{context}{text}{_where(exc)}"
+    )
 
 
 class _Host:
@@ -216,7 +218,9 @@ def serve(spec: str, requests: IO[str] | None = None) -> int:
         try:
             request = decode_request(line)
         except ProtocolError as exc:
-            channel.write(encode(Response(-1, "error", error_type="ProtocolError", message=str(exc))) + "\n")
+            channel.write(
+                encode(Response(-1, "error", error_type="ProtocolError", message=str(exc))) + "\n"
+            )
             channel.flush()
             continue
         if request.op == "stop":

@@ -23,7 +23,7 @@ from typing import IO, Any, Final
 from conformance.outcomes import AdapterFailure
 from xpspec.protocol import ProtocolError, Request, Response, decode_response, encode
 
-__all__ = ["Limits", "WorkerProcess", "describe_exit", "group_rss"]
+__all__ = ["DEFAULT_LIMITS", "Limits", "WorkerProcess", "describe_exit", "group_rss"]
 
 _POLL: Final = 0.1
 """Seconds between two looks at the worker's memory while an answer is awaited."""
@@ -51,6 +51,10 @@ class Limits:
                 raise ValueError(f"{name}: expected a number of seconds > 0, got {value!r}")
         if not isinstance(self.memory, int) or isinstance(self.memory, bool) or self.memory < 0:
             raise ValueError(f"memory: expected a number of bytes >= 0, got {self.memory!r}")
+
+
+DEFAULT_LIMITS: Final = Limits()
+"""120 s per operation, 8 GiB of resident memory, 120 s to start, 2 s to exit."""
 
 
 def describe_exit(code: int) -> str:
@@ -99,7 +103,7 @@ class WorkerProcess:
     def __init__(
         self,
         command: Sequence[str],
-        limits: Limits = Limits(),
+        limits: Limits = DEFAULT_LIMITS,
         env: Mapping[str, str] | None = None,
         label: str = "worker",
     ) -> None:
@@ -300,7 +304,9 @@ class WorkerProcess:
         tail = self.stderr_tail()
         if not tail:
             return ""
-        return "\n  its standard error ends:\n" + "\n".join(f"    {line}" for line in tail.splitlines())
+        return "\n  its standard error ends:\n" + "\n".join(
+            f"    {line}" for line in tail.splitlines()
+        )
 
 
 def _group_alive(pgid: int) -> bool:

@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from conformance.harness.process import Limits, WorkerProcess
+from conformance.harness.process import DEFAULT_LIMITS, Limits, WorkerProcess
 from conformance.outcomes import AdapterError, AdapterFailure
 from conformance.protocol import AdapterInfo, Unsupported
 from conformance.scenario import (
@@ -42,7 +42,7 @@ class RemoteAdapter:
     def __init__(
         self,
         command: Sequence[str],
-        limits: Limits = Limits(),
+        limits: Limits = DEFAULT_LIMITS,
         label: str = "adapter",
         env: Mapping[str, str] | None = None,
     ) -> None:

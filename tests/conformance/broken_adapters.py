@@ -127,13 +127,14 @@ class Raises(_Broken):
         raise KeyError("a bug in the adapter")
 
 
-
 class LosesStores(RefimplAdapter):
     """Every trainer run loses its first store: conservation fails wherever anything is
     stored, so a generated conservation invariant must be recorded as failing."""
 
     def info(self) -> AdapterInfo:
-        return AdapterInfo("LosesStores", "refimpl, broken on purpose", "0", capabilities=("trainer",))
+        return AdapterInfo(
+            "LosesStores", "refimpl, broken on purpose", "0", capabilities=("trainer",)
+        )
 
     def run_trainer(self, scenario: TrainerScenario) -> Trace:
         trace = RefimplAdapter.run_trainer(self, scenario)

@@ -92,7 +92,10 @@ def test_a_crash_message_quotes_the_worker_stderr() -> None:
 @pytest.mark.parametrize(
     "spec, cause",
     [
-        ("tests.conformance.broken_import:Adapter", "No module named 'a_framework_that_is_not_installed'"),
+        (
+            "tests.conformance.broken_import:Adapter",
+            "No module named 'a_framework_that_is_not_installed'",
+        ),
         ("tests.conformance.broken_adapters:SmokeRaises", "license server is unreachable"),
         ("tests.conformance.broken_adapters:NoSuchThing", "has no attribute 'NoSuchThing'"),
         ("refimp", "did you mean 'refimpl'?"),
@@ -116,7 +119,9 @@ def test_an_exec_worker_that_imports_nothing_of_xpspec_passes_the_env_checks() -
         for name in ("env-mixed", "env-random"):
             outcomes = [session.evaluate(c, name, CATALOG[name]) for c in env_checks]
             expected = "pass" if name == "env-mixed" else "not-applicable"  # random plans
-            assert {o.status for o in outcomes} == {expected}, [(o.check, o.message) for o in outcomes]
+            assert {o.status for o in outcomes} == {expected}, [
+                (o.check, o.message) for o in outcomes
+            ]
     finally:
         session.close()
     imports = [

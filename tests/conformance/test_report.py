@@ -157,7 +157,9 @@ def test_an_incomplete_run_is_refused_unless_allowed(
 
 
 def test_adapter_failures_are_their_own_cells(tmp_path: Path) -> None:
-    path = _run(tmp_path / "a.jsonl", "a", [("x.one", "pass"), ("x.one", "crash"), ("x.two", "timeout")])
+    path = _run(
+        tmp_path / "a.jsonl", "a", [("x.one", "pass"), ("x.one", "crash"), ("x.two", "timeout")]
+    )
     doc = build_compliance([path], ["x.one", "x.two"])
     jsonschema.validate(doc, SCHEMA)
     assert "| `x.one` | CRASH |" in render_markdown(doc)

@@ -33,12 +33,16 @@ def _records(path: Path) -> list[dict]:
 
 def test_a_crashing_adapter_leaves_a_complete_report(tmp_path: Path) -> None:
     report = tmp_path / "abort.jsonl"
-    done = _xpspec("run", "--adapter", "tests.conformance.broken_adapters:Abort", "--report", str(report))
+    done = _xpspec(
+        "run", "--adapter", "tests.conformance.broken_adapters:Abort", "--report", str(report)
+    )
     assert done.returncode == ExitCode.FINDINGS, done.stderr[-2000:]
     run = read_run(report)  # complete, else this raises
     records = _records(report)
     assert records[0]["type"] == "header" and records[-1]["type"] == "footer"
-    assert run.footer is not None and run.footer["recorded"] == run.footer["collected"] == len(run.results)
+    assert run.footer is not None and run.footer["recorded"] == run.footer["collected"] == len(
+        run.results
+    )
     by_scenario: dict[str, set[str]] = {}
     for r in run.results:
         by_scenario.setdefault(r["scenario"], set()).add(r["status"])
@@ -49,10 +53,14 @@ def test_a_crashing_adapter_leaves_a_complete_report(tmp_path: Path) -> None:
 
 def test_an_adapter_that_cannot_be_imported_stops_the_run_at_once(tmp_path: Path) -> None:
     report = tmp_path / "r.jsonl"
-    done = _xpspec("run", "--adapter", "tests.conformance.broken_import:Adapter", "--report", str(report))
+    done = _xpspec(
+        "run", "--adapter", "tests.conformance.broken_import:Adapter", "--report", str(report)
+    )
     assert done.returncode == ExitCode.ADAPTER_UNAVAILABLE
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and "a_framework_that_is_not_installed" in lines[0] and "fix:" in lines[0]
+    assert (
+        len(lines) == 1 and "a_framework_that_is_not_installed" in lines[0] and "fix:" in lines[0]
+    )
     assert "Traceback" not in done.stdout + done.stderr
     assert _records(report)[-1]["status"] == "adapter-unavailable"
     refused = _xpspec("report", str(report), "--out", str(tmp_path / "out"))
@@ -75,9 +83,7 @@ def test_the_run_budget_stops_the_run_and_marks_it(tmp_path: Path) -> None:
     assert "time budget" in done.stderr
     refused = _xpspec("report", str(report), "--out", str(tmp_path / "out"))
     assert refused.returncode == ExitCode.BAD_INPUT and "--allow-incomplete" in refused.stderr
-    allowed = _xpspec(
-        "report", str(report), "--out", str(tmp_path / "out"), "--allow-incomplete"
-    )
+    allowed = _xpspec("report", str(report), "--out", str(tmp_path / "out"), "--allow-incomplete")
     assert allowed.returncode == 0
     assert "INCOMPLETE RUN (timeout)" in (tmp_path / "out" / "compliance.md").read_text()
     diff = _xpspec("diff", *(str(tmp_path / "out" / "compliance.json"),) * 2)
@@ -131,7 +137,9 @@ def test_a_falsified_generated_invariant_is_recorded_as_failing(tmp_path: Path) 
     assert done.returncode == 1, done.stdout[-2000:]
     (result,) = [r for r in _records(report) if r["type"] == "result"]
     assert result["status"] == "fail" and result["scenario"] == "generated"
-    assert "preprocess.conservation" in result["message"] and '"kind":"trainer"' in result["message"]
+    assert (
+        "preprocess.conservation" in result["message"] and '"kind":"trainer"' in result["message"]
+    )
 
 
 @pytest.mark.parametrize("isolation", ["process", "inline"])
@@ -142,8 +150,12 @@ def test_adapter_output_never_reaches_the_trace(tmp_path: Path, isolation: str) 
     scenario = tmp_path / "s.json"
     scenario.write_text(scenario_to_json(CATALOG[TARGET]))
     noisy = _xpspec(
-        "trace", str(scenario), "--adapter", "tests.conformance.broken_adapters:StdoutNoise",
-        "--isolation", isolation,
+        "trace",
+        str(scenario),
+        "--adapter",
+        "tests.conformance.broken_adapters:StdoutNoise",
+        "--isolation",
+        isolation,
     )
     clean = _xpspec("trace", str(scenario), "--isolation", isolation)
     assert noisy.returncode == clean.returncode == 0, noisy.stderr[-2000:]

@@ -12,8 +12,8 @@ import pytest
 
 from adapters.refimpl import RefimplAdapter
 from conformance.catalog import CATALOG
-from conformance.schemas import DERIVED, current_text
 from conformance.scenario import scenario_to_json
+from conformance.schemas import DERIVED, current_text
 from xpspec.protocol import load_schema
 
 

@@ -90,7 +90,12 @@ def test_encoded_messages_follow_the_published_schemas() -> None:
     for message in (Request(0, "hello"), Request(2, "run", {"kind": "env"}), Request(3, "stop")):
         jsonschema.validate(json.loads(encode(message)), request)
     for answer in (
-        Response(0, "ok", info={"name": "x", "framework": "y", "framework_version": "1"}, protocol=PROTOCOL),
+        Response(
+            0,
+            "ok",
+            info={"name": "x", "framework": "y", "framework_version": "1"},
+            protocol=PROTOCOL,
+        ),
         Response(2, "trace", trace=""),
         Response(3, "unsupported", reason="r"),
         Response(4, "error", error_type="E", message="m"),

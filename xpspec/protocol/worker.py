@@ -117,8 +117,11 @@ def _object(line: str | bytes, what: str) -> dict[str, Any]:
     try:
         data = json.loads(line)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        shown = line if len(line) <= 200 else line[:200] + "..."
-        raise ProtocolError(f"{what}: expected one JSON object per line, got {shown!r} ({exc})")
+        text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
+        shown = text if len(text) <= 200 else text[:200] + "..."
+        raise ProtocolError(
+            f"{what}: expected one JSON object per line, got {shown!r} ({exc})"
+        ) from None
     if not isinstance(data, dict):
         raise ProtocolError(f"{what}: expected a JSON object, got {type(data).__name__}")
     return data
@@ -144,7 +147,9 @@ def decode_request(line: str | bytes) -> Request:
         raise ProtocolError(f"request.op: expected one of {OPERATIONS}, got {op!r}")
     scenario = _field(data, "scenario", dict, "request", None)
     if op == "run" and scenario is None:
-        raise ProtocolError("request.scenario: expected a scenario object for op 'run', got nothing")
+        raise ProtocolError(
+            "request.scenario: expected a scenario object for op 'run', got nothing"
+        )
     protocol = _field(data, "protocol", str, "request", PROTOCOL)
     return Request(rid, op, scenario, protocol)
 
@@ -162,7 +167,9 @@ def decode_response(line: str | bytes) -> Response:
         return Response(rid, "trace", trace=_field(data, "trace", str, "response"), info=info)
     if outcome == "unsupported":
         reason = _field(data, "reason", str, "response")
-        return Response(rid, "unsupported", reason=reason, link=_field(data, "link", str, "response", ""))
+        return Response(
+            rid, "unsupported", reason=reason, link=_field(data, "link", str, "response", "")
+        )
     if outcome == "error":
         error = _field(data, "error", dict, "response")
         return Response(

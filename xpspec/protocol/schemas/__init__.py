@@ -18,7 +18,11 @@ __all__ = ["load_schema", "schema_names"]
 def schema_names() -> tuple[str, ...]:
     """The names of the shipped schemas (``request``, ``response``, ...)."""
     files = resources.files(__name__).iterdir()
-    return tuple(sorted(f.name.removesuffix(".schema.json") for f in files if f.name.endswith(".schema.json")))
+    return tuple(
+        sorted(
+            f.name.removesuffix(".schema.json") for f in files if f.name.endswith(".schema.json")
+        )
+    )
 
 
 def load_schema(name: str) -> dict[str, Any]:
