@@ -891,16 +891,18 @@ def _run_relabel(sc: RelabelScenario) -> Trace:
             count = sum(relabeled)
             items = _items(sample.get("observation"))
             goals = _items(sample.get("desired_goal"))
+            goal_env, goal_episode, goal_t = (
+                tuple(g[c] if n < count else -1 for n, g in enumerate(goals)) for c in range(3)
+            )
             events.append(
                 Relabel(
                     draw,
                     tuple(i[0] for i in items),
                     tuple(i[1] for i in items),
                     tuple(i[2] for i in items),
-                    *(
-                        tuple(g[c] if n < count else -1 for n, g in enumerate(goals))
-                        for c in range(3)
-                    ),
+                    goal_env,
+                    goal_episode,
+                    goal_t,
                     tuple(_values(sample, ("next", "reward"))),
                 )
             )
