@@ -20,10 +20,13 @@ period`` with ``head`` the oldest stored step, so the period grid is anchored at
 item (spec variant ``oldest-anchored`` of ``replay.period-anchor``); windows never pass the
 newest write but cross episode ends (it has no notion of episodes); the row and the grid index
 are drawn independently and uniformly, and every row holds the same number of starts, so the
-draw is uniform over windows. ``sample`` does not look at ``can_sample``: asked before
-``can_sample`` holds, it returns windows of uninitialised slots. The adapter samples as the
-scenario asks (as the reference sampler is asked) and writes ``can_sample`` into the trace
-header, so such a run shows Flashbax's own answer.
+draw is uniform over windows. ``can_sample`` is Flashbax's documented precondition of
+``sample`` (``buffers/trajectory_buffer.py:can_sample``: at least ``min_length_time_axis``
+steps added), and ``sample`` itself does not check it: asked anyway, it returns windows of
+slots never written. The adapter respects the precondition as a user would: a draw while
+``can_sample`` is false is recorded as a refused, empty draw (``replay.no-window``), so
+Flashbax's own ``can_sample`` decides whether a window can be drawn; the trace header also
+records its value after the fill.
 
 **Not expressible** (:class:`~conformance.protocol.Unsupported`): boundary policies other than
 ``cross`` and distributions other than ``uniform-windows``. Flashbax has no trainer loop, env
@@ -236,6 +239,9 @@ def _run_replay(sc: ReplayScenario) -> Trace:
     key = jax.random.PRNGKey(sc.seed)
     for draw in range(sc.draws):
         key, sample_key = jax.random.split(key)
+        if not bool(buffer.can_sample(state)):  # the documented precondition: a refused draw
+            events.append(Sampled(draw, ()))
+            continue
         sample = buffer.sample(state, sample_key)
         events.append(Sampled(draw, _windows(sample.experience["observation"])))
     header = {"producer": "flashbax", "can_sample": bool(buffer.can_sample(state))}
