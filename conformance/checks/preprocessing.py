@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from fractions import Fraction
 
 from conformance.checks.base import CheckFailure, Context
@@ -11,6 +12,7 @@ from conformance.checks.views import (
     items_of,
     trainer_scenario,
 )
+from conformance.protocol import Unsupported
 from conformance.scenario import Scenario, TrainerScenario
 from refimpl.preprocess import (
     ExcludeEpisodes,
@@ -19,6 +21,7 @@ from refimpl.preprocess import (
     OverwriteStepType,
     RewardTransform,
 )
+from refimpl.serial import canonical_json
 from refimpl.step_type import StepType
 from refimpl.trace import Item, Trace
 
@@ -67,10 +70,22 @@ def check_conservation(scenario: Scenario, trace: Trace, ctx: Context) -> None:
 
 
 def check_identity_is_plain(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """preprocess.identity-is-plain: every vector step's items are stored right after it,
+    unchanged and with annotation 0; nothing else is stored, excluded or held; and the whole
+    event sequence equals the run with train accounting ``plain`` (when the adapter can
+    express that run: otherwise only the store sequence is checked)."""
     events = list(trace.events)
+    steps = stores = 0
     for i, e in enumerate(events):
+        if e.kind in ("exclude", "hold"):
+            raise CheckFailure(
+                f"event #{i}: identity preprocessing {e.kind}s {items_of(e)}", "nothing", e.kind
+            )
+        if e.kind == "store":
+            stores += 1
         if e.kind != "env_step":
             continue
+        steps += 1
         nxt = events[i + 1] if i + 1 < len(events) else None
         if nxt is None or nxt.kind != "store" or items_of(nxt) != items_of(e):
             raise CheckFailure(
@@ -85,6 +100,31 @@ def check_identity_is_plain(scenario: Scenario, trace: Trace, ctx: Context) -> N
                     getattr(e, name),
                     getattr(nxt, name),
                 )
+        if any(nxt.annotation):
+            raise CheckFailure(
+                f"iteration {e.iteration}: stored annotation under identity",
+                (0.0,) * len(nxt.annotation),
+                nxt.annotation,
+            )
+    if stores != steps:
+        raise CheckFailure("store events under identity (one per vector step)", steps, stores)
+    sc = trainer_scenario(scenario)
+    if sc.trainer.train_accounting == "plain":
+        return
+    try:
+        plain = ctx.rerun(replace(sc, trainer=replace(sc.trainer, train_accounting="plain")))
+    except Unsupported:
+        return  # the adapter cannot run without a hook: the store sequence is what is checked
+    mine, theirs = [canonical_json(e) for e in events], [canonical_json(e) for e in plain.events]
+    if mine != theirs:
+        first = next(
+            (n for n, (a, b) in enumerate(zip(mine, theirs)) if a != b), min(len(mine), len(theirs))
+        )
+        raise CheckFailure(
+            f"event #{first} vs the same run with train accounting plain",
+            theirs[first : first + 1],
+            mine[first : first + 1],
+        )
 
 
 def check_store_order(scenario: Scenario, trace: Trace, ctx: Context) -> None:

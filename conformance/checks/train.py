@@ -119,9 +119,12 @@ def check_bounded_lag(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     ):
         calls, unrolled, stored = calls + c, unrolled + n * sc.env.num_envs, stored + s
         bound = math.ceil(Fraction(unrolled - stored) / unit)
-        if k - calls > bound:
+        if not 0 <= k - calls <= bound:
             raise CheckFailure(
-                f"iteration {k}: lag behind the plain schedule", f"<= {bound}", k - calls
+                f"iteration {k}: lag behind the plain schedule (train.bounded-lag: never more "
+                "calls than the plain schedule, never fewer than the unstored items' worth)",
+                f"in [0, {bound}]",
+                k - calls,
             )
 
 

@@ -182,3 +182,66 @@ def test_malformed_traces_are_refused_naming_the_event(mangle: str) -> None:
     mangled = Trace.from_jsonl(Trace(tuple(change(trace)), trace.header).to_jsonl())
     with pytest.raises(TraceError, match=rf"event #\d+ \(\w+\): .*{message}"):
         validate_trace(scenario, mangled)
+
+
+def _check(name: str) -> Any:
+    return next(c for c in ALL_CHECKS if c.name == name)
+
+
+def _with(trace: Trace, events: list[Event]) -> Trace:
+    return Trace(tuple(events), trace.header)
+
+
+def test_bounded_lag_fails_a_call_beyond_the_plain_schedule() -> None:
+    """train.bounded-lag's lower bound, 0 <= k - C_k: one call more than the plain schedule."""
+    scenario = CATALOG["plain-u1-b1"]
+    trace = _reference(scenario)
+    first_call = next(i for i, e in enumerate(trace.events) if e.kind == "train_call")
+    extra = [
+        *trace.events[: first_call + 1],
+        trace.events[first_call],
+        *trace.events[first_call + 1 :],
+    ]
+    with pytest.raises(CheckFailure, match=r"iteration 1: lag behind the plain schedule") as caught:
+        _check("bounded-lag").verify(scenario, _with(trace, extra), _context())
+    assert (caught.value.expected, caught.value.actual) == ("in [0, 0]", -1)
+
+
+@pytest.mark.parametrize(
+    "mangle, problem",
+    [
+        ("duplicate-store", "store events under identity"),
+        ("annotate", "stored annotation under identity"),
+        ("hold", "identity preprocessing holds"),
+    ],
+)
+def test_identity_is_plain_sees_the_whole_store_sequence(mangle: str, problem: str) -> None:
+    scenario = CATALOG["plain-u1-b1"]
+    trace = _reference(scenario)
+    events = list(trace.events)
+    store = next(i for i, e in enumerate(events) if e.kind == "store")
+    if mangle == "duplicate-store":
+        events.insert(len(events) - 1, events[store])
+    elif mangle == "annotate":
+        events[store] = replace(events[store], annotation=(1.0,) * len(events[store].annotation))
+    else:
+        from refimpl.trace import Hold
+
+        s = events[store]
+        events.insert(store + 1, Hold(s.iteration, s.env, s.episode, s.t))
+    with pytest.raises(CheckFailure, match=problem):
+        _check("identity-is-plain").verify(scenario, _with(trace, events), _context())
+
+
+def test_identity_is_plain_compares_with_the_plain_accounting_run() -> None:
+    """The whole trace must equal the run with train accounting plain: a run that differs
+    from it (here: the plain run has one hook fewer) fails, naming the first differing event."""
+    scenario = CATALOG["plain-u1-b1"]
+    trace = _reference(scenario)
+    hook = next(i for i, e in enumerate(trace.events) if e.kind == "hook")
+    plain = _with(trace, [e for i, e in enumerate(trace.events) if i != hook])
+    context = Context(_reference, lambda s: plain, _reference)
+    with pytest.raises(
+        CheckFailure, match=f"event #{hook} vs the same run with train accounting plain"
+    ):
+        _check("identity-is-plain").verify(scenario, trace, context)
