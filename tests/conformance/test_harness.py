@@ -9,12 +9,13 @@ import re
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from conformance.catalog import CATALOG
 from conformance.checks import ALL_CHECKS
-from conformance.engine import Session
+from conformance.engine import Outcome, Session
 from conformance.harness import Limits, RemoteAdapter, WorkerProcess, connect
 from conformance.harness.process import describe_exit
 from conformance.outcomes import AdapterFailure, AdapterUnavailable
@@ -52,20 +53,25 @@ def _trainer_checks() -> list:
     ]
 
 
-@pytest.mark.parametrize("name", sorted(BROKEN))
-def test_a_broken_adapter_gets_its_named_outcome(name: str) -> None:
-    status, text = BROKEN[name]
-    start = time.monotonic()
-    limits = HANGS if status == "timeout" else LIMITS
-    adapter = connect(f"tests.conformance.broken_adapters:{name}", limits=limits)
-    session = Session(adapter, name)
+def _run_broken(spec: str, status: str) -> tuple[Any, list[Outcome], Outcome]:
+    """The adapter, its outcomes on the target's trainer checks, and then the outcome of a
+    replay check (another capability, answered by a fresh worker if the old one died)."""
+    adapter = connect(spec, limits=HANGS if status == "timeout" else LIMITS)
+    session = Session(adapter, spec)
     try:
         outcomes = [session.evaluate(c, TARGET, CATALOG[TARGET]) for c in _trainer_checks()]
-        # The other capability still answers, from a fresh worker if the old one died.
         replay = next(c for c in ALL_CHECKS if c.name == "replay-windows")
         other = session.evaluate(replay, "replay-uniform", CATALOG["replay-uniform"])
     finally:
         session.close()
+    return adapter, outcomes, other
+
+
+@pytest.mark.parametrize("name", sorted(BROKEN))
+def test_a_broken_adapter_gets_its_named_outcome(name: str) -> None:
+    status, text = BROKEN[name]
+    start = time.monotonic()
+    adapter, outcomes, other = _run_broken(f"tests.conformance.broken_adapters:{name}", status)
     elapsed = time.monotonic() - start
     assert elapsed < BOUND, f"{name}: {elapsed:.1f} s"
     assert {o.status for o in outcomes} == {status}, [(o.check, o.status) for o in outcomes]
@@ -199,14 +205,7 @@ def test_a_forked_operation_that_misbehaves_gets_its_named_outcome(name: str) ->
     # The broken adapters again, each operation in a child of the host: the child's end is
     # the host's, and the suite's time and memory limits reach the child.
     status, text = BROKEN[name]
-    adapter = connect(f"{FRESH}:{name}", limits=HANGS if status == "timeout" else LIMITS)
-    session = Session(adapter, name)
-    try:
-        outcomes = [session.evaluate(c, TARGET, CATALOG[TARGET]) for c in _trainer_checks()]
-        replay = next(c for c in ALL_CHECKS if c.name == "replay-windows")
-        other = session.evaluate(replay, "replay-uniform", CATALOG["replay-uniform"])
-    finally:
-        session.close()
+    adapter, outcomes, other = _run_broken(f"{FRESH}:{name}", status)
     assert {o.status for o in outcomes} == {status}, [(o.check, o.message) for o in outcomes]
     assert text in outcomes[0].message
     assert other.status == "pass", other.message
