@@ -99,9 +99,14 @@ def conformance(session: nox.Session, adapter: str) -> None:
 def report(session: nox.Session) -> None:
     """Fold every run in reports/*.jsonl into the matrix and its docs page."""
     import glob
+    from pathlib import Path
 
     install(session)
-    runs = sorted(glob.glob("reports/*.jsonl"))
+    order = ["refimpl", *ADAPTERS, "alf"]  # the matrix's columns: reference first
+    runs = sorted(
+        glob.glob("reports/*.jsonl"),
+        key=lambda p: (order.index(Path(p).stem) if Path(p).stem in order else len(order), p),
+    )
     if not runs:
         session.error("no runs in reports/: run `nox -s suite` (and adapter sessions) first")
     session.run("xpspec", "report", *runs, "--out", "reports", "--docs", "docs/compliance.md")
