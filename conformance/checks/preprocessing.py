@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
 from fractions import Fraction
 
@@ -15,6 +16,7 @@ from conformance.checks.views import (
 from conformance.protocol import Unsupported
 from conformance.scenario import Scenario, TrainerScenario
 from refimpl.preprocess import (
+    EpisodeDelayed,
     ExcludeEpisodes,
     ExcludeSteps,
     ExcludeTasks,
@@ -142,6 +144,38 @@ def check_store_order(scenario: Scenario, trace: Trace, ctx: Context) -> None:
             last[item[0]] = (n, item)
 
 
+def _stored_as_unrolled(
+    sc: TrainerScenario,
+    trace: Trace,
+    want: Callable[[Item, int, float, float], tuple[int, float, float]],
+) -> None:
+    """Every stored item's (step type, reward, discount) equals ``want`` of its unrolled
+    fields (what its clause says the mode stores); an item never unrolled fails too."""
+    unrolled: dict[Item, tuple[int, float, float]] = {}
+    for _, item, e, i in env_items(trace):
+        unrolled[item] = (e.step_type[i], e.reward[i], e.discount[i])
+    for e in trace.of_kind("store"):
+        for item, st, reward, discount in zip(items_of(e), e.step_type, e.reward, e.discount):
+            if item not in unrolled:
+                raise CheckFailure(
+                    f"stored item {item} under {sc.preprocess}",
+                    "an unrolled item",
+                    "never unrolled",
+                )
+            expected = want(item, *unrolled[item])
+            if (st, reward, discount) != expected:
+                raise CheckFailure(
+                    f"iteration {e.iteration}: stored (step type, reward, discount) of {item} "
+                    f"under {sc.preprocess}",
+                    expected,
+                    (st, reward, discount),
+                )
+
+
+def _as_unrolled(item: Item, st: int, reward: float, discount: float) -> tuple[int, float, float]:
+    return st, reward, discount
+
+
 def check_delayed_per_env(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     sc = trainer_scenario(scenario)
     last_at: dict[tuple[int, int], int] = {}
@@ -149,6 +183,7 @@ def check_delayed_per_env(scenario: Scenario, trace: Trace, ctx: Context) -> Non
         if e.step_type[i] == StepType.LAST:
             last_at[(env, episode)] = it
     closed: set[int] = set()
+    released: set[tuple[int, int]] = set()
     for e in trace.events:
         if e.kind == "iteration_end":
             closed.add(e.iteration)
@@ -175,6 +210,16 @@ def check_delayed_per_env(scenario: Scenario, trace: Trace, ctx: Context) -> Non
                     f"iteration {last_at.get((env, ep))} (its LAST)",
                     f"iteration {e.iteration}",
                 )
+            keep = sc.preprocess.keep if isinstance(sc.preprocess, EpisodeDelayed) else "all"
+            kept = keep == "all" or (keep == "success") == (plan.ending == "terminated")
+            if (e.kind == "store") != kept:
+                raise CheckFailure(
+                    f"iteration {e.iteration}: episode {(env, ep)} ({plan.ending}) under "
+                    f"keep={keep!r}",
+                    "stored" if kept else "excluded with reason outcome",
+                    "stored" if e.kind == "store" else "excluded",
+                )
+            released.add((env, ep))
             if e.kind == "store":
                 want = 1.0 if plan.ending == "terminated" else 0.0
                 if set(e.annotation) != {want}:
@@ -183,6 +228,15 @@ def check_delayed_per_env(scenario: Scenario, trace: Trace, ctx: Context) -> Non
                         want,
                         sorted(set(e.annotation)),
                     )
+    unreleased = sorted(set(last_at) - released)
+    if unreleased:
+        env, ep = unreleased[0]
+        raise CheckFailure(
+            f"episode {(env, ep)}: its LAST was unrolled in iteration {last_at[(env, ep)]}",
+            "released (stored or excluded) in that vector step",
+            f"never released ({len(unreleased)} such episodes)",
+        )
+    _stored_as_unrolled(sc, trace, _as_unrolled)
 
 
 def _selected(sc: TrainerScenario, item: Item) -> bool:
@@ -217,35 +271,24 @@ def check_exclusion(scenario: Scenario, trace: Trace, ctx: Context) -> None:
             raise CheckFailure(
                 f"iteration {e.iteration}: exclusion reason", "a non-empty reason", e.reason
             )
+    _stored_as_unrolled(sc, trace, _as_unrolled)
 
 
 def check_transform(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """preprocess.transform: the transformed field as the clause says, every other field
+    (the discount included) as unrolled."""
     sc = trainer_scenario(scenario)
     p = sc.preprocess
-    unrolled: dict[Item, tuple[int, float, float]] = {}
-    for _, item, e, i in env_items(trace):
-        unrolled[item] = (e.step_type[i], e.reward[i], e.discount[i])
-    for e in trace.of_kind("store"):
-        for item, st, reward in zip(items_of(e), e.step_type, e.reward):
-            if item not in unrolled:
-                raise CheckFailure(
-                    f"stored item {item} under {p}", "an unrolled item", "never unrolled"
-                )
-            u_type, u_reward, u_discount = unrolled[item]
-            want_reward, want_type = u_reward, u_type
-            if isinstance(p, RewardTransform):
-                want_reward = float(Fraction(u_reward) * p.scale + p.shift)
-            if isinstance(p, OverwriteStepType):
-                hit = (
-                    item[2] == p.t
-                    if p.when == "t"
-                    else (u_type == StepType.LAST and u_discount != 0)
-                )
-                want_type = int(StepType[p.to]) if hit else u_type
-            if reward != want_reward or st != want_type:
-                raise CheckFailure(
-                    f"stored fields of {item} under {p}", (want_type, want_reward), (st, reward)
-                )
+
+    def want(item: Item, st: int, reward: float, discount: float) -> tuple[int, float, float]:
+        if isinstance(p, RewardTransform):
+            reward = float(Fraction(reward) * p.scale + p.shift)
+        if isinstance(p, OverwriteStepType):
+            hit = item[2] == p.t if p.when == "t" else (st == StepType.LAST and discount != 0)
+            st = int(StepType[p.to]) if hit else st
+        return st, reward, discount
+
+    _stored_as_unrolled(sc, trace, want)
 
 
 def check_pending_at_end(scenario: Scenario, trace: Trace, ctx: Context) -> None:

@@ -235,6 +235,68 @@ class BudgetSkipsFirst(Trainer):
         return out
 
 
+class _NeverRelease(pre._EpisodeDelayedRuntime):
+    """The release loop deleted: every item is held, none is ever released."""
+
+    def step(self, rows: pre.Rows) -> list[pre.Verdict]:
+        for i in range(rows["env_id"].shape[0]):
+            env = int(rows["env_id"][i])
+            self._cache.setdefault(env, []).append({k: v[i : i + 1] for k, v in rows.items()})
+        return [pre.Verdict("hold", rows)]
+
+
+class NeverRelease(Trainer):
+    def __init__(self, *a: Any, **k: Any) -> None:
+        super().__init__(*a, **k)
+        if isinstance(self.preprocess_spec, pre.EpisodeDelayed):
+            self._runtime = _NeverRelease(self.preprocess_spec.keep)
+
+
+class _KeepAndOr(pre._EpisodeDelayedRuntime):
+    """The keep rule with ``or`` turned into ``and``: keep="all" drops successes and
+    keep="success" drops everything."""
+
+    def step(self, rows: pre.Rows) -> list[pre.Verdict]:
+        out = []
+        for verdict in super().step(rows):
+            if verdict.action in ("store", "exclude"):
+                success = bool(verdict.rows["discount"][-1] == 0)
+                kept = self._keep == "all" and (self._keep == "success") == success
+                verdict = (
+                    pre.Verdict("store", verdict.rows)
+                    if kept
+                    else pre.Verdict("exclude", verdict.rows, "outcome")
+                )
+            out.append(verdict)
+        return out
+
+
+class KeepAndOr(Trainer):
+    def __init__(self, *a: Any, **k: Any) -> None:
+        super().__init__(*a, **k)
+        if isinstance(self.preprocess_spec, pre.EpisodeDelayed):
+            self._runtime = _KeepAndOr(self.preprocess_spec.keep)
+
+
+class ExcludedModeShiftsReward(Trainer):
+    """Under a selective exclusion, the items kept are stored with reward + 1."""
+
+    def _apply(self, iteration: int, action: str, rows: Any, reason: str) -> None:
+        excluding = (pre.ExcludeSteps, pre.ExcludeEpisodes, pre.ExcludeTasks)
+        if action == "store" and isinstance(self.preprocess_spec, excluding):
+            rows = {**rows, "reward": rows["reward"] + 1}
+        super()._apply(iteration, action, rows, reason)
+
+
+class DelayedLosesDiscount(Trainer):
+    """A released episode is stored with discount 1 everywhere (its LAST's 0 lost)."""
+
+    def _apply(self, iteration: int, action: str, rows: Any, reason: str) -> None:
+        if action == "store" and isinstance(self.preprocess_spec, pre.EpisodeDelayed):
+            rows = {**rows, "discount": torch.ones_like(rows["discount"])}
+        super()._apply(iteration, action, rows, reason)
+
+
 @dataclass(frozen=True)
 class Mutant:
     name: str
@@ -245,6 +307,36 @@ class Mutant:
 
 
 MUTANTS: tuple[Mutant, ...] = (
+    Mutant(
+        "never-release",
+        NeverRelease,
+        "preprocess.delayed-per-env",
+        (
+            # exact-schedule and exact-stores compare with the reference trainer
+            "preprocess.conservation",
+            "preprocess.store-order",
+            "train.insufficient-data",
+            "train.synced-schedule",
+            "train.warmup-gate",
+            "unroll.fractional-schedule",
+        ),
+    ),
+    Mutant(
+        "keep-and-or",
+        KeepAndOr,
+        "preprocess.delayed-per-env",
+        (
+            # exact-schedule and exact-stores compare with the reference trainer
+            "preprocess.conservation",
+            "preprocess.store-order",
+            "train.insufficient-data",
+            "train.synced-schedule",
+            "train.warmup-gate",
+            "unroll.fractional-schedule",
+        ),
+    ),
+    Mutant("excluded-mode-shifts-reward", ExcludedModeShiftsReward, "preprocess.exclusion"),
+    Mutant("delayed-loses-discount", DelayedLosesDiscount, "preprocess.delayed-per-env"),
     Mutant(
         "clear-all-caches",
         ClearAllCaches,
@@ -313,7 +405,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "silent-exclusion",
         SilentExclusion,
         "preprocess.conservation",
-        ("preprocess.exclusion", "preprocess.pending-at-end"),
+        # an episode delayed and then dropped unrecorded is never released (keep != "all")
+        ("preprocess.exclusion", "preprocess.pending-at-end", "preprocess.delayed-per-env"),
     ),
     Mutant(
         "double-store-last",
