@@ -232,7 +232,15 @@ class ALFAdapter:
             framework="ALF (HorizonRobotics/alf)",
             framework_version=self._version,
             protocol_version=PROTOCOL_VERSION,
-            capabilities=("trainer", "replay", "relabel", "counter", "hooks", "state"),
+            capabilities=(
+                "trainer",
+                "replay",
+                "relabel",
+                "counter",
+                "hooks",
+                "state",
+                "loss-mask",  # the valid_masks ALF passes to update_with_gradient
+            ),
             issue_tracker="https://github.com/HorizonRobotics/alf/issues",
             notes=(
                 "run from a checkout (not on PyPI); framework_version is its git commit. Pull "

@@ -146,6 +146,7 @@ class RefimplAdapter:
                 "hooks",
                 "state",
                 "bootstrap",
+                "loss-mask",
             ),
             extra_versions={"torch": torch.__version__},
         )

@@ -104,7 +104,15 @@ TRAINER_CHECKS: tuple[Check, ...] = (
         _ANY,
         requires=("state",),
     ),
-    Check("loss-mask", ("timestep.loss-mask-last",), "trainer", "invariant", check_loss_mask, _ANY),
+    Check(
+        "loss-mask",
+        ("timestep.loss-mask-last",),
+        "trainer",
+        "invariant",
+        check_loss_mask,
+        _ANY,
+        requires=("loss-mask",),
+    ),
     Check(
         "fractional-schedule",
         ("unroll.fractional-schedule",),

@@ -54,7 +54,9 @@ def _unrolled(trace: Trace) -> list[int]:
 def test_info_and_smoke(adapter: Any) -> None:
     info = adapter.info()
     assert info.name == "alf"
-    assert {"trainer", "replay", "relabel", "counter", "hooks", "state"} == set(info.capabilities)
+    assert {"trainer", "replay", "relabel", "counter", "hooks", "state", "loss-mask"} == set(
+        info.capabilities
+    )
     assert info.framework_version == "unknown" or len(info.framework_version) == 8
     adapter.smoke()
 
@@ -104,6 +106,24 @@ def test_plain_run_records_every_seam_in_order(adapter: Any) -> None:
         assert item in stored[: update.iteration]  # only items stored so far
         assert update.loss_mask == ((0 if item == (0, 0, 2) else 1,),)  # LAST masked
     assert trace.events[-1].kind == "run_end"
+
+
+def test_the_loss_mask_is_alfs_own(adapter: Any) -> None:
+    """The recorded loss mask is read from ALF (the valid_masks it passes to
+    update_with_gradient), not made by the adapter: turning ALF's own
+    mask_out_loss_for_last_step off unmasks the LAST in the recorded mask."""
+    env = EnvSpec(1, (FixedSchedule(2),))
+    for mask_last in (True, False):
+        trace = _trainer(adapter, env, num_iterations=9, mini_batch_size=8, mask_last=mask_last)
+        seen = {
+            (item, mask)
+            for update in trace.of_kind("update")
+            for window, row in zip(update.windows, update.loss_mask)
+            for item, mask in zip(window, row)
+        }
+        lasts = {mask for (_, _, t), mask in seen if t == 2}
+        others = {mask for (_, _, t), mask in seen if t != 2}
+        assert lasts == ({0} if mask_last else {1}) and others == {1}
 
 
 def test_fractional_unroll_and_the_lazy_buffer(adapter: Any) -> None:

@@ -525,7 +525,7 @@ class MutantAdapter(RefimplAdapter):
             f"mutant:{self.mutant.name}",
             "refimpl mutant",
             "0",
-            capabilities=("trainer", "counter", "hooks", "state"),
+            capabilities=("trainer", "counter", "hooks", "state", "loss-mask"),
         )
 
     def run_trainer(self, scenario: TrainerScenario) -> Trace:
