@@ -5,6 +5,7 @@ that did not complete."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -172,3 +173,18 @@ def test_an_exec_adapter_runs_the_suite(tmp_path: Path) -> None:
     run = read_run(report)
     assert {r["status"] for r in run.results} == {"pass", "not-applicable"}
     assert run.header["framework"].startswith("a toy env")
+
+
+def test_the_plugin_stays_out_of_other_pytest_runs(tmp_path: Path) -> None:
+    """Installed, the plugin loads in every pytest run: one that does not run the suite
+    connects no adapter, so a broken XPSPEC_ADAPTER cannot fail it."""
+    (tmp_path / "test_other.py").write_text("def test_plain():\n    assert True\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "XPSPEC_ADAPTER": "nonsense"},
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout[-2000:]
