@@ -222,9 +222,7 @@ class XpspecSession:
             pytest.fail(f"{outcome.status.upper()}: {outcome.message}", pytrace=False)
 
     def close(self) -> None:
-        close = getattr(self.engine.adapter, "close", None)
-        if callable(close):
-            close()
+        self.engine.close()
 
 
 @pytest.fixture(scope="session")
