@@ -169,6 +169,16 @@ CATALOG: dict[str, Scenario] = {
         capacity=8,
         clear="keep-one-step",
     ),
+    # The first two calls find 1 and 2 items per env: no whole chunk of 3 (variant
+    # alf-shortened-chunks trains chunks of 1 and 2 instead).
+    "whole-buffer-short": _t(
+        _ENV3,
+        unroll_length=Fraction(1),
+        num_iterations=4,
+        whole_buffer=True,
+        capacity=8,
+        mini_batch_length=3,
+    ),
     "on-policy": _t(
         _ENV3, mode="on-policy", unroll_length=Fraction(4), num_iterations=5, mini_batch_length=2
     ),
