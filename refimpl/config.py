@@ -64,12 +64,19 @@ class TrainerConfig:
     mini_batch_length: int = 1
     # warmup.*: train only once enough items are stored.
     initial_collect_steps: int = 0
-    warmup_gate: Literal["stored>=", "stored>", "size>="] = "stored>="
+    # "unrolled>=" counts the items unrolled instead of stored (train.warmup-gate, variant
+    # unrolled: TorchRL 0.14.1 collected frames, RLlib 2.60.0 sampled steps).
+    warmup_gate: Literal["stored>=", "stored>", "size>=", "unrolled>="] = "stored>="
     counter_mode: Literal["per-iteration", "per-mini-batch"] = "per-iteration"
     # train.insufficient-data: "lazy" makes no train call (and no after_train_iter) while
     # nothing has been stored yet; the calls owed then are dropped, not deferred (variant
     # alf-lazy-buffer).
     replay_creation: Literal["eager", "lazy"] = "eager"
+    # train.hooks: "unroll-gate" calls after_train_iter on every iteration whose unroll gate
+    # passed: in drain mode every iteration within num_env_steps, also when it drained nothing
+    # (variant alf-drain-empty, ALF snapshot 23aca492 _train_iter_off_policy). Outside drain
+    # mode the gate passes exactly when something is unrolled.
+    hook_gate: Literal["unrolled", "unroll-gate"] = "unrolled"
     capacity: int = 1024
     whole_buffer: bool = False
     # train.updates-per-call: "alf" resizes the whole-buffer mini-batch to ceil(n / floor(n/M))
@@ -126,9 +133,10 @@ class TrainerConfig:
         _literal("unroll_carry", self.unroll_carry, ("exact", "alf-float"))
         _literal("env_step_count", self.env_step_count, ("all", "non-first"))
         _literal("train_accounting", self.train_accounting, ("synced", "plain", "alf-pr1768-floor"))
-        _literal("warmup_gate", self.warmup_gate, ("stored>=", "stored>", "size>="))
+        _literal("warmup_gate", self.warmup_gate, ("stored>=", "stored>", "size>=", "unrolled>="))
         _literal("counter_mode", self.counter_mode, ("per-iteration", "per-mini-batch"))
         _literal("replay_creation", self.replay_creation, ("eager", "lazy"))
+        _literal("hook_gate", self.hook_gate, ("unrolled", "unroll-gate"))
         _literal("mini_batch_resize", self.mini_batch_resize, ("none", "alf"))
         _literal("short_chunks", self.short_chunks, ("drop", "shorten"))
         _literal("clear", self.clear, ("none", "all", "keep-one-step"))

@@ -119,6 +119,7 @@ class Trainer:
         self.counter = 0
         self.env_steps = 0
         self.stored_total = 0
+        self.unrolled_total = 0
         self.stored_since_clear = 0
         self.train_calls = 0
         self.updates = 0
@@ -163,7 +164,8 @@ class Trainer:
             if cfg.counter_mode == "per-iteration":
                 self.counter += 1
             n = self._unroll_length(iteration)
-            if cfg.num_env_steps and self.env_steps >= cfg.num_env_steps:
+            within = not (cfg.num_env_steps and self.env_steps >= cfg.num_env_steps)
+            if not within:
                 n = 0
             self.recorder.iteration_start(iteration, self.counter, n)
             stored_before = self.stored_total
@@ -176,7 +178,10 @@ class Trainer:
             buffer_exists = cfg.replay_creation == "eager" or self.stored_total > 0
             for _ in range(calls if buffer_exists else 0):
                 self._train_call(iteration)
-            if n > 0 and buffer_exists:
+            # ALF's unroll gate passes on every drain-mode iteration within the env-step budget
+            # (train.hooks, variant alf-drain-empty).
+            gate = n > 0 or (cfg.hook_gate == "unroll-gate" and cfg.drain is not None and within)
+            if gate and buffer_exists:
                 self.recorder.hook(iteration, "after_train_iter")
             self.recorder.iteration_end(
                 iteration, self.counter, self.env_steps, self.stored_total, self._pending_count()
@@ -238,6 +243,7 @@ class Trainer:
             rows["desired_goal"] = time_step.desired_goal
         next_step = self.env.step(action)
         self.recorder.env_step(iteration, rows)
+        self.unrolled_total += self.num_envs
         if self.config.env_step_count == "non-first":
             self.env_steps += int((~is_first).sum())
         else:
@@ -288,6 +294,8 @@ class Trainer:
             return self.stored_total > ics
         if gate == "size>=":
             return self.buffer.total_size >= ics
+        if gate == "unrolled>=":
+            return self.unrolled_total >= ics
         return self.stored_total >= ics
 
     def _train_call(self, iteration: int) -> None:

@@ -203,3 +203,42 @@ def test_recording_by_reference_or_by_copy_gives_the_same_trace() -> None:
     trainer = Trainer(ENV2, cfg, preprocess=EpisodeDelayed(), seed=1)
     trainer.recorder = Recorder(enabled=True, copy=True)
     assert trainer.run().trace.to_jsonl() == reference
+
+
+def test_unrolled_gate_counts_excluded_items() -> None:
+    # B = 2, plain calls, odd t excluded: unrolled 2, 4, 6, 8 items, stored 2, 2, 4, 4. With
+    # initial_collect_steps = 4 the stored gate opens at iteration 3, the unrolled one at 2.
+    def statuses(gate: str) -> list[str]:
+        cfg = TrainerConfig(
+            num_iterations=4, initial_collect_steps=4, warmup_gate=gate, train_accounting="plain"
+        )
+        r = train(ENV2, cfg, preprocess=ExcludeSteps(2, 1))
+        return [e.status for e in r.trace.of_kind("train_call")]
+
+    assert statuses("stored>=") == ["warmup", "warmup", "trained", "trained"]
+    assert statuses("unrolled>=") == ["warmup", "trained", "trained", "trained"]
+
+
+@pytest.mark.parametrize(
+    ("hook_gate", "creation", "budget", "iterations"),
+    [
+        ("unrolled", "eager", 0, [2, 5]),  # only where something was drained
+        ("unroll-gate", "eager", 0, [1, 2, 3, 4, 5]),  # ALF: every drain-mode iteration
+        ("unroll-gate", "lazy", 0, [2, 3, 4, 5]),  # ... once its buffer exists
+        ("unroll-gate", "eager", 2, [1, 2]),  # ... within num_env_steps
+    ],
+)
+def test_after_train_iter_follows_the_hook_gate(
+    hook_gate: str, creation: str, budget: int, iterations: list[int]
+) -> None:
+    # Arrivals 0, 2, 0, 0, 2: iterations 2 and 5 drain 2 vector steps, the others nothing.
+    cfg = TrainerConfig(
+        unroll_length=0,
+        drain=DrainSpec((0, 2, 0)),
+        num_iterations=5,
+        num_env_steps=budget,
+        hook_gate=hook_gate,  # type: ignore[arg-type]
+        replay_creation=creation,  # type: ignore[arg-type]
+    )
+    hooks = train(ENV2, cfg).trace.of_kind("hook")
+    assert [e.iteration for e in hooks if e.name == "after_train_iter"] == iterations
