@@ -9,6 +9,11 @@ An adapter ``NAME`` may ship ``adapters/NAME.expectations.toml`` (or pass any pa
     link = "https://..."
     scenarios = ["alf-float-u1/10"]    # optional: limit to these catalogue scenarios
 
+A ``variant`` must be one the clause names on its spec page, and one the reference
+implementation can be run as (:data:`conformance.variants.VARIANTS`): the loader rejects a
+variant with no executable model, with the reason
+(:data:`conformance.variants.UNDECLARABLE`).
+
 A failing check whose clause is declared becomes a *known deviation*; a declared entry that
 matches no failure is *stale* and reported as a warning. SHOULD-level clauses may also be
 listed under ``[[silence]]`` to turn their warnings off.
@@ -218,6 +223,8 @@ def _check_entry(
             raise _error(path, f"{where}.{key}", kind, value)
     if "clause" in entry:
         _check_clause(path, f"{where}.clause", entry["clause"])
+        if entry.get("variant"):
+            _check_variant(path, f"{where}.variant", entry["clause"], entry["variant"])
     for i, clause in enumerate(entry.get("clauses", ())):
         _check_clause(path, f"{where}.clauses[{i}]", clause)
 
@@ -228,6 +235,21 @@ def _check_clause(path: Path, where: str, clause: str) -> None:
         close = difflib.get_close_matches(clause, ids, n=3, cutoff=0.6)
         hint = f"; close matches: {', '.join(close)}" if close else ""
         raise _error(path, where, f"a clause id of the spec{hint}", clause)
+
+
+def _check_variant(path: Path, where: str, clause: str, variant: str) -> None:
+    """A declared variant must be one the clause names and one refimpl can be run as: a
+    declaration that no model reproduces could never explain a failure."""
+    from conformance.clauses import ClauseRegistry
+    from conformance.variants import undeclarable
+
+    named = ClauseRegistry.load()[clause].variants
+    if variant not in named:
+        listed = ", ".join(named) if named else "none"
+        raise _error(path, where, f"a variant {clause} names (variants: {listed})", variant)
+    reason = undeclarable(clause, variant)
+    if reason:
+        raise ExpectationsError(f"{path}: {where}: {clause}/{variant} cannot be declared: {reason}")
 
 
 @functools.lru_cache(maxsize=1)

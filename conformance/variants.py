@@ -21,8 +21,9 @@ from conformance.scenario import (
     TrainerScenario,
 )
 from refimpl.errors import ConfigError
+from refimpl.replay import Rounding, per_env_capacity
 
-__all__ = ["VARIANTS", "model_scenario", "variant_scenario"]
+__all__ = ["UNDECLARABLE", "VARIANTS", "model_scenario", "undeclarable", "variant_scenario"]
 
 Transform = Callable[[Scenario], "Scenario | None"]
 
@@ -72,6 +73,26 @@ def _learner(**knobs: Any) -> Transform:
     return apply
 
 
+def _total_capacity(rounding: Rounding) -> Transform:
+    """replay.eviction ``floor``/``ceil``: the framework is given the scenario's ``capacity``
+    as its total ``C`` over the ``B`` envs and keeps ``per_env_capacity(C, B, rounding)``
+    items per env. A ring too short for the scenario's windows (or below one item) has no
+    model."""
+
+    def apply(s: Scenario) -> Scenario | None:
+        if isinstance(s, TrainerScenario):
+            ring = per_env_capacity(s.trainer.capacity, s.env.num_envs, rounding)
+            return replace(s, trainer=replace(s.trainer, capacity=ring))
+        if isinstance(s, (ReplayScenario, RelabelScenario)):
+            ring = per_env_capacity(s.capacity, s.env.num_envs, rounding)
+            if isinstance(s, RelabelScenario) and ring < 2:
+                return None  # a relabel buffer holds at least one transition per env
+            return replace(s, capacity=ring)
+        return None
+
+    return apply
+
+
 VARIANTS: dict[tuple[str, str], Transform] = {
     ("timestep.auto-reset", "same-step"): _env(autoreset="same-step"),
     ("unroll.fractional-schedule", "alf-float-carry"): _trainer(unroll_carry="alf-float"),
@@ -108,6 +129,10 @@ VARIANTS: dict[tuple[str, str], Transform] = {
     ("learner.shard-episodes", "rllib-splits-episodes"): _learner(shard_variant="rllib-2.60"),
     # ALF snapshot 23aca492 Algorithm._train_experience resizes the mini-batch.
     ("learner.update-count", "alf-resized-mini-batch"): _learner(update_variant="alf"),
+    # SB3 2.9.2 ReplayBuffer (buffer_size // n_envs), Flashbax 0.1.3 (max_size // add_batch_size);
+    # Tianshou 2.0.1 VectorReplayBuffer (ceil(total_size / buffer_num)).
+    ("replay.eviction", "floor"): _total_capacity("floor"),
+    ("replay.eviction", "ceil"): _total_capacity("ceil"),
     # ALF snapshot 23aca492 HindsightExperienceTransformer: rand(B) < her_proportion.
     ("relabel.ratio", "alf-bernoulli"): _relabel(selection="bernoulli"),
     # TorchRL 0.14.1 GAE(average_gae=True): the Bessel-corrected std (adv.std()).
@@ -175,3 +200,90 @@ def _alf_fixed_length(s: Scenario) -> Scenario | None:
 
 
 VARIANTS[("replay.clear", "alf-fixed-length")] = _alf_fixed_length
+
+
+UNDECLARABLE: dict[tuple[str, str], str] = {
+    # Not observable: no trace can show them, so no check fails because of them.
+    ("learner.bootstrap-timestep-masked", "rllib-mutates-episode"): (
+        "a learner trace records the rows, masks and values the learner computed, not whether "
+        "the caller's episode objects were changed afterwards, so no check can fail because of "
+        "it and no declaration of it could ever match a failure"
+    ),
+    ("relabel.reward-recomputed", "tianshou-in-place"): (
+        "Tianshou 2.0.1 restores the relabeled rows before the next add, sample or save, so "
+        "every batch it returns, and every trace, equals the spec's; no check can fail because "
+        "of it and no declaration of it could ever match a failure"
+    ),
+    # Observable, but refimpl has no model of it yet.
+    ("replay.eviction", "episode-fifo"): (
+        "no executable model: refimpl's replay buffer and the checks' buffer model keep one "
+        "ring per env; a capacity in timesteps over all envs that evicts whole episodes needs "
+        "both replaced; declare what it breaks as a [[finding]]"
+    ),
+    # refimpl.relabel.relabel computes them, but a relabel scenario has no field that selects
+    # them, so the reference cannot be run as them.
+    ("relabel.eligible-goals", "torchrl-root-goal"): (
+        "no executable model yet: refimpl.relabel.relabel(variant='torchrl-0.14.1') computes it, "
+        "but no relabel scenario field selects it and the relabel checks know the spec's goal "
+        "steps only; declare what it breaks as a [[finding]]"
+    ),
+    ("relabel.eligible-goals", "complete-episodes-only"): (
+        "no executable model yet: refimpl.relabel.relabel(variant='sb3-2.9.2') computes it, "
+        "but no relabel scenario field selects it (the reference's sampler draws from "
+        "in-progress episodes too); declare what it breaks as a [[finding]]"
+    ),
+    ("relabel.eligible-goals", "tianshou-per-episode-goal"): (
+        "no executable model yet: refimpl.relabel.relabel(variant='tianshou-2.0.1') computes it, "
+        "but no relabel scenario field selects it and the relabel checks know the spec's goal "
+        "steps only; declare what it breaks as a [[finding]]"
+    ),
+    ("relabel.ratio", "per-episode"): (
+        "no executable model yet: refimpl.relabel.relabel(unit='episode') computes it, but no "
+        "relabel scenario field selects it and the ratio check counts rows only; declare what "
+        "it breaks as a [[finding]]"
+    ),
+    ("train.warmup-gate", "unrolled"): (
+        "no executable model yet: refimpl has the knob (TrainerConfig(warmup_gate='unrolled>=')) "
+        "but the warmup-gate check does not read it yet; declare what it breaks as a [[finding]]"
+    ),
+    ("train.hooks", "alf-drain-empty"): (
+        "no executable model yet: refimpl has the knob (TrainerConfig(hook_gate='unroll-gate')) "
+        "but the hooks check does not read it yet; declare what it breaks as a [[finding]]"
+    ),
+    ("train.updates-per-call", "sb3-gradient-steps-all"): (
+        "no executable model: the update count depends on how the adapter maps the scenario's "
+        "num_updates_per_train_iter to gradient_steps, which the variant does not state, and the "
+        "updates-per-call check reads only num_updates_per_train_iter; declare what it breaks as "
+        "a [[finding]]"
+    ),
+    ("train.updates-per-call", "tianshou-round-half-even"): (
+        "no executable model: the update count depends on how the adapter maps the scenario's "
+        "num_updates_per_train_iter to update_step_num_gradient_steps_per_sample, which the "
+        "variant does not state, and the updates-per-call check reads only "
+        "num_updates_per_train_iter; declare what it breaks as a [[finding]]"
+    ),
+    ("train.updates-per-call", "torchrl-floor-configured"): (
+        "no executable model: the update count depends on how the adapter maps the scenario's "
+        "num_updates_per_train_iter to utd_ratio and frames_per_batch, which the variant does "
+        "not state, and the updates-per-call check reads only num_updates_per_train_iter; "
+        "declare what it breaks as a [[finding]]"
+    ),
+    ("train.updates-per-call", "rllib-training-intensity"): (
+        "no executable model: the update rounds depend on how the adapter maps the scenario's "
+        "num_updates_per_train_iter to training_intensity, which the variant does not state, "
+        "and the updates-per-call check reads only num_updates_per_train_iter; declare what it "
+        "breaks as a [[finding]]"
+    ),
+}
+"""Variants the spec names that an expectations file may not declare, with the reason the
+loader gives. A variant here has no executable model, so a declaration of it could never be
+reproduced; every other variant the spec names is in :data:`VARIANTS`."""
+
+
+def undeclarable(clause: str, variant: str) -> str:
+    """Why ``variant`` of ``clause`` cannot be declared ("" when it can: it has a model)."""
+    if (clause, variant) in VARIANTS:
+        return ""
+    return UNDECLARABLE.get(
+        (clause, variant), "no executable model (conformance.variants.VARIANTS has none)"
+    )

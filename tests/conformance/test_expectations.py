@@ -129,3 +129,31 @@ def test_a_bad_entry_is_named_with_what_was_expected(
         == f"{tmp_path / 'x.expectations.toml'}: {where}: expected {expected}, got {got}"
     )
     assert isinstance(info.value, ValueError)
+
+
+def test_a_variant_the_clause_does_not_name_is_refused(tmp_path: Path) -> None:
+    text = '[[deviation]]\nclause = "train.warmup-gate"\nvariant = "strcit"\nreason = "r"\n'
+    with pytest.raises(ExpectationsError) as info:
+        _load(tmp_path, text)
+    assert str(info.value) == (
+        f"{tmp_path / 'x.expectations.toml'}: deviation[0].variant: expected a variant "
+        "train.warmup-gate names (variants: strict, capped-size, unrolled), got 'strcit'"
+    )
+
+
+def test_a_variant_with_no_executable_model_is_refused_with_the_reason(tmp_path: Path) -> None:
+    from conformance.variants import UNDECLARABLE
+
+    clause, variant = "learner.bootstrap-timestep-masked", "rllib-mutates-episode"
+    text = f'[[deviation]]\nclause = "{clause}"\nvariant = "{variant}"\nreason = "r"\n'
+    with pytest.raises(ExpectationsError) as info:
+        _load(tmp_path, text)
+    assert str(info.value) == (
+        f"{tmp_path / 'x.expectations.toml'}: deviation[0].variant: "
+        f"{clause}/{variant} cannot be declared: {UNDECLARABLE[(clause, variant)]}"
+    )
+
+
+def test_a_modelled_variant_is_declarable(tmp_path: Path) -> None:
+    text = '[[deviation]]\nclause = "replay.eviction"\nvariant = "floor"\nreason = "r"\n'
+    assert _load(tmp_path, text).deviations[0].variant == "floor"

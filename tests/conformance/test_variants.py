@@ -1,15 +1,22 @@
 """Every variant model is coherent: refimpl run as the variant passes every check that
 concerns the variant scenario (so a framework that behaves exactly like the variant is a
-declared deviation, never a failure)."""
+declared deviation, never a failure), and it does something: on some catalogue scenario its
+trace differs from the default's. Every variant the spec names either has a model or is one
+the expectations loader refuses, with its reason."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
 from conformance.catalog import CATALOG
 from conformance.checks import ALL_CHECKS
+from conformance.clauses import ClauseRegistry
 from conformance.engine import Session, load_adapter
-from conformance.variants import VARIANTS, variant_scenario
+from conformance.expectations import Expectations, ExpectationsError
+from conformance.scenario import Scenario
+from conformance.variants import UNDECLARABLE, VARIANTS, undeclarable, variant_scenario
 
 CASES = [
     pytest.param(clause, variant, id=f"{clause}/{variant}") for clause, variant in sorted(VARIANTS)
@@ -21,12 +28,14 @@ def test_refimpl_as_the_variant_passes_the_checks_of_the_variant_scenario(
     clause: str, variant: str
 ) -> None:
     session = Session(load_adapter("refimpl"), "refimpl")
-    modelled = 0
+    modelled, differs = 0, []
     for name, scenario in CATALOG.items():
         model = variant_scenario(clause, variant, scenario)
         if model is None or model == scenario:
             continue
         modelled += 1
+        if _events(session, model) != _events(session, scenario):
+            differs.append(name)
         for check in ALL_CHECKS:
             if check.capability == model.kind and check.applies(model):
                 outcome = session.evaluate(check, name, model)
@@ -34,6 +43,38 @@ def test_refimpl_as_the_variant_passes_the_checks_of_the_variant_scenario(
                     break  # the variant leaves this scenario nothing to sample
                 assert outcome.status == "pass", outcome.message
     assert modelled, f"no catalogue scenario exercises {clause}/{variant}"
+    assert differs, f"refimpl run as {clause}/{variant} traces what the default does everywhere"
+
+
+def _events(session: Session, scenario: Scenario) -> object:
+    """The events refimpl records for ``scenario``, or the error that stopped it."""
+    try:
+        return session.run(scenario, "reference").events
+    except Exception as exc:  # e.g. a variant that leaves nothing to sample
+        return f"{type(exc).__name__}: {exc}"
+
+
+def test_every_variant_the_spec_names_has_a_model_or_cannot_be_declared() -> None:
+    named = {(c.id, v) for c in ClauseRegistry.load().clauses for v in c.variants}
+    assert set(VARIANTS) <= named, "a model of a variant the spec does not name"
+    assert set(UNDECLARABLE) <= named, "a reason for a variant the spec does not name"
+    assert not set(VARIANTS) & set(UNDECLARABLE), "a variant both modelled and refused"
+    assert named == set(VARIANTS) | set(UNDECLARABLE), "a variant neither modelled nor refused"
+    for clause, variant in sorted(named):
+        assert bool(undeclarable(clause, variant)) == ((clause, variant) in UNDECLARABLE)
+
+
+@pytest.mark.parametrize(
+    ("clause", "variant"),
+    [pytest.param(c, v, id=f"{c}/{v}") for c, v in sorted(UNDECLARABLE)],
+)
+def test_the_loader_refuses_a_variant_with_no_model(
+    tmp_path: Path, clause: str, variant: str
+) -> None:
+    path = tmp_path / "x.expectations.toml"
+    path.write_text(f'[[deviation]]\nclause = "{clause}"\nvariant = "{variant}"\nreason = "r"\n')
+    with pytest.raises(ExpectationsError, match="cannot be declared"):
+        Expectations.load(path)
 
 
 def test_same_step_rows_skip_last() -> None:
