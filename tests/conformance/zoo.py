@@ -272,69 +272,6 @@ class _KeepAndOr(pre._EpisodeDelayedRuntime):
         return out
 
 
-class _KeepEqNe(pre._EpisodeDelayedRuntime):
-    """The keep rule with ``==`` turned into ``!=``: keep="success" keeps the failures and
-    keep="failure" the successes."""
-
-    def step(self, rows: pre.Rows) -> list[pre.Verdict]:
-        out = []
-        for verdict in super().step(rows):
-            if verdict.action in ("store", "exclude"):
-                success = bool(verdict.rows["discount"][-1] == 0)
-                kept = self._keep == "all" or (self._keep == "success") != success
-                verdict = (
-                    pre.Verdict("store", verdict.rows)
-                    if kept
-                    else pre.Verdict("exclude", verdict.rows, "outcome")
-                )
-            out.append(verdict)
-        return out
-
-
-class KeepEqNe(Trainer):
-    def __init__(self, *a: Any, **k: Any) -> None:
-        super().__init__(*a, **k)
-        if isinstance(self.preprocess_spec, pre.EpisodeDelayed):
-            self._runtime = _KeepEqNe(self.preprocess_spec.keep)
-
-
-class _AnnotateTruncation(pre._EpisodeDelayedRuntime):
-    """A released episode is annotated 1 when it was truncated and 0 when it terminated."""
-
-    def step(self, rows: pre.Rows) -> list[pre.Verdict]:
-        out = []
-        for verdict in super().step(rows):
-            if verdict.action == "store":
-                flipped = 1 - verdict.rows["annotation"]
-                verdict = pre.Verdict("store", {**verdict.rows, "annotation": flipped})
-            out.append(verdict)
-        return out
-
-
-class AnnotateTruncation(Trainer):
-    def __init__(self, *a: Any, **k: Any) -> None:
-        super().__init__(*a, **k)
-        if isinstance(self.preprocess_spec, pre.EpisodeDelayed):
-            self._runtime = _AnnotateTruncation(self.preprocess_spec.keep)
-
-
-class _ExcludeWithoutReason(pre._EpisodeDelayedRuntime):
-    """Episodes the keep rule drops are excluded with reason ``episode`` (not ``outcome``)."""
-
-    def step(self, rows: pre.Rows) -> list[pre.Verdict]:
-        return [
-            pre.Verdict("exclude", v.rows, "episode") if v.action == "exclude" else v
-            for v in super().step(rows)
-        ]
-
-
-class ExcludeWrongReason(Trainer):
-    def __init__(self, *a: Any, **k: Any) -> None:
-        super().__init__(*a, **k)
-        if isinstance(self.preprocess_spec, pre.EpisodeDelayed):
-            self._runtime = _ExcludeWithoutReason(self.preprocess_spec.keep)
-
-
 class KeepAndOr(Trainer):
     def __init__(self, *a: Any, **k: Any) -> None:
         super().__init__(*a, **k)
@@ -476,22 +413,6 @@ MUTANTS: tuple[Mutant, ...] = (
         ("preprocess.conservation", "preprocess.store-order"),
     ),
     Mutant("release-at-iteration-end", ReleaseAtIterationEnd, "preprocess.release-order"),
-    Mutant(
-        "keep-eq-ne",
-        KeepEqNe,
-        "preprocess.delayed-per-env",
-        (
-            # exact-schedule and exact-stores compare with the reference trainer
-            "preprocess.conservation",
-            "preprocess.store-order",
-            "train.insufficient-data",
-            "train.synced-schedule",
-            "train.warmup-gate",
-            "unroll.fractional-schedule",
-        ),
-    ),
-    Mutant("annotate-truncation", AnnotateTruncation, "preprocess.delayed-per-env"),
-    Mutant("exclude-wrong-reason", ExcludeWrongReason, "preprocess.delayed-per-env"),
     Mutant("excluded-mode-shifts-reward", ExcludedModeShiftsReward, "preprocess.exclusion"),
     Mutant("delayed-loses-discount", DelayedLosesDiscount, "preprocess.delayed-per-env"),
     Mutant(
