@@ -266,7 +266,6 @@ _EVERYWHERE = frozenset(
         "store-order",
         "pending-at-end",
         "updates-per-call",
-        "insufficient-data",
         "hooks",
         "windows-valid",
         "exact-schedule",
