@@ -35,11 +35,20 @@ class _ClearAllCaches(pre._EpisodeDelayedRuntime):
         return out
 
 
-class ClearAllCaches(Trainer):
-    def __init__(self, *a: Any, **k: Any) -> None:
-        super().__init__(*a, **k)
-        if isinstance(self.preprocess_spec, pre.EpisodeDelayed):
-            self._runtime = _ClearAllCaches(self.preprocess_spec.keep)
+def _delayed_with(runtime: type[pre._EpisodeDelayedRuntime]) -> type[Trainer]:
+    """A trainer whose episode-delayed mode runs ``runtime`` instead of refimpl's."""
+
+    class Delayed(Trainer):
+        def __init__(self, *a: Any, **k: Any) -> None:
+            super().__init__(*a, **k)
+            if isinstance(self.preprocess_spec, pre.EpisodeDelayed):
+                self._runtime = runtime(self.preprocess_spec.keep)
+
+    Delayed.__name__ = Delayed.__qualname__ = runtime.__name__.lstrip("_")
+    return Delayed
+
+
+ClearAllCaches = _delayed_with(_ClearAllCaches)
 
 
 class FloorWithoutCarry(Trainer):
@@ -245,11 +254,7 @@ class _NeverRelease(pre._EpisodeDelayedRuntime):
         return [pre.Verdict("hold", rows)]
 
 
-class NeverRelease(Trainer):
-    def __init__(self, *a: Any, **k: Any) -> None:
-        super().__init__(*a, **k)
-        if isinstance(self.preprocess_spec, pre.EpisodeDelayed):
-            self._runtime = _NeverRelease(self.preprocess_spec.keep)
+NeverRelease = _delayed_with(_NeverRelease)
 
 
 class _KeepAndOr(pre._EpisodeDelayedRuntime):
@@ -271,11 +276,7 @@ class _KeepAndOr(pre._EpisodeDelayedRuntime):
         return out
 
 
-class KeepAndOr(Trainer):
-    def __init__(self, *a: Any, **k: Any) -> None:
-        super().__init__(*a, **k)
-        if isinstance(self.preprocess_spec, pre.EpisodeDelayed):
-            self._runtime = _KeepAndOr(self.preprocess_spec.keep)
+KeepAndOr = _delayed_with(_KeepAndOr)
 
 
 class ExcludedModeShiftsReward(Trainer):
