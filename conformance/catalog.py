@@ -211,6 +211,16 @@ CATALOG: dict[str, Scenario] = {
     "delayed-flush": _t(
         _ENV3, num_iterations=7, preprocess=EpisodeDelayed(), pending_at_end="flush"
     ),
+    # Envs release episodes at different times, so their rings differ in size: after the
+    # first releases one env holds nothing while another holds whole episodes (windows of 2
+    # inside one episode exist; an env with no valid window must not make the call no-data).
+    "delayed-forbid": _t(
+        _ENV3,
+        num_iterations=10,
+        mini_batch_length=2,
+        preprocess=EpisodeDelayed(),
+        sampling=SamplingSpec(boundary="forbid"),
+    ),
     "delayed-plain-accounting": _t(
         _ENV3, num_iterations=12, preprocess=EpisodeDelayed(), train_accounting="plain"
     ),

@@ -266,6 +266,7 @@ _EVERYWHERE = frozenset(
         "store-order",
         "pending-at-end",
         "updates-per-call",
+        "insufficient-data",
         "hooks",
         "windows-valid",
         "exact-schedule",

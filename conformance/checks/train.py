@@ -11,8 +11,10 @@ from typing import Any
 
 from conformance.checks.base import CheckFailure, Context
 from conformance.checks.views import (
+    BufferModel,
     buffer_shape,
     calls_per_iteration,
+    calls_with_state,
     items_of,
     iterations,
     per_iteration,
@@ -23,6 +25,7 @@ from conformance.checks.views import (
 from conformance.scenario import Scenario, TrainerScenario
 from refimpl.learner import alf_adjusted_mini_batch_size
 from refimpl.preprocess import Identity
+from refimpl.step_type import StepType
 from refimpl.trace import Trace
 
 __all__ = [
@@ -32,6 +35,7 @@ __all__ = [
     "check_excluded_earn_nothing",
     "check_hooks",
     "check_identity_plain_calls",
+    "check_insufficient_data",
     "check_synced_schedule",
     "check_updates_per_call",
     "check_utd_bound",
@@ -219,6 +223,72 @@ def check_hooks(scenario: Scenario, trace: Trace, ctx: Context) -> None:
         want = 1 if unrolled.get(it) and (stored_so_far or not lazy) else 0
         if hooks.get(it, 0) != want:
             raise CheckFailure(f"after_train_iter calls in iteration {it}", want, hooks.get(it, 0))
+
+
+def _valid_starts(sc: TrainerScenario, model: BufferModel, env: int) -> list[int]:
+    """The valid sampled-mode starts (absolute positions) of ``env`` in ``model``, from the
+    definitions of ``replay.window-validity``, ``replay.boundary-policy`` and the period grid;
+    windows are ``mini_batch_length`` items long."""
+    live = model.live(env)
+    earliest, t = model.start[env], sc.trainer.mini_batch_length
+    p, anchor, policy = sc.sampling.period, sc.sampling.anchor, sc.sampling.boundary
+    steps = [model.step_type[item] for item in live]
+    starts = []
+    for i in range(len(live)):
+        if ((earliest + i) if anchor == "absolute" else i) % p:
+            continue
+        if policy != "pad" and i + t > len(live):
+            continue
+        if policy == "forbid" and any(
+            steps[q] == StepType.LAST or steps[q + 1] == StepType.FIRST for q in range(i, i + t - 1)
+        ):
+            continue
+        starts.append(earliest + i)
+    return starts
+
+
+def check_insufficient_data(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """train.insufficient-data: a call is ``no-data`` only when the buffer (as the trace's
+    stores, evictions and clears leave it) holds no item, nothing stored since the last
+    clear, or no valid window to draw (whole-buffer: no whole chunk); a call that ``trained``
+    had data and a valid window. Whether the warm-up gate was shut is left to
+    ``train.warmup-gate``."""
+    sc = trainer_scenario(scenario)
+    cfg = sc.trainer
+    whole, capacity, clear = buffer_shape(sc)
+    for call, model, fresh in calls_with_state(trace, capacity, clear):
+        if call.status not in ("no-data", "trained"):
+            continue
+        sizes = {env: len(model.live(env)) for env in range(sc.env.num_envs)}
+        empty = (fresh == 0) if clear != "none" else not any(sizes.values())
+        if whole:
+            length = cfg.mini_batch_length
+            shortest = min(sizes.values())
+            if cfg.short_chunks == "shorten" and 0 < shortest < length:
+                length = shortest  # variant alf-shortened-chunks
+            windows = {env: n // length for env, n in sizes.items()}
+            why = f"whole chunks of {length} per env"
+        else:
+            windows = {env: len(_valid_starts(sc, model, env)) for env in sizes}
+            why = (
+                f"valid windows per env (length {cfg.mini_batch_length}, "
+                f"boundary {sc.sampling.boundary!r}, period {sc.sampling.period}, "
+                f"anchor {sc.sampling.anchor!r})"
+            )
+        if sc.sampling.distribution == "env-balanced" and not whole:
+            drawable = all(windows.values())  # every env must hold a valid window
+        else:
+            drawable = any(windows.values())
+        has_data = not empty and drawable
+        if (call.status == "no-data") == has_data:
+            raise CheckFailure(
+                f"call {call.call} (iteration {call.iteration}) with {sizes} items per env, "
+                f"{fresh} stored since the last clear and {why} {windows} "
+                "(train.insufficient-data: no-data exactly when the buffer holds no item or no "
+                "valid window)",
+                "trained (or warmup)" if has_data else "no-data",
+                call.status,
+            )
 
 
 def projection_calls(scenario: Scenario, trace: Trace) -> Any:

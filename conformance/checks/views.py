@@ -16,6 +16,7 @@ __all__ = [
     "BufferModel",
     "buffer_shape",
     "calls_per_iteration",
+    "calls_with_state",
     "env_items",
     "items_of",
     "iterations",
@@ -122,6 +123,29 @@ def windows_with_state(
         elif e.kind == "update":
             yield e, model
         elif e.kind == "train_call":
+            clear_pending = clear != "none" and e.status == "trained"
+
+
+def calls_with_state(
+    trace: Trace, capacity: int, clear: str
+) -> Iterator[tuple[Any, BufferModel, int]]:
+    """Each TrainCall event with the buffer model as it was when the call began, and the
+    number of items stored since the last clear (since the start without clearing).
+
+    Clearing takes effect as in :func:`windows_with_state`: once a call that trained is over.
+    """
+    model = BufferModel(capacity)
+    clear_pending, fresh = False, 0
+    for e in trace.events:
+        in_call = e.kind == "update" or (e.kind == "hook" and e.name == "after_update")
+        if clear_pending and not in_call:
+            model.clear(1 if clear == "keep-one-step" else 0)
+            clear_pending, fresh = False, 0
+        if e.kind == "store":
+            model.add(e)
+            fresh += len(e.env)
+        elif e.kind == "train_call":
+            yield e, model, fresh
             clear_pending = clear != "none" and e.status == "trained"
 
 

@@ -13,10 +13,11 @@ from adapters.refimpl import RefimplAdapter
 from conformance.protocol import AdapterInfo
 from conformance.scenario import TrainerScenario
 from refimpl import preprocess as pre
+from refimpl import replay
 from refimpl.accounting import FloatCarrySchedule
 from refimpl.step_type import StepType
 from refimpl.trace import Trace
-from refimpl.trainer import Trainer
+from refimpl.trainer import GOAL_FIELDS, ROW_FIELDS, Trainer
 
 __all__ = ["MUTANTS", "Mutant", "MutantAdapter"]
 
@@ -298,6 +299,38 @@ class DelayedLosesDiscount(Trainer):
         super()._apply(iteration, action, rows, reason)
 
 
+class _SmallestWidthBuffer(replay.ReplayBuffer):
+    """The valid-window table is as wide as the smallest env's ring instead of the largest:
+    the starts of a longer ring beyond the shortest one's content are lost, and when some env
+    holds fewer items than a window the table is empty although other envs hold valid
+    windows."""
+
+    def _valid_table(self, sampling: replay.SamplingSpec) -> Any:
+        table = super()._valid_table(sampling)
+        smallest = max(int(self._size.min()), 1)
+        reach = 0 if sampling.boundary == "pad" else sampling.window_length - 1
+        earliest = self._end - self._size
+        keep = table.start - earliest[table.env] + reach < smallest
+        segment = torch.repeat_interleave(
+            torch.arange(table.seg_counts.shape[0]), table.seg_counts
+        )[keep]
+        _, seg_counts = torch.unique_consecutive(segment, return_counts=True)
+        return replay._Table(
+            table.env[keep],
+            table.start[keep],
+            torch.bincount(table.env[keep], minlength=self.num_envs),
+            torch.cumsum(seg_counts, 0) - seg_counts,
+            seg_counts,
+        )
+
+
+class SmallestWidthTable(Trainer):
+    def __init__(self, *a: Any, **k: Any) -> None:
+        super().__init__(*a, **k)
+        fields = {**ROW_FIELDS, **GOAL_FIELDS} if self.env_spec.goals else ROW_FIELDS
+        self.buffer = _SmallestWidthBuffer(self.num_envs, self.config.capacity, fields)
+
+
 @dataclass(frozen=True)
 class Mutant:
     name: str
@@ -353,6 +386,13 @@ MUTANTS: tuple[Mutant, ...] = (
             "train.bounded-lag",
             "train.utd-converges",
         ),
+    ),
+    Mutant(
+        "smallest-width-table",
+        SmallestWidthTable,
+        "train.insufficient-data",
+        # exact-schedule compares the calls' statuses with the reference trainer
+        ("unroll.fractional-schedule", "train.synced-schedule", "train.warmup-gate"),
     ),
     Mutant(
         "floor-without-carry",
