@@ -237,6 +237,7 @@ _CONCERNS: dict[str, dict[str, Any]] = {
     "num-env-steps": dict(env_step_budget=True),
     "identity-is-plain": dict(preprocessors=preprocessor_specs(Identity)),
     "delayed-per-env": dict(preprocessors=preprocessor_specs(EpisodeDelayed)),
+    "release-order": dict(preprocessors=preprocessor_specs(EpisodeDelayed)),
     "exclusion": dict(preprocessors=preprocessor_specs(*_EXCLUSIONS)),
     "transform": dict(preprocessors=preprocessor_specs(RewardTransform, OverwriteStepType)),
     "synced-schedule": _SYNCED,

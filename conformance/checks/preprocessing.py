@@ -33,6 +33,7 @@ __all__ = [
     "check_exclusion",
     "check_identity_is_plain",
     "check_pending_at_end",
+    "check_release_order",
     "check_store_order",
     "check_transform",
 ]
@@ -237,6 +238,52 @@ def check_delayed_per_env(scenario: Scenario, trace: Trace, ctx: Context) -> Non
             f"never released ({len(unreleased)} such episodes)",
         )
     _stored_as_unrolled(sc, trace, _as_unrolled)
+
+
+def check_release_order(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """preprocess.release-order: every release (a store or exclusion of episode-delayed mode
+    during an iteration) follows the unroll of the vector step that holds its episode's LAST,
+    before the next vector step and before the iteration's train calls; the releases of one
+    vector step are in increasing env order. (That a release is one whole episode is
+    ``preprocess.delayed-per-env``'s.)"""
+    step_lasts: set[tuple[int, int]] | None = None  # (env, episode) ending in the open step
+    step_iteration, released_envs = 0, list[int]()
+    closed: set[int] = set()
+    for e in trace.events:
+        if e.kind == "iteration_end":
+            closed.add(e.iteration)
+        if e.kind == "env_step":
+            step_lasts = {
+                (env, ep)
+                for (env, ep, _), st in zip(items_of(e), e.step_type)
+                if st == StepType.LAST
+            }
+            step_iteration, released_envs = e.iteration, []
+        elif e.kind in ("train_call", "update", "hook", "iteration_end", "iteration"):
+            step_lasts = None  # the unroll of the iteration is over
+        elif e.kind in ("store", "exclude") and e.iteration not in closed:
+            items = items_of(e)
+            if not items:
+                continue
+            episode = items[0][:2]
+            if step_lasts is None or e.iteration != step_iteration or episode not in step_lasts:
+                raise CheckFailure(
+                    f"iteration {e.iteration}: release ({e.kind}) of episode {episode} "
+                    "(preprocess.release-order: in the vector step that unrolls its LAST, "
+                    "before the next vector step and the train calls)",
+                    "right after the unroll step holding its LAST",
+                    "outside that vector step"
+                    if step_lasts is not None
+                    else "after the iteration's unroll ended",
+                )
+            if released_envs and episode[0] <= released_envs[-1]:
+                raise CheckFailure(
+                    f"iteration {e.iteration}: releases of one vector step "
+                    "(preprocess.release-order: increasing env order)",
+                    sorted([*released_envs, episode[0]]),
+                    [*released_envs, episode[0]],
+                )
+            released_envs.append(episode[0])
 
 
 def _selected(sc: TrainerScenario, item: Item) -> bool:

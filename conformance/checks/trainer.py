@@ -11,6 +11,7 @@ from conformance.checks.preprocessing import (
     check_exclusion,
     check_identity_is_plain,
     check_pending_at_end,
+    check_release_order,
     check_store_order,
     check_transform,
 )
@@ -180,6 +181,14 @@ TRAINER_CHECKS: tuple[Check, ...] = (
         "trainer",
         "invariant",
         check_delayed_per_env,
+        _is(EpisodeDelayed),
+    ),
+    Check(
+        "release-order",
+        ("preprocess.release-order",),
+        "trainer",
+        "invariant",
+        check_release_order,
         _is(EpisodeDelayed),
     ),
     Check(

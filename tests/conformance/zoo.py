@@ -280,6 +280,43 @@ class _KeepAndOr(pre._EpisodeDelayedRuntime):
 KeepAndOr = _delayed_with(_KeepAndOr)
 
 
+class _ReverseReleases(pre._EpisodeDelayedRuntime):
+    """The episodes ending in one vector step are released in decreasing env order."""
+
+    def step(self, rows: pre.Rows) -> list[pre.Verdict]:
+        held, *released = super().step(rows)
+        return [held, *reversed(released)]
+
+
+class ReverseReleases(Trainer):
+    def __init__(self, *a: Any, **k: Any) -> None:
+        super().__init__(*a, **k)
+        if isinstance(self.preprocess_spec, pre.EpisodeDelayed):
+            self._runtime = _ReverseReleases(self.preprocess_spec.keep)
+
+
+class ReleaseAtIterationEnd(Trainer):
+    """Episode-delayed releases are collected during the unroll and made once it is over,
+    in the same order and iteration, instead of in the vector step of each LAST."""
+
+    def _unroll(self, iteration: int, n: int, *rest: Any) -> Any:
+        self._deferred: list[tuple[str, Any, str]] | None = []
+        try:
+            out = super()._unroll(iteration, n, *rest)
+        finally:
+            deferred, self._deferred = self._deferred, None
+        for action, rows, reason in deferred:
+            super()._apply(iteration, action, rows, reason)
+        return out
+
+    def _apply(self, iteration: int, action: str, rows: Any, reason: str) -> None:
+        deferred = getattr(self, "_deferred", None)
+        if deferred is not None and action != "hold":
+            deferred.append((action, rows, reason))
+        else:
+            super()._apply(iteration, action, rows, reason)
+
+
 class ExcludedModeShiftsReward(Trainer):
     """Under a selective exclusion, the items kept are stored with reward + 1."""
 
@@ -369,6 +406,14 @@ MUTANTS: tuple[Mutant, ...] = (
             "unroll.fractional-schedule",
         ),
     ),
+    Mutant(
+        "reverse-releases",
+        ReverseReleases,
+        "preprocess.release-order",
+        # exact-stores compares the sequence of stores with the reference trainer
+        ("preprocess.conservation", "preprocess.store-order"),
+    ),
+    Mutant("release-at-iteration-end", ReleaseAtIterationEnd, "preprocess.release-order"),
     Mutant("excluded-mode-shifts-reward", ExcludedModeShiftsReward, "preprocess.exclusion"),
     Mutant("delayed-loses-discount", DelayedLosesDiscount, "preprocess.delayed-per-env"),
     Mutant(
