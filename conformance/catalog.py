@@ -205,6 +205,9 @@ CATALOG: dict[str, Scenario] = {
     "delayed-success-only": _t(
         _ENV3, unroll_length=Fraction(2), num_iterations=10, preprocess=EpisodeDelayed("success")
     ),
+    "delayed-failure-only": _t(
+        _ENV3, num_iterations=12, preprocess=EpisodeDelayed("failure"), pending_at_end="flush"
+    ),
     "delayed-fractional": _t(
         _RANDOM4, unroll_length=Fraction(2, 3), num_iterations=20, preprocess=EpisodeDelayed()
     ),

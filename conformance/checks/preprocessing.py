@@ -220,6 +220,13 @@ def check_delayed_per_env(scenario: Scenario, trace: Trace, ctx: Context) -> Non
                     "stored" if kept else "excluded with reason outcome",
                     "stored" if e.kind == "store" else "excluded",
                 )
+            if e.kind == "exclude" and e.reason != "outcome":
+                raise CheckFailure(
+                    f"iteration {e.iteration}: reason of excluding episode {(env, ep)} "
+                    f"({plan.ending}) under keep={keep!r} (preprocess.delayed-per-env)",
+                    "outcome",
+                    e.reason,
+                )
             released.add((env, ep))
             if e.kind == "store":
                 want = 1.0 if plan.ending == "terminated" else 0.0

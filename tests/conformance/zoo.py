@@ -277,6 +277,57 @@ class _KeepAndOr(pre._EpisodeDelayedRuntime):
         return out
 
 
+class _KeepEqNe(pre._EpisodeDelayedRuntime):
+    """The keep rule with ``==`` turned into ``!=``: keep="success" keeps the failures and
+    keep="failure" the successes."""
+
+    def step(self, rows: pre.Rows) -> list[pre.Verdict]:
+        out = []
+        for verdict in super().step(rows):
+            if verdict.action in ("store", "exclude"):
+                success = bool(verdict.rows["discount"][-1] == 0)
+                kept = self._keep == "all" or (self._keep == "success") != success
+                verdict = (
+                    pre.Verdict("store", verdict.rows)
+                    if kept
+                    else pre.Verdict("exclude", verdict.rows, "outcome")
+                )
+            out.append(verdict)
+        return out
+
+
+KeepEqNe = _delayed_with(_KeepEqNe)
+
+
+class _AnnotateTruncation(pre._EpisodeDelayedRuntime):
+    """A released episode is annotated 1 when it was truncated and 0 when it terminated."""
+
+    def step(self, rows: pre.Rows) -> list[pre.Verdict]:
+        out = []
+        for verdict in super().step(rows):
+            if verdict.action == "store":
+                flipped = 1 - verdict.rows["annotation"]
+                verdict = pre.Verdict("store", {**verdict.rows, "annotation": flipped})
+            out.append(verdict)
+        return out
+
+
+AnnotateTruncation = _delayed_with(_AnnotateTruncation)
+
+
+class _ExcludeWithoutReason(pre._EpisodeDelayedRuntime):
+    """Episodes the keep rule drops are excluded with reason ``episode`` (not ``outcome``)."""
+
+    def step(self, rows: pre.Rows) -> list[pre.Verdict]:
+        return [
+            pre.Verdict("exclude", v.rows, "episode") if v.action == "exclude" else v
+            for v in super().step(rows)
+        ]
+
+
+ExcludeWrongReason = _delayed_with(_ExcludeWithoutReason)
+
+
 KeepAndOr = _delayed_with(_KeepAndOr)
 
 
@@ -288,11 +339,7 @@ class _ReverseReleases(pre._EpisodeDelayedRuntime):
         return [held, *reversed(released)]
 
 
-class ReverseReleases(Trainer):
-    def __init__(self, *a: Any, **k: Any) -> None:
-        super().__init__(*a, **k)
-        if isinstance(self.preprocess_spec, pre.EpisodeDelayed):
-            self._runtime = _ReverseReleases(self.preprocess_spec.keep)
+ReverseReleases = _delayed_with(_ReverseReleases)
 
 
 class ReleaseAtIterationEnd(Trainer):
@@ -414,6 +461,22 @@ MUTANTS: tuple[Mutant, ...] = (
         ("preprocess.conservation", "preprocess.store-order"),
     ),
     Mutant("release-at-iteration-end", ReleaseAtIterationEnd, "preprocess.release-order"),
+    Mutant(
+        "keep-eq-ne",
+        KeepEqNe,
+        "preprocess.delayed-per-env",
+        (
+            # exact-schedule and exact-stores compare with the reference trainer
+            "preprocess.conservation",
+            "preprocess.store-order",
+            "train.insufficient-data",
+            "train.synced-schedule",
+            "train.warmup-gate",
+            "unroll.fractional-schedule",
+        ),
+    ),
+    Mutant("annotate-truncation", AnnotateTruncation, "preprocess.delayed-per-env"),
+    Mutant("exclude-wrong-reason", ExcludeWrongReason, "preprocess.delayed-per-env"),
     Mutant("excluded-mode-shifts-reward", ExcludedModeShiftsReward, "preprocess.exclusion"),
     Mutant("delayed-loses-discount", DelayedLosesDiscount, "preprocess.delayed-per-env"),
     Mutant(
@@ -430,6 +493,7 @@ MUTANTS: tuple[Mutant, ...] = (
             "train.insufficient-data",
             "train.bounded-lag",
             "train.utd-converges",
+            "preprocess.release-order",
         ),
     ),
     Mutant(
@@ -511,6 +575,7 @@ MUTANTS: tuple[Mutant, ...] = (
             "replay.eviction",
             "replay.boundary-policy",
             "timestep.loss-mask-last",
+            "preprocess.release-order",
         ),
     ),
     Mutant(
