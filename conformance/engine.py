@@ -13,9 +13,10 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from conformance.blame import Failure, cause_of
 from conformance.checks.base import Check, CheckFailure, Context
 from conformance.expectations import Deviation, Expectations, Finding
 from conformance.outcomes import AdapterError, AdapterFailure, Status
@@ -44,6 +45,12 @@ class Outcome:
     seconds: float = 0.0
     level: str = "MUST"
     """``SHOULD`` when every clause of the check is SHOULD-level: its failure is a warning."""
+    charged: tuple[str, ...] = ()
+    """For a failure: the clauses it is charged to (those of ``clauses`` the first violation
+    belongs to)."""
+    downstream_of: str = ""
+    """For a failure: the clause of the earlier failure it follows from ("" if it is the
+    cause), see :mod:`conformance.blame`."""
 
 
 def load_adapter(spec: str) -> Adapter:
@@ -129,6 +136,7 @@ class Session:
             reference = RefimplAdapter()
         self._reference = reference
         self._registry: Any = None
+        self._failure_cache: dict[str, list[Failure]] = {}
 
     # -- running operations ---------------------------------------------------------------------
     def _operation(self, adapter: Adapter, scenario: Scenario) -> Callable[[Scenario], Trace]:
@@ -308,24 +316,23 @@ class Session:
                 exc.status,
                 f"{self.adapter_name} broke on {repro(name, scenario, self.adapter_name)}\n{exc}",
             )
-        context = Context(self.reference, self.run, self._fresh)
+        reruns: list[Scenario] = []
+
+        def rerun(other: Scenario) -> Trace:
+            reruns.append(other)
+            return self.run(other)
+
+        context = Context(self.reference, rerun, self._fresh)
         deviation = self.expectations.find(check.clauses, name)
         try:
             check.verify(scenario, trace, context)
         except CheckFailure as exc:
-            message = f"[{', '.join(check.clauses)}] {check.name}: {exc}\n{repro(name, scenario, self.adapter_name)}"
-            level = self._level(check)
-            finding = self.expectations.finding(check.clauses, name, _stopped(trace))
-            if not self._declared(name) and finding is None:
-                silenced = self.expectations.silence(check.clauses) if level == "SHOULD" else None
-                if silenced is not None:
-                    return out(
-                        "deviation",
-                        f"silenced SHOULD-level failure: {silenced.reason}\n{message}",
-                        level=level,
-                    )
-                return out("fail", message, level=level)
-            return self._explain(check, name, scenario, trace, message, level, finding, out)
+            outcome = self._judge(check, name, scenario, trace, exc, out)
+            return (
+                self._blame(check, scenario, exc, reruns, outcome)
+                if outcome.status == "fail"
+                else outcome
+            )
         except (Unsupported, AdapterError) as exc:  # a re-run inside the check
             status: Status = "not-applicable" if isinstance(exc, Unsupported) else exc.status
             return out(status, str(exc))
@@ -340,3 +347,112 @@ class Session:
                 "pass", f"stale expectation: {deviation.clause} is declared but passes", stale=True
             )
         return out("pass")
+
+    def _judge(
+        self,
+        check: Check,
+        name: str,
+        scenario: Scenario,
+        trace: Trace,
+        exc: CheckFailure,
+        out: Callable[..., Outcome],
+    ) -> Outcome:
+        """A check failed: a failure, a warning, or a deviation the expectations explain."""
+        message = f"[{', '.join(check.clauses)}] {check.name}: {exc}\n{repro(name, scenario, self.adapter_name)}"
+        level = self._level(check)
+        finding = self.expectations.finding(check.clauses, name, _stopped(trace))
+        if not self._declared(name) and finding is None:
+            silenced = self.expectations.silence(check.clauses) if level == "SHOULD" else None
+            if silenced is not None:
+                return out(
+                    "deviation",
+                    f"silenced SHOULD-level failure: {silenced.reason}\n{message}",
+                    level=level,
+                )
+            return out("fail", message, level=level)
+        return self._explain(check, name, scenario, trace, message, level, finding, out)
+
+    # -- blame ----------------------------------------------------------------------------------
+    def _blame(
+        self,
+        check: Check,
+        scenario: Scenario,
+        exc: CheckFailure,
+        reruns: list[Scenario],
+        outcome: Outcome,
+    ) -> Outcome:
+        """Charge a failure to its clause, and mark it downstream of the scenario's cause
+        (or of the cause in another run the check compared with) when that is not itself."""
+        charged = (exc.clause,) if exc.clause in check.clauses else check.clauses
+        outcome = replace(outcome, charged=charged)
+        own = scenario_to_json(scenario)
+        for other in reruns:
+            if scenario_to_json(other) == own:
+                continue
+            failures = self._failures(other)
+            if failures:
+                cause = cause_of(failures)
+                return self._downstream(outcome, cause, "in the run it was compared with")
+        failures = self._failures(scenario)
+        if not failures:  # the check fails only with the reruns it made here
+            return outcome
+        cause = cause_of(failures)
+        if cause.check == check.name:
+            return outcome
+        return self._downstream(outcome, cause, "in this run")
+
+    @staticmethod
+    def _downstream(outcome: Outcome, cause: Failure, where: str) -> Outcome:
+        at = f", iteration {cause.iteration}" if cause.iteration is not None else ""
+        return replace(
+            outcome,
+            downstream_of=cause.charged[0],
+            message=f"downstream of {', '.join(cause.charged)} ({cause.check}{at}) "
+            f"{where}: this failure follows from that one\n{outcome.message}",
+        )
+
+    def _failures(self, scenario: Scenario) -> list[Failure]:
+        """Every check the adapter can run that fails on ``scenario`` (cached). Checks that
+        run the adapter again from scratch (determinism) are left out: blame never costs more
+        than the runs the suite makes anyway."""
+        from conformance.checks import ALL_CHECKS
+        from conformance.clauses import ClauseRegistry
+
+        key = scenario_to_json(scenario)
+        if key in self._failure_cache:
+            return self._failure_cache[key]
+        if self._registry is None:
+            self._registry = ClauseRegistry.load()
+        order = {c.id: i for i, c in enumerate(self._registry.clauses)}
+        context = Context(self.reference, self.run, self._fresh)
+        found: list[Failure] = []
+        try:
+            trace = self.run(scenario)
+        except (Unsupported, AdapterError):
+            trace = None
+        for check in ALL_CHECKS if trace is not None else ():
+            needed = (check.capability, *check.requires)
+            if (
+                check.name.startswith("deterministic")
+                or not all(n in self.info.capabilities for n in needed)
+                or not check.applies(scenario)
+            ):
+                continue
+            try:
+                check.verify(scenario, trace, context)  # type: ignore[arg-type]
+            except CheckFailure as exc:
+                charged = (exc.clause,) if exc.clause in check.clauses else check.clauses
+                found.append(
+                    Failure(
+                        check.name,
+                        charged,
+                        check.kind == "exact",
+                        exc.iteration,
+                        min(order.get(c, len(order)) for c in charged),
+                        exc.diverged,
+                    )
+                )
+            except Exception:
+                continue
+        self._failure_cache[key] = found
+        return found

@@ -18,10 +18,30 @@ __all__ = ["Check", "CheckFailure", "Context", "Projection"]
 
 
 class CheckFailure(AssertionError):
-    """A trace violates a clause: ``what`` went wrong, ``expected`` vs ``actual``."""
+    """A trace violates a clause: ``what`` went wrong, ``expected`` vs ``actual``.
 
-    def __init__(self, what: str, expected: Any, actual: Any) -> None:
+    ``clause`` names which of the check's clauses the violation belongs to when the check
+    covers several (an exact comparison charges its first difference to the clause of the
+    field that differs); ``None`` charges all of them. ``iteration`` is the iteration in which
+    the violation first shows, when the check knows it: blame ranks the failures of one
+    scenario by it (the earliest violation is the cause, later ones are downstream of it).
+    ``diverged`` is set by a check that compares whole event sequences (with another run of
+    the adapter, or the reference): the kind of the first event that differs, which tells
+    blame the stage of the pipeline where the runs part.
+    """
+
+    def __init__(
+        self,
+        what: str,
+        expected: Any,
+        actual: Any,
+        *,
+        clause: str | None = None,
+        iteration: int | None = None,
+        diverged: str | None = None,
+    ) -> None:
         self.what, self.expected, self.actual = what, expected, actual
+        self.clause, self.iteration, self.diverged = clause, iteration, diverged
         super().__init__(f"{what}\n  expected: {_short(expected)}\n  actual:   {_short(actual)}")
 
 

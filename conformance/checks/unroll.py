@@ -52,13 +52,21 @@ def _gate(sc: TrainerScenario, trace: Trace, want: list[int]) -> list[int]:
 
 
 def check_fractional_schedule(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """unroll.fractional-schedule: iteration ``k`` unrolls ``floor(k·u) − floor((k−1)·u)``
+    vector steps. Iterations an env-step budget closes are left to ``unroll.num-env-steps``
+    (they unroll nothing, whatever ``u`` says)."""
     sc = trainer_scenario(scenario)
     got = steps_per_iteration(trace)
-    want = _gate(sc, trace, _expected_unroll(sc, len(got)))
-    if got != want:
-        raise CheckFailure(
-            f"vector steps per iteration with unroll_length {sc.trainer.unroll_length}", want, got
-        )
+    want = _expected_unroll(sc, len(got))
+    for it, n, m, allowed in zip(iterations(trace), want, got, interacting(sc, trace)):
+        if allowed and n != m:
+            raise CheckFailure(
+                f"vector steps per iteration with unroll_length {sc.trainer.unroll_length} "
+                f"(first difference in iteration {it})",
+                _gate(sc, trace, want),
+                got,
+                iteration=it,
+            )
 
 
 def check_all_envs_step(scenario: Scenario, trace: Trace, ctx: Context) -> None:
@@ -99,6 +107,7 @@ def check_num_env_steps(scenario: Scenario, trace: Trace, ctx: Context) -> None:
                 f"iteration {it} unrolled after the budget of {sc.trainer.num_env_steps} env steps",
                 0,
                 steps[it],
+                iteration=it,
             )
     closed = [it for it, ok in allowed.items() if not ok]
     if not sc.trainer.num_iterations and closed:
@@ -106,6 +115,7 @@ def check_num_env_steps(scenario: Scenario, trace: Trace, ctx: Context) -> None:
             "the run goes on after num_env_steps is reached",
             f"last iteration {closed[0] - 1}",
             closed[-1],
+            iteration=closed[0],
         )
 
 

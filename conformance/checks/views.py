@@ -60,6 +60,8 @@ class BufferModel:
     stored: dict[int, list[Item]] = field(default_factory=lambda: defaultdict(list))
     start: dict[int, int] = field(default_factory=lambda: defaultdict(int))
     step_type: dict[Item, int] = field(default_factory=dict)
+    cleared: set[Item] = field(default_factory=set)
+    """Items a clear removed (as opposed to evicted by a full ring)."""
 
     def add(self, event: Any) -> None:
         for item, st in zip(items_of(event), event.step_type):
@@ -70,7 +72,17 @@ class BufferModel:
 
     def clear(self, keep_last: int) -> None:
         for env, seq in self.stored.items():
-            self.start[env] = max(self.start[env], len(seq) - keep_last)
+            start = max(self.start[env], len(seq) - keep_last)
+            self.cleared.update(seq[self.start[env] : start])
+            self.start[env] = start
+
+    def absence(self, item: Item) -> str:
+        """The clause that explains why ``item`` is not in the buffer: ``replay.clear`` if a
+        clear removed it, ``replay.eviction`` if a full ring did, ``replay.window-validity``
+        if it was never stored."""
+        if item in self.cleared:
+            return "replay.clear"
+        return "replay.eviction" if item in self.step_type else "replay.window-validity"
 
     def live(self, env: int) -> list[Item]:
         """The items of ``env`` currently in the buffer, oldest first."""

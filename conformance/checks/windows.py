@@ -34,10 +34,16 @@ def check_windows_valid(scenario: Scenario, trace: Trace, ctx: Context) -> None:
         for window in update.windows:
             located = model.locate(window)
             if located is None:
+                first = None if window[0] is None else tuple(window[0])
+                why = "replay.window-validity" if first is None else model.absence(first)
+                if why == "replay.clear":
+                    continue  # a window of cleared items is replay.clear's (check_clear)
                 raise CheckFailure(
                     f"update {update.index} of call {update.call}: window {window}",
                     "starts at an item in the buffer",
-                    "not in the buffer",
+                    "not in the buffer" + (" (evicted)" if why == "replay.eviction" else ""),
+                    clause=why,
+                    iteration=update.iteration,
                 )
             env, start = located
             live = model.live(env)
@@ -47,9 +53,17 @@ def check_windows_valid(scenario: Scenario, trace: Trace, ctx: Context) -> None:
                     f"update {update.index} of call {update.call}: window",
                     live[start : start + len(window)],
                     window,
+                    clause="replay.window-validity",
+                    iteration=update.iteration,
                 )
             if any(w is not None for w in window[len(real) :]):
-                raise CheckFailure("padding inside a window", "padding only at the end", window)
+                raise CheckFailure(
+                    "padding inside a window",
+                    "padding only at the end",
+                    window,
+                    clause="replay.window-validity",
+                    iteration=update.iteration,
+                )
 
 
 def check_boundary_policy(scenario: Scenario, trace: Trace, ctx: Context) -> None:
@@ -142,8 +156,21 @@ def check_whole_buffer(scenario: Scenario, trace: Trace, ctx: Context) -> None:
 
 
 def check_clear(scenario: Scenario, trace: Trace, ctx: Context) -> None:
-    """A call trains only on items stored since the last clear (the windows themselves are
-    checked against the clear-aware buffer model by ``windows-valid``)."""
+    """A call trains only on items stored since the last clear, and no window holds an item
+    a clear removed (the other windows are checked against the clear-aware buffer model by
+    ``windows-valid``)."""
+    sc = trainer_scenario(scenario)
+    _, capacity, clear = buffer_shape(sc)
+    for update, model in windows_with_state(trace, capacity, clear):
+        for window in update.windows:
+            removed = [tuple(w) for w in window if w is not None and tuple(w) in model.cleared]
+            if removed:
+                raise CheckFailure(
+                    f"update {update.index} of call {update.call}: window {window}",
+                    "items stored since the last clear",
+                    f"items a clear removed: {removed[:4]}",
+                    iteration=update.iteration,
+                )
     stored_since_clear = 0
     for e in trace.events:
         if e.kind == "store":

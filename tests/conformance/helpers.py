@@ -26,6 +26,28 @@ def failures(adapter: Adapter, kind: str) -> dict[str, list[str]]:
     return failed
 
 
+def blamed(adapter: Adapter, kind: str) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """Over the catalogue scenarios of ``kind``: clause -> scenarios where a failure is
+    charged to it as the cause, and clause -> scenarios where it fails downstream of another
+    failure (see :mod:`conformance.blame`)."""
+    session = Session(adapter, type(adapter).__name__, timeout=60)
+    causes: dict[str, list[str]] = {}
+    downstream: dict[str, list[str]] = {}
+    for name, scenario in CATALOG.items():
+        if scenario.kind != kind:
+            continue
+        for check in ALL_CHECKS:
+            if check.capability != kind or not check.applies(scenario):
+                continue
+            outcome = session.evaluate(check, name, scenario)
+            assert outcome.status in ("pass", "fail"), outcome.message
+            if outcome.status == "fail":
+                into = downstream if outcome.downstream_of else causes
+                for clause in outcome.charged:
+                    into.setdefault(clause, []).append(f"{name} ({check.name})")
+    return causes, downstream
+
+
 def assert_breaks(adapter: Adapter, kind: str, breaks: str, also: set[str]) -> None:
     """``adapter`` fails check ``breaks`` on some catalogue scenario of ``kind``, and fails no
     check beyond ``breaks`` and the ones its breakage drags ``also``."""

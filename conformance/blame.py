@@ -1,0 +1,108 @@
+"""Blame: which clause a scenario's failures are charged to, and which follow from it.
+
+One bug usually fails several checks: a store released one vector step late fails the store
+order, then the schedule that counts stores, then the windows drawn from them. The suite
+reports the *cause* as the failure and marks the others *downstream* of it.
+
+Data flows through the pipeline in stages (unroll, time steps, preprocessing, replay, train
+accounting, learner, relabeling); a wrong value upstream makes later stages diverge, rarely
+the other way. The cause among the failures of one scenario is therefore the one that is
+first in this order:
+
+1. the earliest stage: of the clause the failure is charged to (see :data:`STAGE`), or, for a
+   comparison of whole event sequences, of the first event that differs (:data:`EVENT_STAGE`);
+2. a stated violation before a comparison with the reference or another run (the violation
+   says *what* is wrong, the comparison only *that* something differs);
+3. the earliest iteration the failure names (unknown counts as last);
+4. the clause's order in the registry.
+
+A failure of a check that compares the adapter's run with another run of it (e.g. the same
+run without exclusions) is downstream of that other run's cause when the other run fails a
+check of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+__all__ = ["EVENT_STAGE", "STAGE", "Failure", "cause_of", "stage"]
+
+STAGE: Final[dict[str, int]] = {
+    "trace": 0,
+    "env": 0,
+    "unroll": 1,
+    "timestep": 2,
+    "preprocess": 3,
+    "replay": 4,
+    "train": 5,
+    "learner": 6,
+    "relabel": 7,
+}
+"""Pipeline stage of a clause's area (unknown areas count as last)."""
+
+_LATER_THAN_AREA: Final[dict[str, int]] = {
+    # The loss mask is read from the training windows, after they are drawn from replay.
+    "timestep.loss-mask-last": STAGE["train"],
+}
+
+
+EVENT_STAGE: Final[dict[str, int]] = {
+    "iteration": STAGE["unroll"],
+    "env_step": STAGE["unroll"],
+    "store": STAGE["preprocess"],
+    "exclude": STAGE["preprocess"],
+    "hold": STAGE["preprocess"],
+    "sampled": STAGE["replay"],
+    "train_call": STAGE["train"],
+    "update": STAGE["train"],
+    "hook": STAGE["train"],
+    "iteration_end": STAGE["train"],
+    "run_end": STAGE["train"],
+    "advantages": STAGE["learner"],
+    "nstep": STAGE["learner"],
+    "update_plan": STAGE["learner"],
+    "shard": STAGE["learner"],
+    "relabel": STAGE["relabel"],
+}
+"""Pipeline stage of a trace event kind."""
+
+
+def stage(clause: str) -> int:
+    """The pipeline stage of ``clause``."""
+    return _LATER_THAN_AREA.get(clause, STAGE.get(clause.split(".", 1)[0], len(STAGE)))
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One failing check on one scenario, as blame sees it."""
+
+    check: str
+    charged: tuple[str, ...]
+    """The clauses the failure itself is charged to."""
+    exact: bool
+    iteration: int | None
+    order: int
+    """Position of the first charged clause in the registry (the last tie-breaker)."""
+    diverged: str | None = None
+    """For a comparison of event sequences: the kind of the first event that differs."""
+
+    def key(self) -> tuple[int, int, float, int]:
+        if self.diverged is not None:
+            where = EVENT_STAGE.get(self.diverged, len(STAGE))
+        else:
+            where = min(stage(c) for c in self.charged)
+        return (
+            where,
+            int(self.exact or self.diverged is not None),
+            float("inf") if self.iteration is None else self.iteration,
+            self.order,
+        )
+
+
+def cause_of(failures: Sequence[Failure]) -> Failure:
+    """The failure the others follow from (see the module docstring)."""
+    if not failures:
+        raise ValueError("cause_of: expected at least one failure, got none")
+    return min(failures, key=Failure.key)
