@@ -22,6 +22,7 @@ from conformance.outcomes import AdapterError, AdapterFailure, Status
 from conformance.protocol import Adapter, Unsupported
 from conformance.scenario import Scenario, scenario_to_json
 from conformance.validate import TraceError, validate_trace
+from conformance.vectors import Vector, committed, difference_note
 from refimpl.trace import Trace
 
 __all__ = ["GENERATED", "AdapterError", "Outcome", "Session", "load_adapter"]
@@ -123,6 +124,8 @@ class Session:
         self.deadline: float | None = None
         """``time.monotonic()`` past which no inline operation may run (the run's budget)."""
         self._cache: dict[tuple[str, str], Trace | BaseException] = {}
+        self._vectors = reference is None
+        """Whether a committed vector, where one exists, is the reference (not a fresh run)."""
         if reference is None:
             from adapters.refimpl import RefimplAdapter
 
@@ -277,7 +280,17 @@ class Session:
         """Run ``scenario`` again, bypassing the cache (for the determinism check)."""
         return self._call(self.adapter, scenario)
 
+    def vector(self, scenario: Scenario) -> Vector | None:
+        """The committed vector that is the reference of ``scenario``, if any."""
+        return committed(scenario) if self._vectors else None
+
     def reference(self, scenario: Scenario) -> Trace:
+        """The reference trace: the committed vector of the scenario when there is one (so
+        the reference implementation is held to it as every adapter is), else a run of the
+        reference implementation."""
+        vector = self.vector(scenario)
+        if vector is not None:
+            return vector.trace()
         return self.run(scenario, "reference")
 
     def close(self) -> None:
@@ -308,12 +321,22 @@ class Session:
                 exc.status,
                 f"{self.adapter_name} broke on {repro(name, scenario, self.adapter_name)}\n{exc}",
             )
-        context = Context(self.reference, self.run, self._fresh)
+        consulted: list[Vector] = []
+
+        def reference(s: Scenario) -> Trace:
+            vector = self.vector(s)
+            if vector is not None and s == scenario:
+                consulted.append(vector)
+            return self.reference(s)
+
+        context = Context(reference, self.run, self._fresh)
         deviation = self.expectations.find(check.clauses, name)
         try:
             check.verify(scenario, trace, context)
         except CheckFailure as exc:
             message = f"[{', '.join(check.clauses)}] {check.name}: {exc}\n{repro(name, scenario, self.adapter_name)}"
+            if consulted:
+                message += "\n" + difference_note(consulted[0], trace)
             level = self._level(check)
             finding = self.expectations.finding(check.clauses, name, _stopped(trace))
             if not self._declared(name) and finding is None:
