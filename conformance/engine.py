@@ -107,7 +107,9 @@ def _stopped(trace: Trace) -> str:
 
 
 class Session:
-    """One adapter under test, with its expectations, a trace cache and the reference."""
+    """One adapter under test, with its expectations, a trace cache and the reference: the
+    committed vector of a catalogue scenario (:mod:`conformance.vectors`), else a run of
+    ``reference`` (refimpl by default; passing one turns the vectors off)."""
 
     def __init__(
         self,
