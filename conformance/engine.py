@@ -23,6 +23,7 @@ from conformance.outcomes import AdapterError, AdapterFailure, Status
 from conformance.protocol import Adapter, Unsupported
 from conformance.scenario import Scenario, scenario_to_json
 from conformance.validate import TraceError, validate_trace
+from conformance.vectors import Vector, committed, difference_note
 from refimpl.trace import Trace
 
 __all__ = ["GENERATED", "AdapterError", "Outcome", "Session", "load_adapter"]
@@ -113,7 +114,9 @@ def _stopped(trace: Trace) -> str:
 
 
 class Session:
-    """One adapter under test, with its expectations, a trace cache and the reference."""
+    """One adapter under test, with its expectations, a trace cache and the reference: the
+    committed vector of a catalogue scenario (:mod:`conformance.vectors`), else a run of
+    ``reference`` (refimpl by default; passing one turns the vectors off)."""
 
     def __init__(
         self,
@@ -130,6 +133,8 @@ class Session:
         self.deadline: float | None = None
         """``time.monotonic()`` past which no inline operation may run (the run's budget)."""
         self._cache: dict[tuple[str, str], Trace | BaseException] = {}
+        self._vectors = reference is None
+        """Whether a committed vector, where one exists, is the reference (not a fresh run)."""
         if reference is None:
             from adapters.refimpl import RefimplAdapter
 
@@ -285,7 +290,17 @@ class Session:
         """Run ``scenario`` again, bypassing the cache (for the determinism check)."""
         return self._call(self.adapter, scenario)
 
+    def vector(self, scenario: Scenario) -> Vector | None:
+        """The committed vector that is the reference of ``scenario``, if any."""
+        return committed(scenario) if self._vectors else None
+
     def reference(self, scenario: Scenario) -> Trace:
+        """The reference trace: the committed vector of the scenario when there is one (so
+        the reference implementation is held to it as every adapter is), else a run of the
+        reference implementation."""
+        vector = self.vector(scenario)
+        if vector is not None:
+            return vector.trace()
         return self.run(scenario, "reference")
 
     def close(self) -> None:
@@ -317,17 +332,25 @@ class Session:
                 f"{self.adapter_name} broke on {repro(name, scenario, self.adapter_name)}\n{exc}",
             )
         reruns: list[Scenario] = []
+        consulted: list[Vector] = []
 
         def rerun(other: Scenario) -> Trace:
             reruns.append(other)
             return self.run(other)
 
-        context = Context(self.reference, rerun, self._fresh)
+        def reference(s: Scenario) -> Trace:
+            vector = self.vector(s)
+            if vector is not None and s == scenario:
+                consulted.append(vector)
+            return self.reference(s)
+
+        context = Context(reference, rerun, self._fresh)
         deviation = self.expectations.find(check.clauses, name)
         try:
             check.verify(scenario, trace, context)
         except CheckFailure as exc:
-            outcome = self._judge(check, name, scenario, trace, exc, out)
+            note = difference_note(consulted[0], trace) if consulted else ""
+            outcome = self._judge(check, name, scenario, trace, exc, out, note)
             return (
                 self._blame(check, scenario, exc, reruns, outcome)
                 if outcome.status == "fail"
@@ -356,9 +379,13 @@ class Session:
         trace: Trace,
         exc: CheckFailure,
         out: Callable[..., Outcome],
+        note: str = "",
     ) -> Outcome:
-        """A check failed: a failure, a warning, or a deviation the expectations explain."""
+        """A check failed: a failure, a warning, or a deviation the expectations explain.
+        ``note`` (where the trace parts from the committed vector) ends the message."""
         message = f"[{', '.join(check.clauses)}] {check.name}: {exc}\n{repro(name, scenario, self.adapter_name)}"
+        if note:
+            message += "\n" + note
         level = self._level(check)
         finding = self.expectations.finding(check.clauses, name, _stopped(trace))
         if not self._declared(name) and finding is None:

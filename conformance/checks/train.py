@@ -1,5 +1,6 @@
 """Checks of train-iteration accounting, warm-up, updates and hooks (clauses ``train.*``), and the
-exact comparisons of a trainer trace with the reference trainer's."""
+exact comparisons of a trainer trace with the reference trace (the committed vector of a
+catalogue scenario, else a run of the reference trainer)."""
 
 from __future__ import annotations
 

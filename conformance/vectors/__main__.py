@@ -1,0 +1,5 @@
+"""``python -m conformance.vectors --write|--check``."""
+
+from conformance.vectors import main
+
+raise SystemExit(main())
