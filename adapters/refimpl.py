@@ -30,6 +30,7 @@ from refimpl.step_type import StepType
 from refimpl.toy_envs.batched import TimeStep, ToyBatchEnv
 from refimpl.trace import (
     Advantages,
+    CallerEpisode,
     Event,
     NStep,
     Relabel,
@@ -122,6 +123,11 @@ def _pieces(streams: Sequence[Sequence[_Step]]) -> list[_Piece]:
     return pieces
 
 
+def _held(episode: lrn.Episode) -> tuple[int, int, int]:
+    """``(transitions, terminated, truncated)`` of an episode object, read from it."""
+    return (int(episode.actions.shape[0]), int(episode.terminated), int(episode.truncated))
+
+
 class RefimplAdapter:
     """Adapter over :mod:`refimpl`.
 
@@ -147,6 +153,7 @@ class RefimplAdapter:
                 "state",
                 "bootstrap",
                 "loss-mask",
+                "caller-episodes",
             ),
             extra_versions={"torch": torch.__version__},
         )
@@ -215,6 +222,8 @@ class RefimplAdapter:
           from :func:`refimpl.learner.episode_advantages` (variant ``advantage_variant``; the
           sample std iff ``normalization`` is ``"sample"``) over all episodes together, so
           normalisation uses the rows of the whole batch;
+        - one :class:`CallerEpisode` per episode: the episode object handed to the learner,
+          read before and after the call (variant ``episode_handling``);
         - one :class:`NStep` with the targets of every transition start (every non-LAST step
           that has an observed successor), canonical order, from
           :func:`refimpl.learner.nstep_returns` (variant ``nstep_variant``) with ``n = nstep``
@@ -234,9 +243,15 @@ class RefimplAdapter:
         streams = _observe(scenario)
         pieces = _pieces(streams)
         events: list[Event] = []
+        handed: list[CallerEpisode] = []
         if pieces:
             episodes = [self._learner_episode(p, scenario) for p in pieces]
+            before = [_held(episode) for episode in episodes]
             rows = self._advantage_rows(episodes, scenario)
+            after = [self._after_learner(episode, scenario) for episode in episodes]
+            handed = [
+                CallerEpisode(p.env, p.episode, b, a) for p, b, a in zip(pieces, before, after)
+            ]
             for i, piece in enumerate(pieces):
                 at = rows.episode == i
                 events.append(
@@ -250,6 +265,7 @@ class RefimplAdapter:
                         _ints(rows.loss_mask[at]),
                     )
                 )
+        events.extend(handed)
         events.append(self._nstep_event(streams, scenario))
         num_rows = sum(p.length for p in pieces)
         if scenario.update_variant == "rllib-2.60":  # bootstrap rows are rows
@@ -282,6 +298,17 @@ class RefimplAdapter:
             truncated=ended and last.discount != 0.0,
             values=torch.tensor(values, dtype=torch.float64),
         )
+
+    def _after_learner(self, episode: lrn.Episode, scenario: LearnerScenario) -> tuple[int, ...]:
+        """What the caller's episode object holds once the learner is done with it: refimpl
+        computes into new tensors, so what it held before. Variant ``rllib-2.60`` of
+        ``episode_handling`` models RLlib 2.60.0's AddOneTsToEpisodesAndTruncate, which grows
+        the episode by the bootstrap step and flags a not-done episode truncated, in place."""
+        held = _held(episode)
+        if scenario.episode_handling == "rllib-2.60":
+            length, terminated, truncated = held
+            return (length + 1, terminated, int(truncated or not terminated))
+        return held
 
     def _advantage_rows(
         self, episodes: Sequence[lrn.Episode], scenario: LearnerScenario

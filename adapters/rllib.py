@@ -65,8 +65,9 @@ its ``t = 0`` (``_sample_batch``), not with the env's next episode; eviction is 
 episodes over all envs; GAE standardises over bootstrap rows too; ``Learner.update`` cycles
 minibatches of exactly ``minibatch_size`` rows, bootstrap rows counted; ``TrainingData.shard``
 splits episodes; n-step items bootstrap with ``gamma ** n`` for the requested ``n`` and lose
-``terminated`` when clipped. Its connector also mutates the episodes it is given (id suffix,
-one more step, truncated flag); the adapter hands it copies.
+``terminated`` when clipped; its connector mutates the episodes it is given (id suffix, one
+more step, truncated flag): the adapter hands ``Learner.update`` a copy of its own and reports
+what that copy holds before and after the call (``caller_episode``).
 
 **Not expressed** (:class:`~conformance.protocol.Unsupported`): the trainer loop (it runs only
 inside an ``Algorithm``, whose ``build_algo`` starts Ray), period grids and non-uniform
@@ -124,6 +125,7 @@ from refimpl.toy_envs.gym_env import make_env_fns, toy_action_space, toy_observa
 from refimpl.toy_envs.spec import EnvSpec
 from refimpl.trace import (
     Advantages,
+    CallerEpisode,
     EnvStep,
     Event,
     NStep,
@@ -521,6 +523,7 @@ class _LearnerData:
     columns: dict[str, np.ndarray]
     values: np.ndarray
     minibatches: list[tuple[int, ...]]
+    handed: list[CallerEpisode]
 
 
 def _learner_episodes(sc: LearnerScenario, config: PPOConfig) -> list[Any]:
@@ -533,8 +536,15 @@ def _learner_episodes(sc: LearnerScenario, config: PPOConfig) -> list[Any]:
     return sorted(episodes, key=lambda ep: _item(ep.get_observations(0))[:2])
 
 
+def _held(episode: Any) -> tuple[int, int, int]:
+    """``(transitions, terminated, truncated)`` of an RLlib episode object, read from it."""
+    return (len(episode), int(episode.is_terminated), int(episode.is_truncated))
+
+
 def _update(sc: LearnerScenario, config: PPOConfig, episodes: list[Any]) -> _LearnerData:
-    """``Learner.update`` on a copy of the episodes (RLlib's connector mutates them in place)."""
+    """``Learner.update`` on the caller's copy of the episodes, each read before and after the
+    call (``caller_episode``: RLlib's connector mutates them in place); the originals stay for
+    the shards and n-step items."""
     learner: Any = config.build_learner()
     capture = _Capture(learner._learner_connector)
     learner._learner_connector = capture
@@ -546,8 +556,11 @@ def _update(sc: LearnerScenario, config: PPOConfig, episodes: list[Any]) -> _Lea
         return update(batch, **kwargs)
 
     learner._update = recorded_update
+    handed = copy.deepcopy(episodes)
+    keys = [_item(ep.get_observations(0))[:2] for ep in handed]
+    before = [_held(ep) for ep in handed]
     learner.update(
-        episodes=copy.deepcopy(episodes),
+        episodes=handed,
         num_epochs=sc.num_epochs,
         minibatch_size=sc.minibatch_size,
         shuffle_batch_per_epoch=True,
@@ -561,7 +574,8 @@ def _update(sc: LearnerScenario, config: PPOConfig, episodes: list[Any]) -> _Lea
     with torch.no_grad():
         values = module.compute_values({Columns.OBS: torch.as_tensor(columns[Columns.OBS])})
     minibatches = [tuple(index[i] for i in rows) for rows in seen]
-    return _LearnerData(items, columns, values.detach().cpu().numpy(), minibatches)
+    callers = [CallerEpisode(env, k, b, _held(ep)) for (env, k), b, ep in zip(keys, before, handed)]
+    return _LearnerData(items, columns, values.detach().cpu().numpy(), minibatches, callers)
 
 
 def _advantage_events(data: _LearnerData) -> list[Advantages]:
@@ -673,6 +687,7 @@ def _run_learner(sc: LearnerScenario) -> Trace:
             )
         data = _update(sc, config, episodes)
         events.extend(_advantage_events(data))
+        events.extend(data.handed)
         events.append(_nstep_event(sc, episodes))
         events.append(UpdatePlan(len(data.minibatches), tuple(data.minibatches)))
         events.extend(_shard_events(sc, config, episodes))
@@ -694,7 +709,7 @@ class RLlibAdapter:
             framework_version=_version("ray"),
             protocol_version=PROTOCOL_VERSION,
             # AddOneTsToEpisodesAndTruncate appends a real bootstrap timestep: "bootstrap".
-            capabilities=("env", "trainer", "replay", "learner", "bootstrap"),
+            capabilities=("env", "trainer", "replay", "learner", "bootstrap", "caller-episodes"),
             issue_tracker="https://github.com/ray-project/ray/issues",
             notes=(
                 "SingleAgentEnvRunner, the PPO learner connector pipeline with Learner.update, "

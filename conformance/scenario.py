@@ -145,7 +145,9 @@ class LearnerScenario:
     ``advantage_variant`` and ``normalization`` (``learner.stats-exclude-bootstrap``: RLlib
     2.60's normalisation over every row, bootstrap rows included; the Bessel-corrected
     ``"sample"`` std), ``nstep_variant`` (``learner.nstep-episode-end``), ``update_variant``
-    (``learner.update-count``) and ``shard_variant`` (``learner.shard-episodes``)."""
+    (``learner.update-count``), ``shard_variant`` (``learner.shard-episodes``) and
+    ``episode_handling`` (``learner.episode-unmodified``: RLlib 2.60's in-place growth of the
+    caller's episodes)."""
 
     env: EnvSpec
     steps: int
@@ -162,6 +164,7 @@ class LearnerScenario:
     nstep_variant: Literal["spec", "rllib-2.60"] = "spec"
     update_variant: Literal["spec", "rllib-2.60", "alf"] = "spec"
     shard_variant: Literal["spec", "rllib-2.60"] = "spec"
+    episode_handling: Literal["spec", "rllib-2.60"] = "spec"
     kind: Literal["learner"] = "learner"
 
     def __post_init__(self) -> None:
@@ -172,6 +175,7 @@ class LearnerScenario:
             ("nstep_variant", ("spec", "rllib-2.60")),
             ("update_variant", ("spec", "rllib-2.60", "alf")),
             ("shard_variant", ("spec", "rllib-2.60")),
+            ("episode_handling", ("spec", "rllib-2.60")),
         ):
             if getattr(self, name) not in allowed:
                 raise ConfigError(name, getattr(self, name), " or ".join(map(repr, allowed)))

@@ -91,6 +91,14 @@ def validate_trace(scenario: Scenario, trace: Trace) -> None:
             problem = _value_problem(event)
             if problem:
                 raise TraceError(f"{where}: {problem}")
+        if event.kind == "caller_episode":
+            for name in ("before", "after"):
+                held = getattr(event, name)
+                if len(held) != 3 or held[0] < 0 or not {held[1], held[2]} <= {0, 1}:
+                    raise TraceError(
+                        f"{where}: {name} must be (transitions >= 0, terminated 0/1, "
+                        f"truncated 0/1), got {held}"
+                    )
         if event.kind in ("update", "sampled"):
             problem = _window_problem(scenario, event)
             if problem:

@@ -127,6 +127,10 @@ VARIANTS: dict[tuple[str, str], Transform] = {
     ("learner.update-count", "rllib-cyclic"): _learner(update_variant="rllib-2.60"),
     ("learner.nstep-episode-end", "rllib-requested-n"): _learner(nstep_variant="rllib-2.60"),
     ("learner.shard-episodes", "rllib-splits-episodes"): _learner(shard_variant="rllib-2.60"),
+    # RLlib 2.60.0 AddOneTsToEpisodesAndTruncate grows the caller's episodes in place.
+    ("learner.episode-unmodified", "rllib-mutates-episode"): _learner(
+        episode_handling="rllib-2.60"
+    ),
     # ALF snapshot 23aca492 Algorithm._train_experience resizes the mini-batch.
     ("learner.update-count", "alf-resized-mini-batch"): _learner(update_variant="alf"),
     # SB3 2.9.2 ReplayBuffer (buffer_size // n_envs), Flashbax 0.1.3 (max_size // add_batch_size);
@@ -204,11 +208,6 @@ VARIANTS[("replay.clear", "alf-fixed-length")] = _alf_fixed_length
 
 UNDECLARABLE: dict[tuple[str, str], str] = {
     # Not observable: no trace can show them, so no check fails because of them.
-    ("learner.bootstrap-timestep-masked", "rllib-mutates-episode"): (
-        "a learner trace records the rows, masks and values the learner computed, not whether "
-        "the caller's episode objects were changed afterwards, so no check can fail because of "
-        "it and no declaration of it could ever match a failure"
-    ),
     ("relabel.reward-recomputed", "tianshou-in-place"): (
         "Tianshou 2.0.1 restores the relabeled rows before the next add, sample or save, so "
         "every batch it returns, and every trace, equals the spec's; no check can fail because "

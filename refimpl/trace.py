@@ -19,6 +19,7 @@ from refimpl.serial import canonical_json, from_jsonable, to_jsonable
 __all__ = [
     "TRACE_FORMAT",
     "Advantages",
+    "CallerEpisode",
     "EnvStep",
     "Event",
     "Exclude",
@@ -182,6 +183,19 @@ class Advantages:
 
 
 @dataclass(frozen=True)
+class CallerEpisode:
+    """An episode as the learner's caller holds it, read from the object handed to the
+    learner: ``before`` and ``after`` the learner call, each ``(transitions, terminated,
+    truncated)`` (clause ``learner.episode-unmodified``)."""
+
+    env: int
+    episode: int
+    before: Ints
+    after: Ints
+    kind: Literal["caller_episode"] = "caller_episode"
+
+
+@dataclass(frozen=True)
 class NStep:
     """n-step targets of transitions starting at ``(env, episode, t)``; ``steps`` is the number
     of rewards summed (cut at the episode end or the newest stored step)."""
@@ -260,6 +274,7 @@ Event = Union[
     Sampled,
     Relabel,
     Advantages,
+    CallerEpisode,
     NStep,
     UpdatePlan,
     Shard,

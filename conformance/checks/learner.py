@@ -170,6 +170,47 @@ def check_bootstrap_masked(scenario: Scenario, trace: Trace, ctx: Context) -> No
             raise CheckFailure(f"loss mask of episode {(ep.env, ep.episode)}", want, mask)
 
 
+# -- learner.episode-unmodified -------------------------------------------------------------
+def check_episode_unmodified(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """learner.episode-unmodified: for every episode the learner was given, the caller's object
+    holds the same ``(transitions, terminated, truncated)`` after the call as before it, and
+    held the scenario episode's transitions before it (so the observable is tied to the data).
+
+    Variant ``episode_handling="rllib-2.60"``: after the call the episode holds one transition
+    more and an episode that is not done is flagged truncated."""
+    sc = _sc(scenario)
+    handed: dict[tuple[int, int], Any] = {}
+    for event in trace.of_kind("caller_episode"):
+        key = (event.env, event.episode)
+        if key in handed:
+            raise CheckFailure(f"caller_episode events of episode {key}", 1, 2)
+        handed[key] = event
+    for ep in learner_episodes(sc):
+        key = (ep.env, ep.episode)
+        if key not in handed:
+            raise CheckFailure(
+                f"caller_episode event of episode {key}", "one per episode handed in", "none"
+            )
+        event = handed[key]
+        held = tuple(event.before)
+        if held[0] != ep.length:  # the observable is tied to the data the learner was given
+            raise CheckFailure(
+                f"transitions of episode {key} as its caller held it before the learner call",
+                ep.length,
+                held[0],
+            )
+        want = held
+        if sc.episode_handling == "rllib-2.60":
+            want = (ep.length + 1, held[1], int(held[2] or not held[1]))
+        if tuple(event.after) != want:
+            raise CheckFailure(
+                f"episode {key} as its caller holds it after the learner call "
+                f"(transitions, terminated, truncated; before: {held})",
+                want,
+                tuple(event.after),
+            )
+
+
 # -- learner.stats-exclude-bootstrap --------------------------------------------------------
 def check_stats(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     """learner.stats-exclude-bootstrap: normalised advantages are the trace's own advantages
@@ -452,6 +493,14 @@ LEARNER_CHECKS: tuple[Check, ...] = (
         "invariant",
         check_bootstrap_masked,
         requires=("bootstrap",),
+    ),
+    Check(
+        "learner-episode-unmodified",
+        ("learner.episode-unmodified",),
+        "learner",
+        "invariant",
+        check_episode_unmodified,
+        requires=("caller-episodes",),
     ),
     Check(
         "learner-stats", ("learner.stats-exclude-bootstrap",), "learner", "invariant", check_stats

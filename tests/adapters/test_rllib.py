@@ -4,6 +4,7 @@ RLlib is not installed."""
 
 from __future__ import annotations
 
+import copy
 import statistics
 from fractions import Fraction
 from typing import Any, Literal
@@ -18,6 +19,7 @@ import gymnasium
 from gymnasium.vector import AutoresetMode
 from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.connectors.learner import AddOneTsToEpisodesAndTruncate
+from ray.rllib.connectors.learner.learner_connector_pipeline import LearnerConnectorPipeline
 from ray.rllib.core.learner.training_data import TrainingData
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
@@ -77,7 +79,14 @@ def test_info_names_the_installed_versions() -> None:
     info = ADAPTER.info()
     assert (info.name, info.framework_version) == ("rllib", "2.60.0")
     assert info.extra_versions["gymnasium"] == "1.2.2"
-    assert set(info.capabilities) == {"env", "trainer", "replay", "learner", "bootstrap"}
+    assert set(info.capabilities) == {
+        "env",
+        "trainer",
+        "replay",
+        "learner",
+        "bootstrap",
+        "caller-episodes",
+    }
     ADAPTER.smoke()
 
 
@@ -253,6 +262,31 @@ def test_learner_connector_mutates_episodes_in_place() -> None:
     connector(rl_module=None, batch={}, episodes=[episode], shared_data={})
     # the caller's episode now has the bootstrap step, an id suffix and a truncation flag
     assert (episode.id_, len(episode), episode.is_truncated) == ("a_0", 3, True)
+
+
+def test_caller_episodes_are_read_from_the_objects_handed_to_the_learner(
+    learner_trace: Trace,
+) -> None:
+    # (transitions, terminated, truncated): the terminated episode grows by the bootstrap
+    # step; the chunk in progress grows and is flagged truncated.
+    handed = {
+        (e.env, e.episode): (e.before, e.after) for e in learner_trace.of_kind("caller_episode")
+    }
+    assert handed == {(0, 0): ((2, 1, 0), (3, 1, 0)), (0, 1): ((1, 0, 0), (2, 0, 1))}
+
+
+def test_caller_episodes_follow_what_the_framework_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Make RLlib's learner connector pipeline work on copies of the episodes: the recorded
+    # "after" must follow the framework (it is read from the objects, not computed).
+    original = LearnerConnectorPipeline.__call__
+
+    def on_copies(self: Any, *args: Any, episodes: Any = None, **kwargs: Any) -> Any:
+        return original(self, *args, episodes=copy.deepcopy(episodes), **kwargs)
+
+    monkeypatch.setattr(LearnerConnectorPipeline, "__call__", on_copies)
+    trace = ADAPTER.run_learner(LEARNER)
+    handed = {(e.env, e.episode): (e.before, e.after) for e in trace.of_kind("caller_episode")}
+    assert handed == {(0, 0): ((2, 1, 0), (2, 1, 0)), (0, 1): ((1, 0, 0), (1, 0, 0))}
 
 
 def test_sharding_without_a_minibatch_size_raises() -> None:

@@ -137,6 +137,23 @@ class SplitEpisodes(RefimplAdapter):
         return lrn.shard_episodes(lengths, scenario.num_learners, variant="rllib-2.60")
 
 
+class GrowsCallerEpisodes(RefimplAdapter):
+    """The learner appends its bootstrap step to the caller's episodes, as RLlib 2.60 does,
+    without declaring it."""
+
+    def _after_learner(self, episode, scenario):
+        return super()._after_learner(episode, replace(scenario, episode_handling="rllib-2.60"))
+
+
+class FlagsOnlyInProgressTruncated(RefimplAdapter):
+    """The caller's episodes keep their length, but a chunk in progress comes back flagged
+    truncated."""
+
+    def _after_learner(self, episode, scenario):
+        length, terminated, truncated = super()._after_learner(episode, scenario)
+        return (length, terminated, int(truncated or not terminated))
+
+
 class UnseededShuffle(RefimplAdapter):
     """Minibatches shuffled from the process-wide random state."""
 
@@ -166,6 +183,20 @@ BROKEN = [
         set(),
         marks=pytest.mark.clause("learner.bootstrap-timestep-masked"),
         id="no-loss-mask",
+    ),
+    pytest.param(
+        GrowsCallerEpisodes,
+        "learner-episode-unmodified",
+        set(),
+        marks=pytest.mark.clause("learner.episode-unmodified"),
+        id="grows-caller-episodes",
+    ),
+    pytest.param(
+        FlagsOnlyInProgressTruncated,
+        "learner-episode-unmodified",
+        set(),
+        marks=pytest.mark.clause("learner.episode-unmodified"),
+        id="flags-in-progress-truncated",
     ),
     pytest.param(
         TraceDecaysByLambda,
@@ -344,6 +375,7 @@ RLLIB_KNOBS = {
     "update_variant": "rllib-2.60",
     "nstep_variant": "rllib-2.60",
     "shard_variant": "rllib-2.60",
+    "episode_handling": "rllib-2.60",
 }
 RLLIB_DECLARED = Expectations(
     deviations=tuple(
@@ -353,6 +385,7 @@ RLLIB_DECLARED = Expectations(
             ("learner.update-count", "rllib-cyclic"),
             ("learner.nstep-episode-end", "rllib-requested-n"),
             ("learner.shard-episodes", "rllib-splits-episodes"),
+            ("learner.episode-unmodified", "rllib-mutates-episode"),
         )
     )
 )
@@ -399,6 +432,14 @@ class RLlibShardsSwapped(RLlibLike):
         return tuple(reversed(super()._shard(lengths, scenario)))
 
 
+class RLlibGrowsTwice(RLlibLike):
+    """RLlib's variants, but the caller's episodes grow by two steps, not one."""
+
+    def _after_learner(self, episode, scenario):
+        length, terminated, truncated = super()._after_learner(episode, scenario)
+        return (length + 1, terminated, truncated)
+
+
 def _statuses(adapter: RefimplAdapter) -> dict[str, dict[str, tuple[str, str]]]:
     """Check name -> learner scenario -> (status, message), with RLlib's variants declared."""
     session = Session(adapter, type(adapter).__name__, RLLIB_DECLARED, timeout=60)
@@ -415,7 +456,13 @@ def test_rllib_like_adapter_is_a_reproduced_deviation() -> None:
     for check, by_scenario in statuses.items():
         for name, (status, message) in by_scenario.items():
             assert status in ("pass", "deviation"), f"{check} on {name}: {message}"
-    for check in ("learner-stats", "learner-nstep", "learner-update-count", "learner-shards"):
+    for check in (
+        "learner-stats",
+        "learner-nstep",
+        "learner-update-count",
+        "learner-shards",
+        "learner-episode-unmodified",
+    ):
         assert any(s == "deviation" for s, _ in statuses[check].values()), check
 
 
@@ -426,6 +473,7 @@ def test_rllib_like_adapter_is_a_reproduced_deviation() -> None:
         pytest.param(RLlibTerminalKept, "learner-nstep", id="terminal-kept"),
         pytest.param(RLlibCyclicOverTrainingRows, "learner-update-count", id="training-rows"),
         pytest.param(RLlibShardsSwapped, "learner-shards", id="shards-swapped"),
+        pytest.param(RLlibGrowsTwice, "learner-episode-unmodified", id="grows-twice"),
     ],
 )
 def test_deviating_from_a_declared_rllib_variant_fails(
