@@ -1,0 +1,49 @@
+"""The reference implementation run as every spec variant it models: the checks of the
+variant's clause, on every catalogue scenario the variant changes (the wider claim, that the
+model passes every check of the variant scenario, is tests/conformance/test_variants.py's). Runs only when
+the adapter under test is refimpl (the models are refimpl's code, which decides the verdicts
+of every framework that declares a variant); test ids read
+``<check>[<scenario>@<clause>/<variant>]``."""
+
+from __future__ import annotations
+
+import pytest
+
+from conformance.catalog import CATALOG
+from conformance.checks import ALL_CHECKS, Check
+from conformance.pytest_plugin import XpspecSession
+from conformance.scenario import Scenario
+from conformance.variants import VARIANTS, variant_scenario
+
+
+def _cases() -> list[object]:
+    cases = []
+    for clause, variant in sorted(VARIANTS):
+        for name, scenario in CATALOG.items():
+            model = variant_scenario(clause, variant, scenario)
+            if model is None or model == scenario:
+                continue
+            label = f"{name}@{clause}/{variant}"
+            cases.extend(
+                pytest.param(
+                    check,
+                    label,
+                    model,
+                    id=f"{check.name}[{label}]",
+                    marks=[pytest.mark.clause(*check.clauses)],
+                )
+                for check in ALL_CHECKS
+                if clause in check.clauses
+                and check.capability == model.kind
+                and check.applies(model)
+            )
+    return cases
+
+
+@pytest.mark.parametrize("check, name, scenario", _cases())
+def test_variant_model(
+    xpspec_session: XpspecSession, check: Check, name: str, scenario: Scenario
+) -> None:
+    if xpspec_session.name != "refimpl":
+        pytest.skip("variant models are refimpl's: checked when the adapter is refimpl")
+    xpspec_session.assert_outcome(check, name, scenario)
