@@ -588,7 +588,8 @@ class SB3Adapter:
         at a ``done``, the LAST its ``next_observations`` hold. Draws:
         ``HerReplayBuffer.sample(batch_size)``; its virtual rows (the last ones, counted by
         wrapping ``_get_virtual_samples``) are relabeled, their goal source ``(e, k, t')``
-        decoded from the new desired goal ``[e, k, t']``; rows keep SB3's order and rewards."""
+        decoded from the new desired goal ``[e, k, t']``; every row's goal is recorded as SB3's
+        sampled ``desired_goal`` holds it; rows keep SB3's order and rewards."""
         n_goals = _n_sampled_goal(scenario.ratio)
         b = scenario.env.num_envs
         total = scenario.fill_steps * b
@@ -681,8 +682,9 @@ def _relabel_event(draw: int, samples: Any, virtual: int) -> Relabel:
     sources = ((-1, -1, -1),) * real + _goal_sources(goals[real:])
     env, episode, t = _columns(items)
     goal_env, goal_episode, goal_t = _columns(sources)
+    values = tuple(tuple(float(v) for v in row) for row in goals.reshape(len(items), -1).tolist())
     rewards = tuple(float(r) for r in samples.rewards.reshape(-1).tolist())
-    return Relabel(draw, env, episode, t, goal_env, goal_episode, goal_t, rewards)
+    return Relabel(draw, env, episode, t, goal_env, goal_episode, goal_t, values, rewards)
 
 
 # -- learner-side preprocessing ---------------------------------------------------------------

@@ -899,7 +899,8 @@ class _RelabelRun:
     episode's latest sampled transition. A chosen episode is the ``j``-th distinct episode in
     chronological order (``np.unique`` of the walk ends, sorted by first occurrence), i.e.
     the ``j``-th smallest episode index among that env's sampled rows; its rows' goal source
-    ``(e, k, t')`` is decoded from the new desired goal ``[e, k, t']``. Rows keep Tianshou's order (env-major)
+    ``(e, k, t')`` is decoded from the new desired goal ``[e, k, t']``, and every row's goal is recorded as the
+    sampled ``obs.desired_goal`` holds it. Rows keep Tianshou's order (env-major)
     and its rewards (recomputed from ``obs_next`` for relabeled rows). ``horizon = capacity``
     lets the walk reach every stored episode's end.
     """
@@ -975,8 +976,12 @@ class _RelabelRun:
                 sources.append((-1, -1, -1))
         env, episode, t = _columns(items)
         goal_env, goal_episode, goal_t = _columns(sources)
+        values = tuple(
+            tuple(float(v) for v in row)
+            for row in np.asarray(batch.obs.desired_goal, dtype=np.float64).reshape(len(items), -1)
+        )
         rewards = tuple(float(r) for r in np.asarray(batch.rew, dtype=np.float64).reshape(-1))
-        return Relabel(draw, env, episode, t, goal_env, goal_episode, goal_t, rewards)
+        return Relabel(draw, env, episode, t, goal_env, goal_episode, goal_t, values, rewards)
 
 
 # -- the adapter ------------------------------------------------------------------------------

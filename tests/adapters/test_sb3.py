@@ -193,6 +193,11 @@ def test_relabel_ratio_maps_to_n_sampled_goal(ratio: Fraction, supported: bool) 
         assert all(
             t < g <= 3 for t, g in zip(event.t[12 - virtual :], event.goal_t[12 - virtual :])
         )
+        # Goals as SB3's batch holds them: the real rows their episode's desired goal, the
+        # virtual ones the achieved goal [0, k, g] of their goal step.
+        for k, g, goal in zip(event.episode, event.goal_t, event.goal):
+            want = spec.desired_goal(0, 0, k) if g == -1 else spec.achieved_goal(0, k, g)
+            assert goal == want
 
 
 def test_relabel_stores_name_the_terminal_observation() -> None:

@@ -290,10 +290,12 @@ def test_relabel_every_or_no_episode(ratio: Fraction, relabeled: bool) -> None:
     spec = EnvSpec(1, (FixedSchedule(3),), goals=True)
     scenario = RelabelScenario(spec, fill_steps=5, capacity=8, ratio=ratio, batch_size=16, draws=5)
     for event in ADAPTER.run_relabel(scenario).of_kind("relabel"):
-        for k, t, g, r in zip(event.episode, event.t, event.goal_t, event.reward):
+        for k, t, g, goal, r in zip(event.episode, event.t, event.goal_t, event.goal, event.reward):
             if not relabeled:
                 assert g == -1
+                assert goal == spec.desired_goal(0, 0, k)  # the batch's goal is the stored one
                 continue
+            assert goal == spec.achieved_goal(0, k, g)
             t_end = 3 if k == 0 else 2
             assert t < g <= t_end
             assert r == (0.0 if g == t + 1 else -1.0)
