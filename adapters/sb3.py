@@ -25,9 +25,11 @@ follows ``done``) is FIRST, a ``terminal_observation`` is LAST (discount 0 unles
   vector steps, where the spec's auto-reset takes ``L + 1`` (clause ``timestep.auto-reset``).
 - ``run_relabel`` names the same rows and, for a row whose ``done`` is set, also the LAST it
   holds as ``next_observations`` (relabeled goals and rewards come from next observations).
-  Its ring keeps ``buffer_size // n_envs`` transitions per env, i.e. that many time steps plus
-  one LAST per episode end among them: no ``buffer_size`` gives a ring of exactly
-  ``capacity`` time steps, and ``capacity * B`` keeps more than the spec's ring.
+  Its ring keeps ``buffer_size // n_envs`` rows per env, i.e. that many time steps plus one
+  LAST per episode end among them, where the spec's ring keeps ``capacity`` time steps. The
+  adapter gives it the most rows whose time steps, LASTs included, fit in ``capacity`` in
+  every env when the draws begin (:func:`_her_rows_per_env`): it then holds no step the
+  spec's ring has evicted (``capacity * B`` would keep up to one more step per episode end).
 - ``run_learner``: see :class:`_LearnerRun`.
 
 **Trainer iterations.** One spec iteration is one ``collect_rollouts`` call of
@@ -478,6 +480,30 @@ def _n_sampled_goal(ratio: Fraction) -> int:
     return int(ratio / (1 - ratio))
 
 
+def _her_rows_per_env(scenario: RelabelScenario) -> int:
+    """Rows per env of the ``HerReplayBuffer`` that stands for the spec's ring of
+    ``capacity`` time steps: the most rows ``n`` such that, in every env, the newest ``n``
+    rows of the fill and the LASTs they hold as ``next_observations`` are at most
+    ``capacity`` time steps. The fill adds one row per env per vector step, the row of each
+    time step but LAST (``common/off_policy_algorithm.py:collect_rollouts``); a row is
+    ``done`` iff its successor is LAST."""
+    sc = scenario
+    done_rows: list[list[bool]] = []
+    for env in range(sc.env.num_envs):
+        dones: list[bool] = []
+        k = 0
+        while len(dones) < sc.fill_steps:
+            length = sc.env.episode(sc.seed, env, k).length
+            dones.extend([False] * (length - 1) + [True])
+            k += 1
+        done_rows.append(dones[: sc.fill_steps])
+    rows = min(sc.capacity, sc.fill_steps)
+    while rows > 1 and any(rows + sum(d[-rows:]) > sc.capacity for d in done_rows):
+        rows -= 1
+    # Fewer rows than the fill never wrap the ring: let it be as large as the spec's.
+    return sc.capacity if rows == sc.fill_steps else rows
+
+
 def _goal_sources(goals: np.ndarray) -> tuple[tuple[int, int, int], ...]:
     """The time step ``(e, k, t')`` whose achieved goal ``[e, k, t']`` became each row's goal."""
     return tuple((int(e), int(k), int(t)) for e, k, t in goals.reshape(-1, 3).astype(np.int64))
@@ -584,7 +610,8 @@ class SB3Adapter:
     # -- relabel ------------------------------------------------------------------------------
     def run_relabel(self, scenario: RelabelScenario) -> Trace:
         """Fill: ``DQN.learn`` with ``HerReplayBuffer(n_sampled_goal, goal_selection_strategy)``
-        for ``fill_steps`` vector steps, never training; stores name each row's ``o_t`` and,
+        of :func:`_her_rows_per_env` rows per env for ``fill_steps`` vector steps, never
+        training; stores name each row's ``o_t`` and,
         at a ``done``, the LAST its ``next_observations`` hold. Draws:
         ``HerReplayBuffer.sample(batch_size)``; its virtual rows (the last ones, counted by
         wrapping ``_get_virtual_samples``) are relabeled, their goal source ``(e, k, t')``
@@ -593,7 +620,7 @@ class SB3Adapter:
         n_goals = _n_sampled_goal(scenario.ratio)
         b = scenario.env.num_envs
         total = scenario.fill_steps * b
-        config = _DQNConfig(1, 1, 1, total, scenario.capacity * b, total)
+        config = _DQNConfig(1, 1, 1, total, _her_rows_per_env(scenario) * b, total)
         events: list[Event] = []
         with _quiet():
             model = _dqn(

@@ -11,7 +11,9 @@ import pytest
 
 pytest.importorskip("stable_baselines3")
 
-from adapters.sb3 import SB3Adapter
+from adapters.sb3 import SB3Adapter, _her_rows_per_env
+from conformance.catalog import CATALOG
+from conformance.checks.relabel import check_same_episode
 from conformance.protocol import Unsupported
 from conformance.scenario import (
     EnvScenario,
@@ -198,6 +200,29 @@ def test_relabel_ratio_maps_to_n_sampled_goal(ratio: Fraction, supported: bool) 
         for k, g, goal in zip(event.episode, event.goal_t, event.goal):
             want = spec.desired_goal(0, 0, k) if g == -1 else spec.achieved_goal(0, k, g)
             assert goal == want
+
+
+def test_her_ring_holds_the_rows_of_capacity_time_steps() -> None:
+    # One env, episodes of 3 transitions: rows t = 0, 1, 2 per episode, the third done (its
+    # next observation the LAST). 9 rows; the newest 6 are two whole episodes, 6 rows and 2
+    # LASTs = 8 time steps; 7 rows would hold 10.
+    spec = EnvSpec(1, (FixedSchedule(3),), goals=True)
+    assert _her_rows_per_env(RelabelScenario(spec, fill_steps=9, capacity=8)) == 6
+    # A fill that fits whole keeps the spec's capacity (the ring never wraps).
+    assert _her_rows_per_env(RelabelScenario(spec, fill_steps=3, capacity=8)) == 8
+    # Episodes of 1 transition: every row is done, 3 rows are 6 time steps.
+    short = EnvSpec(1, (FixedSchedule(1),), goals=True)
+    assert _her_rows_per_env(RelabelScenario(short, fill_steps=5, capacity=6)) == 3
+
+
+def test_relabel_samples_only_what_the_spec_ring_holds() -> None:
+    # 23 vector steps into rings of 12 time steps: SB3's ring wraps, and every sampled
+    # transition and goal is one the spec's ring of 12 still holds.
+    scenario = CATALOG["relabel-future"]
+    assert isinstance(scenario, RelabelScenario)
+    trace = ADAPTER.run_relabel(scenario)
+    check_same_episode(scenario, trace, None)  # type: ignore[arg-type]
+    assert _her_rows_per_env(scenario) < scenario.fill_steps
 
 
 def test_relabel_stores_name_the_terminal_observation() -> None:
