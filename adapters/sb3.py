@@ -28,8 +28,8 @@ follows ``done``) is FIRST, a ``terminal_observation`` is LAST (discount 0 unles
   Its ring keeps ``buffer_size // n_envs`` rows per env, i.e. that many time steps plus one
   LAST per episode end among them, where the spec's ring keeps ``capacity`` time steps. The
   adapter gives it the most rows whose time steps, LASTs included, fit in ``capacity`` in
-  every env when the draws begin (:func:`_her_rows_per_env`): it then holds no step the
-  spec's ring has evicted (``capacity * B`` would keep up to one more step per episode end).
+  every env when the draws begin (:mod:`adapters.transition_rings`): it then holds no step
+  the spec's ring has evicted (``capacity * B`` would keep one more step per episode end).
 - ``run_learner``: see :class:`_LearnerRun`.
 
 **Trainer iterations.** One spec iteration is one ``collect_rollouts`` call of
@@ -74,6 +74,7 @@ import gymnasium
 import numpy as np
 import torch
 
+from adapters.transition_rings import rows_within_capacity
 from conformance.protocol import PROTOCOL_VERSION, AdapterInfo, Unsupported
 from conformance.scenario import (
     EnvScenario,
@@ -480,30 +481,6 @@ def _n_sampled_goal(ratio: Fraction) -> int:
     return int(ratio / (1 - ratio))
 
 
-def _her_rows_per_env(scenario: RelabelScenario) -> int:
-    """Rows per env of the ``HerReplayBuffer`` that stands for the spec's ring of
-    ``capacity`` time steps: the most rows ``n`` such that, in every env, the newest ``n``
-    rows of the fill and the LASTs they hold as ``next_observations`` are at most
-    ``capacity`` time steps. The fill adds one row per env per vector step, the row of each
-    time step but LAST (``common/off_policy_algorithm.py:collect_rollouts``); a row is
-    ``done`` iff its successor is LAST."""
-    sc = scenario
-    done_rows: list[list[bool]] = []
-    for env in range(sc.env.num_envs):
-        dones: list[bool] = []
-        k = 0
-        while len(dones) < sc.fill_steps:
-            length = sc.env.episode(sc.seed, env, k).length
-            dones.extend([False] * (length - 1) + [True])
-            k += 1
-        done_rows.append(dones[: sc.fill_steps])
-    rows = min(sc.capacity, sc.fill_steps)
-    while rows > 1 and any(rows + sum(d[-rows:]) > sc.capacity for d in done_rows):
-        rows -= 1
-    # Fewer rows than the fill never wrap the ring: let it be as large as the spec's.
-    return sc.capacity if rows == sc.fill_steps else rows
-
-
 def _goal_sources(goals: np.ndarray) -> tuple[tuple[int, int, int], ...]:
     """The time step ``(e, k, t')`` whose achieved goal ``[e, k, t']`` became each row's goal."""
     return tuple((int(e), int(k), int(t)) for e, k, t in goals.reshape(-1, 3).astype(np.int64))
@@ -610,9 +587,10 @@ class SB3Adapter:
     # -- relabel ------------------------------------------------------------------------------
     def run_relabel(self, scenario: RelabelScenario) -> Trace:
         """Fill: ``DQN.learn`` with ``HerReplayBuffer(n_sampled_goal, goal_selection_strategy)``
-        of :func:`_her_rows_per_env` rows per env for ``fill_steps`` vector steps, never
-        training; stores name each row's ``o_t`` and,
-        at a ``done``, the LAST its ``next_observations`` hold. Draws:
+        of ``rows_within_capacity(scenario)`` rows per env for ``fill_steps`` vector steps,
+        never training; stores name each row's ``o_t`` and, at a ``done``, the LAST its
+        ``next_observations`` hold, and after the fill the next time step each env's newest
+        row holds if it is not ``done``. Draws:
         ``HerReplayBuffer.sample(batch_size)``; its virtual rows (the last ones, counted by
         wrapping ``_get_virtual_samples``) are relabeled, their goal source ``(e, k, t')``
         decoded from the new desired goal ``[e, k, t']``; every row's goal is recorded as SB3's
@@ -620,7 +598,7 @@ class SB3Adapter:
         n_goals = _n_sampled_goal(scenario.ratio)
         b = scenario.env.num_envs
         total = scenario.fill_steps * b
-        config = _DQNConfig(1, 1, 1, total, _her_rows_per_env(scenario) * b, total)
+        config = _DQNConfig(1, 1, 1, total, rows_within_capacity(scenario) * b, total)
         events: list[Event] = []
         with _quiet():
             model = _dqn(
@@ -638,6 +616,9 @@ class SB3Adapter:
             model.learn(total)
             buffer = model.replay_buffer
             assert isinstance(buffer, HerReplayBuffer)
+            trailing = _trailing_steps(buffer)
+            if trailing is not None:
+                events.append(trailing)
             virtual = _count_virtual(buffer)
             for draw in range(scenario.draws):
                 try:
@@ -686,6 +667,21 @@ def _record_adds(model: DQN, rows: _RowMapper, events: list[Event]) -> None:
         add(obs, next_obs, action, reward, done, infos)
 
     _patch(buffer, "add", add_row)
+
+
+def _trailing_steps(buffer: HerReplayBuffer) -> Store | None:
+    """The time steps that only the newest row of each env holds, as ``next_observations``
+    of a row that is not ``done`` (MID, with that row's reward): stored, though no row of
+    their own names them yet; None if every env's newest row ended its episode."""
+    newest = (buffer.pos - 1) % buffer.buffer_size
+    running = np.flatnonzero(~buffer.dones[newest].astype(bool))
+    if running.size == 0:
+        return None
+    items = _items(buffer.next_observations["observation"][newest, running])
+    env, episode, t = _columns(items)
+    rewards = tuple(float(r) for r in buffer.rewards[newest, running])
+    n = len(items)
+    return Store(0, env, episode, t, (_MID,) * n, rewards, (1.0,) * n, (0.0,) * n)
 
 
 def _count_virtual(buffer: HerReplayBuffer) -> list[int]:

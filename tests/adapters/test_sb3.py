@@ -11,7 +11,8 @@ import pytest
 
 pytest.importorskip("stable_baselines3")
 
-from adapters.sb3 import SB3Adapter, _her_rows_per_env
+from adapters.sb3 import SB3Adapter
+from adapters.transition_rings import rows_within_capacity
 from conformance.catalog import CATALOG
 from conformance.checks.relabel import check_same_episode
 from conformance.protocol import Unsupported
@@ -202,19 +203,6 @@ def test_relabel_ratio_maps_to_n_sampled_goal(ratio: Fraction, supported: bool) 
             assert goal == want
 
 
-def test_her_ring_holds_the_rows_of_capacity_time_steps() -> None:
-    # One env, episodes of 3 transitions: rows t = 0, 1, 2 per episode, the third done (its
-    # next observation the LAST). 9 rows; the newest 6 are two whole episodes, 6 rows and 2
-    # LASTs = 8 time steps; 7 rows would hold 10.
-    spec = EnvSpec(1, (FixedSchedule(3),), goals=True)
-    assert _her_rows_per_env(RelabelScenario(spec, fill_steps=9, capacity=8)) == 6
-    # A fill that fits whole keeps the spec's capacity (the ring never wraps).
-    assert _her_rows_per_env(RelabelScenario(spec, fill_steps=3, capacity=8)) == 8
-    # Episodes of 1 transition: every row is done, 3 rows are 6 time steps.
-    short = EnvSpec(1, (FixedSchedule(1),), goals=True)
-    assert _her_rows_per_env(RelabelScenario(short, fill_steps=5, capacity=6)) == 3
-
-
 def test_relabel_samples_only_what_the_spec_ring_holds() -> None:
     # 23 vector steps into rings of 12 time steps: SB3's ring wraps, and every sampled
     # transition and goal is one the spec's ring of 12 still holds.
@@ -222,7 +210,7 @@ def test_relabel_samples_only_what_the_spec_ring_holds() -> None:
     assert isinstance(scenario, RelabelScenario)
     trace = ADAPTER.run_relabel(scenario)
     check_same_episode(scenario, trace, None)  # type: ignore[arg-type]
-    assert _her_rows_per_env(scenario) < scenario.fill_steps
+    assert rows_within_capacity(scenario) < scenario.fill_steps
 
 
 def test_relabel_stores_name_the_terminal_observation() -> None:
@@ -236,6 +224,17 @@ def test_relabel_stores_name_the_terminal_observation() -> None:
         [(0, 1, 1), (0, 1, 2)],
     ]
     assert [s.step_type for s in trace.of_kind("store")][1] == (M, L)
+
+
+def test_relabel_stores_name_the_next_step_of_a_running_episode() -> None:
+    # Episodes of 3 transitions, 5 rows: the newest, (0, 1, 1), is not done and holds
+    # (0, 1, 2) as its next observation, stored after the fill (MID, its reward -1: the
+    # goal [0, 1, 3] is not reached).
+    spec = EnvSpec(1, (FixedSchedule(3),), goals=True)
+    trace = ADAPTER.run_relabel(RelabelScenario(spec, fill_steps=5, capacity=20, draws=1))
+    stores = list(trace.of_kind("store"))
+    assert _items(trace, "store")[-2:] == [[(0, 1, 1)], [(0, 1, 2)]]
+    assert (stores[-1].step_type, stores[-1].reward) == ((M,), (-1.0,))
 
 
 @pytest.mark.parametrize(
