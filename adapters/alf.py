@@ -871,7 +871,8 @@ def _relabel_event(
     futures: list[torch.Tensor],
 ) -> Relabel:
     """The pairs of one draw that are transitions, with their goal source ((-1, -1, -1) unless
-    ALF relabeled the row) and their reward after relabeling.
+    ALF relabeled the row), their goal as ALF's transformed batch holds it, and their reward
+    after relabeling.
 
     ALF relabels rows ``her_indices`` (ascending): it looks up the episode end of each at
     ``(env_id, position + 1)`` and reads one future achieved goal for each. The relabeled rows
@@ -897,8 +898,9 @@ def _relabel_event(
     goal_env, goal_episode, goal_t = (
         tuple(int(goal[i][c]) if relabeled[i] else -1 for i in rows) for c in range(3)
     )
+    values = tuple(tuple(float(v) for v in goal[i].tolist()) for i in rows)
     rewards = tuple(float(reward[i]) for i in rows)
-    return Relabel(draw, env, episode, t, goal_env, goal_episode, goal_t, rewards)
+    return Relabel(draw, env, episode, t, goal_env, goal_episode, goal_t, values, rewards)
 
 
 def _smoke() -> None:

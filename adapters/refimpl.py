@@ -408,8 +408,8 @@ class RefimplAdapter:
         desired goal of ``t`` and the stored reward of ``t + 1``; then
         :func:`refimpl.relabel.relabel` (variant ``spec``, or ``alf`` under selection
         ``bernoulli``; the scenario's strategy and ratio) relabels it, and one :class:`Relabel`
-        event records each row's goal source ``(env, episode, t)`` (``(-1, -1, -1)`` if kept)
-        and reward.
+        event records each row's goal source ``(env, episode, t)`` (``(-1, -1, -1)`` if kept),
+        its goal as the relabeled batch holds it, and its reward.
         """
         env = ToyBatchEnv(scenario.env, scenario.seed)
         fields = {**_FIELDS, "desired_goal": ((3,), torch.float32)}
@@ -445,6 +445,7 @@ class RefimplAdapter:
                     tuple(int(source[0]) for source in sources),
                     tuple(int(source[1]) for source in sources),
                     _ints(out.source_t),
+                    tuple(_floats(goal) for goal in out.desired_goal),
                     _floats(out.reward),
                 )
             )

@@ -25,9 +25,11 @@ follows ``done``) is FIRST, a ``terminal_observation`` is LAST (discount 0 unles
   vector steps, where the spec's auto-reset takes ``L + 1`` (clause ``timestep.auto-reset``).
 - ``run_relabel`` names the same rows and, for a row whose ``done`` is set, also the LAST it
   holds as ``next_observations`` (relabeled goals and rewards come from next observations).
-  Its ring keeps ``buffer_size // n_envs`` transitions per env, i.e. that many time steps plus
-  one LAST per episode end among them: no ``buffer_size`` gives a ring of exactly
-  ``capacity`` time steps, and ``capacity * B`` keeps more than the spec's ring.
+  Its ring keeps ``buffer_size // n_envs`` rows per env, i.e. that many time steps plus one
+  LAST per episode end among them, where the spec's ring keeps ``capacity`` time steps. The
+  adapter gives it the most rows whose time steps, LASTs included, fit in ``capacity`` in
+  every env when the draws begin (:mod:`adapters.transition_rings`): it then holds no step
+  the spec's ring has evicted (``capacity * B`` would keep one more step per episode end).
 - ``run_learner``: see :class:`_LearnerRun`.
 
 **Trainer iterations.** One spec iteration is one ``collect_rollouts`` call of
@@ -72,6 +74,7 @@ import gymnasium
 import numpy as np
 import torch
 
+from adapters.transition_rings import rows_within_capacity
 from conformance.protocol import PROTOCOL_VERSION, AdapterInfo, Unsupported
 from conformance.scenario import (
     EnvScenario,
@@ -584,15 +587,18 @@ class SB3Adapter:
     # -- relabel ------------------------------------------------------------------------------
     def run_relabel(self, scenario: RelabelScenario) -> Trace:
         """Fill: ``DQN.learn`` with ``HerReplayBuffer(n_sampled_goal, goal_selection_strategy)``
-        for ``fill_steps`` vector steps, never training; stores name each row's ``o_t`` and,
-        at a ``done``, the LAST its ``next_observations`` hold. Draws:
+        of ``rows_within_capacity(scenario)`` rows per env for ``fill_steps`` vector steps,
+        never training; stores name each row's ``o_t`` and, at a ``done``, the LAST its
+        ``next_observations`` hold, and after the fill the next time step each env's newest
+        row holds if it is not ``done``. Draws:
         ``HerReplayBuffer.sample(batch_size)``; its virtual rows (the last ones, counted by
         wrapping ``_get_virtual_samples``) are relabeled, their goal source ``(e, k, t')``
-        decoded from the new desired goal ``[e, k, t']``; rows keep SB3's order and rewards."""
+        decoded from the new desired goal ``[e, k, t']``; every row's goal is recorded as SB3's
+        sampled ``desired_goal`` holds it; rows keep SB3's order and rewards."""
         n_goals = _n_sampled_goal(scenario.ratio)
         b = scenario.env.num_envs
         total = scenario.fill_steps * b
-        config = _DQNConfig(1, 1, 1, total, scenario.capacity * b, total)
+        config = _DQNConfig(1, 1, 1, total, rows_within_capacity(scenario) * b, total)
         events: list[Event] = []
         with _quiet():
             model = _dqn(
@@ -610,6 +616,9 @@ class SB3Adapter:
             model.learn(total)
             buffer = model.replay_buffer
             assert isinstance(buffer, HerReplayBuffer)
+            trailing = _trailing_steps(buffer)
+            if trailing is not None:
+                events.append(trailing)
             virtual = _count_virtual(buffer)
             for draw in range(scenario.draws):
                 try:
@@ -660,6 +669,21 @@ def _record_adds(model: DQN, rows: _RowMapper, events: list[Event]) -> None:
     _patch(buffer, "add", add_row)
 
 
+def _trailing_steps(buffer: HerReplayBuffer) -> Store | None:
+    """The time steps that only the newest row of each env holds, as ``next_observations``
+    of a row that is not ``done`` (MID, with that row's reward): stored, though no row of
+    their own names them yet; None if every env's newest row ended its episode."""
+    newest = (buffer.pos - 1) % buffer.buffer_size
+    running = np.flatnonzero(~buffer.dones[newest].astype(bool))
+    if running.size == 0:
+        return None
+    items = _items(buffer.next_observations["observation"][newest, running])
+    env, episode, t = _columns(items)
+    rewards = tuple(float(r) for r in buffer.rewards[newest, running])
+    n = len(items)
+    return Store(0, env, episode, t, (_MID,) * n, rewards, (1.0,) * n, (0.0,) * n)
+
+
 def _count_virtual(buffer: HerReplayBuffer) -> list[int]:
     """Wrap ``_get_virtual_samples`` so that each sample leaves its virtual row count in the
     returned list (SB3 concatenates real rows, then virtual ones)."""
@@ -681,8 +705,9 @@ def _relabel_event(draw: int, samples: Any, virtual: int) -> Relabel:
     sources = ((-1, -1, -1),) * real + _goal_sources(goals[real:])
     env, episode, t = _columns(items)
     goal_env, goal_episode, goal_t = _columns(sources)
+    values = tuple(tuple(float(v) for v in row) for row in goals.reshape(len(items), -1).tolist())
     rewards = tuple(float(r) for r in samples.rewards.reshape(-1).tolist())
-    return Relabel(draw, env, episode, t, goal_env, goal_episode, goal_t, rewards)
+    return Relabel(draw, env, episode, t, goal_env, goal_episode, goal_t, values, rewards)
 
 
 # -- learner-side preprocessing ---------------------------------------------------------------

@@ -89,6 +89,7 @@ import gymnasium
 import numpy as np
 import torch
 
+from adapters.transition_rings import rows_within_capacity
 from conformance.protocol import PROTOCOL_VERSION, AdapterInfo, Unsupported
 from conformance.scenario import (
     EnvScenario,
@@ -888,9 +889,14 @@ def _recording_choices(calls: list[np.ndarray]) -> Iterator[None]:
 
 
 class _RelabelRun:
-    """``HERVectorReplayBuffer(capacity * B, B, compute_reward_fn, horizon=capacity,
-    future_k)`` filled by a ``Collector`` for ``fill_steps`` vector steps (the goal env's
-    Dict observations stored as they are), then sampled ``draws`` times with ``sample``.
+    """``HERVectorReplayBuffer(n * B, B, compute_reward_fn, horizon=capacity, future_k)``
+    filled by a ``Collector`` for ``fill_steps`` vector steps (the goal env's Dict
+    observations stored as they are), then sampled ``draws`` times with ``sample``. A
+    sub-buffer keeps ``n`` rows, i.e. ``n`` time steps plus the final observations its done
+    rows hold as ``obs_next`` and, when its newest row is not done, that row's ``obs_next``
+    (recorded as stored after the fill); ``n = rows_within_capacity(scenario)`` is the most rows that
+    are at most ``capacity`` time steps in every env when the draws begin
+    (:mod:`adapters.transition_rings`), so it holds no step the spec's ring has evicted.
 
     Tianshou relabels at sample time (``HERReplayBuffer.rewrite_transitions``), per
     sub-buffer: ``int(E * future_p)`` of the ``E`` distinct episodes among that env's sampled
@@ -899,7 +905,8 @@ class _RelabelRun:
     episode's latest sampled transition. A chosen episode is the ``j``-th distinct episode in
     chronological order (``np.unique`` of the walk ends, sorted by first occurrence), i.e.
     the ``j``-th smallest episode index among that env's sampled rows; its rows' goal source
-    ``(e, k, t')`` is decoded from the new desired goal ``[e, k, t']``. Rows keep Tianshou's order (env-major)
+    ``(e, k, t')`` is decoded from the new desired goal ``[e, k, t']``, and every row's goal is recorded as the
+    sampled ``obs.desired_goal`` holds it. Rows keep Tianshou's order (env-major)
     and its rewards (recomputed from ``obs_next`` for relabeled rows). ``horizon = capacity``
     lets the walk reach every stored episode's end.
     """
@@ -917,7 +924,7 @@ class _RelabelRun:
         sc = self.sc
         b = sc.env.num_envs
         buffer = HERVectorReplayBuffer(
-            sc.capacity * b,
+            rows_within_capacity(sc) * b,
             b,
             compute_reward_fn=_goal_reward,
             horizon=sc.capacity,
@@ -928,10 +935,28 @@ class _RelabelRun:
         envs = _vector_env(sc.env, sc.seed)
         events: list[Event] = []
         stepper = _Stepper(envs, policy, lambda rows: None)
-        _record_adds(buffer, lambda batch: events.append(self._store(stepper, batch)))
+        newest: dict[int, _Row | None] = {}  # env -> its newest row's next step, if no LAST
+
+        def on_add(batch: Any) -> None:
+            events.append(self._store(stepper, batch))
+            for nxt, terminated, truncated, rew in zip(
+                _items(batch.obs_next),
+                np.asarray(batch.terminated).reshape(-1),
+                np.asarray(batch.truncated).reshape(-1),
+                np.asarray(batch.rew, dtype=np.float64).reshape(-1),
+            ):
+                ended = terminated or truncated
+                newest[nxt[0]] = None if ended else _Row(nxt, _MID, float(rew), 1.0, nxt[2], -1)
+
+        _record_adds(buffer, on_add)
         collector = Collector(policy, envs, buffer)
         collector.reset()
         collector.collect(n_step=sc.fill_steps * b)
+        # The newest row of an episode in progress holds the next time step as obs_next
+        # only; the buffer holds it (future goals are read from it), so it is stored too.
+        trailing = [row for _, row in sorted(newest.items()) if row is not None]
+        if trailing:
+            events.append(_store(0, trailing))
         for draw in range(sc.draws):
             calls: list[np.ndarray] = []
             with _recording_choices(calls):
@@ -975,8 +1000,12 @@ class _RelabelRun:
                 sources.append((-1, -1, -1))
         env, episode, t = _columns(items)
         goal_env, goal_episode, goal_t = _columns(sources)
+        values = tuple(
+            tuple(float(v) for v in row)
+            for row in np.asarray(batch.obs.desired_goal, dtype=np.float64).reshape(len(items), -1)
+        )
         rewards = tuple(float(r) for r in np.asarray(batch.rew, dtype=np.float64).reshape(-1))
-        return Relabel(draw, env, episode, t, goal_env, goal_episode, goal_t, rewards)
+        return Relabel(draw, env, episode, t, goal_env, goal_episode, goal_t, values, rewards)
 
 
 # -- the adapter ------------------------------------------------------------------------------

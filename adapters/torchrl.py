@@ -903,6 +903,10 @@ def _run_relabel(sc: RelabelScenario) -> Trace:
                     goal_env,
                     goal_episode,
                     goal_t,
+                    tuple(
+                        tuple(float(v) for v in row)
+                        for row in sample.get("desired_goal").reshape(-1, 3).tolist()
+                    ),
                     tuple(_values(sample, ("next", "reward"))),
                 )
             )

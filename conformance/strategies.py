@@ -1,9 +1,10 @@
 """Hypothesis strategies for scenarios, exported for third parties, and the ``ci`` and
 ``thorough`` profiles.
 
-:func:`trainer_scenarios` draws from the whole generated space; its keyword arguments pin
-parts of it. :func:`scenarios_for` gives each trainer check a strategy whose every scenario
-the check concerns (``check.applies``) by construction, so no example is filtered away."""
+:func:`trainer_scenarios` and :func:`relabel_scenarios` draw from the whole generated space
+of their kind; their keyword arguments pin parts of it. :func:`scenarios_for` gives each
+trainer and relabel check a strategy whose every scenario the check concerns
+(``check.applies``) by construction, so no example is filtered away."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from conformance.checks.base import Check
-from conformance.scenario import TrainerScenario
+from conformance.scenario import RelabelScenario, Scenario, TrainerScenario
 from refimpl.config import DrainSpec, TrainerConfig
 from refimpl.preprocess import (
     EpisodeDelayed,
@@ -34,6 +35,7 @@ __all__ = [
     "env_specs",
     "preprocessor_specs",
     "preprocessors",
+    "relabel_scenarios",
     "scenarios_for",
     "trainer_configs",
     "trainer_scenarios",
@@ -277,12 +279,134 @@ _EVERYWHERE = frozenset(
 )
 
 
-def scenarios_for(check: Check) -> st.SearchStrategy[TrainerScenario]:
-    """Trainer scenarios that ``check`` concerns, and only those: every one satisfies
-    ``check.applies``, with the full diversity of the generated space within it. Raises
-    ``ValueError`` for a check without a strategy here (rather than filter examples)."""
+# -- relabel scenarios ------------------------------------------------------------------------
+_STRATEGIES = ("future", "final", "episode")
+# Ratios SB3 (1 - 1/(n + 1)) and Tianshou (1 - 1/future_k) can express, and 0 and 1.
+_RATIOS = (Fraction(0), Fraction(1, 2), Fraction(2, 3), Fraction(3, 4), Fraction(1))
+
+
+def _schedules(min_length: int) -> st.SearchStrategy[Any]:
+    """Episode schedules whose episodes have at least ``min_length`` transitions."""
+    ending = st.sampled_from(["terminated", "truncated"])
+    lengths = st.integers(min_length, 6)
+    plans = st.builds(EpisodePlan, lengths, ending)
+    return st.one_of(
+        st.builds(FixedSchedule, lengths, ending),
+        st.builds(
+            CycleSchedule, st.lists(plans, min_size=1, max_size=4).map(tuple), st.integers(0, 3)
+        ),
+        st.builds(
+            RandomSchedule, st.integers(min_length, 3), st.integers(3, 7), st.integers(0, 1000)
+        ),
+    )
+
+
+def _step_in_episode(env: EnvSpec, seed: int, e: int, n: int) -> tuple[int, int]:
+    """``(t, L)`` of the ``n``-th time step of env ``e`` (next-step auto-reset: episode ``k``
+    takes ``L + 1`` steps, ``t = 0 .. L``)."""
+    k = 0
+    while True:
+        length = env.episode(seed, e, k).length
+        if n <= length:
+            return n, length
+        n -= length + 1
+        k += 1
+
+
+def _is_mid(t: int, length: int) -> bool:
+    return 0 < t < length
+
+
+def relabel_scenarios(
+    *,
+    strategy: str | tuple[str, ...] | None = None,
+    ratio: Fraction | None = None,
+    in_progress: bool | None = None,
+) -> st.SearchStrategy[RelabelScenario]:
+    """Valid relabel scenarios of a goal env (1 to 3 envs, short fills and rings, a few
+    small batches); with no arguments, the whole generated space. ``strategy`` (a name or a
+    tuple of names) and ``ratio`` pin those fields; ``in_progress=True`` pins a sample drawn while env 0's episode is in
+    progress: its newest stored step is a MID, so the buffer holds transitions of an episode
+    that has not ended (unpinned, fills end anywhere and such samples are common)."""
+    if in_progress is False:
+        raise ValueError("in_progress pins samples during an episode (True) or nothing (None)")
+    names = (strategy,) if isinstance(strategy, str) else strategy or _STRATEGIES
+    strategies = st.sampled_from(names)
+    ratios = st.just(Fraction(ratio)) if ratio is not None else st.sampled_from(_RATIOS)
+    return _relabel_scenarios(strategies, ratios, bool(in_progress))
+
+
+@st.composite
+def _relabel_scenarios(
+    draw: st.DrawFn,
+    strategies: st.SearchStrategy[str],
+    ratios: st.SearchStrategy[Fraction],
+    in_progress: bool,
+) -> RelabelScenario:
+    b = draw(st.integers(1, 3))
+    schedules = _schedules(2 if in_progress else 1)
+    shared = draw(st.booleans())
+    scheds = (draw(schedules),) if shared else tuple(draw(schedules) for _ in range(b))
+    env = EnvSpec(b, scheds, goals=True)
+    seed = draw(st.integers(0, 3))
+    if in_progress:
+        # Fills whose last step of env 0 is a MID (every episode has one: L >= 2).
+        fills = [n for n in range(3, 31) if _is_mid(*_step_in_episode(env, seed, 0, n - 1))]
+        fill_steps = draw(st.sampled_from(fills))
+    else:
+        fill_steps = draw(st.integers(2, 30))
+    return RelabelScenario(
+        env,
+        fill_steps=fill_steps,
+        capacity=draw(st.integers(2, 24)),
+        strategy=draw(strategies),  # type: ignore[arg-type]
+        ratio=draw(ratios),
+        batch_size=draw(st.integers(1, 32)),
+        draws=draw(st.integers(1, 6)),
+        seed=seed,
+    )
+
+
+# The part of the relabel space each relabel check concerns (keyword arguments of
+# `relabel_scenarios`); the others concern every relabel scenario.
+_RELABEL_CONCERNS: dict[str, dict[str, Any]] = {
+    "relabel-uniform-goals": dict(strategy=("future", "episode")),
+    "relabel-placement": dict(strategy="final", ratio=Fraction(1)),
+}
+_RELABEL_EVERYWHERE = frozenset(
+    {
+        "relabel-same-episode",
+        "relabel-eligible",
+        "relabel-reward",
+        "relabel-ratio",
+        "deterministic-relabel",
+    }
+)
+
+
+def _relabel_strategy(check: Check) -> st.SearchStrategy[RelabelScenario]:
+    if check.name in _RELABEL_CONCERNS:
+        return relabel_scenarios(**_RELABEL_CONCERNS[check.name])
+    if check.name in _RELABEL_EVERYWHERE:
+        return relabel_scenarios()
+    raise ValueError(
+        f"no scenario strategy for relabel check {check.name!r}: add the keyword arguments of "
+        "relabel_scenarios() that satisfy its applies() predicate to _RELABEL_CONCERNS in "
+        "conformance.strategies (or its name to _RELABEL_EVERYWHERE if it always holds)"
+    )
+
+
+def scenarios_for(check: Check) -> st.SearchStrategy[Scenario]:
+    """Scenarios that ``check`` (a trainer or relabel check) concerns, and only those: every
+    one satisfies ``check.applies``, with the full diversity of the generated space within
+    it. Raises ``ValueError`` for a check without a strategy here (rather than filter
+    examples)."""
+    if check.capability == "relabel":
+        return _relabel_strategy(check)
     if check.capability != "trainer":
-        raise ValueError(f"check {check.name!r} is not a trainer check ({check.capability!r})")
+        raise ValueError(
+            f"check {check.name!r} is neither a trainer nor a relabel check ({check.capability!r})"
+        )
     if check.name in _CONCERNS:
         return trainer_scenarios(**_CONCERNS[check.name])
     if check.name in _EVERYWHERE:

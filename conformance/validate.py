@@ -10,6 +10,7 @@ of items it never stored): the checks fail it with :class:`CheckFailure`, never 
 
 from __future__ import annotations
 
+import math
 from typing import Any, Final
 
 from conformance.checks.views import items_of
@@ -34,12 +35,14 @@ _COLUMNAR = (
 _COLUMNS = {
     "env_step": ("step_type", "reward", "discount", "policy_state", "action"),
     "store": ("step_type", "reward", "discount", "annotation"),
-    "relabel": ("goal_env", "goal_episode", "goal_t", "reward"),
+    "relabel": ("goal_env", "goal_episode", "goal_t", "goal", "reward"),
     "nstep": ("target", "steps"),
     "advantages": ("advantage", "value_target", "normalized", "loss_mask"),
     "shard": ("stop",),
 }
 """Further columns that must be as long as the item columns."""
+_GOAL_SIZE: Final = 3
+"""Coordinates of a goal of the toy goal env (``[e, k, t]``)."""
 _PER_ITERATION: Final = (
     "env_step",
     "store",
@@ -163,8 +166,8 @@ def _window_problem(scenario: Scenario, event: Any) -> str | None:
 
 def _value_problem(event: Any) -> str | None:
     """Values no implementation can mean: a step type that is none of FIRST, MID and LAST, a
-    goal that is neither kept (-1, -1, -1) nor a time step, a piece ending before it starts, a
-    negative learner id."""
+    goal that is neither kept (-1, -1, -1) nor a time step, a goal value that is not a goal of
+    the toy env (three finite numbers), a piece ending before it starts, a negative learner id."""
     if event.kind in ("env_step", "store"):
         bad = sorted(set(event.step_type) - {int(s) for s in StepType})
         if bad:
@@ -174,6 +177,9 @@ def _value_problem(event: Any) -> str | None:
             kept = goal == (-1, -1, -1)
             if not kept and min(goal) < 0:
                 return f"goal {goal} (expected (-1, -1, -1) for a kept goal, or a time step)"
+        for i, value in enumerate(event.goal):
+            if len(value) != _GOAL_SIZE or not all(math.isfinite(v) for v in value):
+                return f"goal value {value} of row {i} (expected {_GOAL_SIZE} finite numbers)"
     if event.kind == "shard":
         if event.learner < 0:
             return f"learner {event.learner} (expected >= 0)"

@@ -40,7 +40,7 @@ __all__ = [
     "UpdatePlan",
 ]
 
-TRACE_FORMAT = "xpspec-trace/2"
+TRACE_FORMAT = "xpspec-trace/3"
 
 Item = tuple[int, int, int]
 """``(env, episode, t)``."""
@@ -153,8 +153,10 @@ class Relabel:
     """One relabeled batch of sampled transitions: row ``i`` is the transition from
     ``(env, episode, t)`` to its successor; ``(goal_env[i], goal_episode[i], goal_t[i])`` is
     the time step whose achieved goal became its goal (the spec wants one of the row's own
-    episode), or ``(-1, -1, -1)`` where the row kept its own goal; ``reward`` is the row's
-    reward after relabeling."""
+    episode), or ``(-1, -1, -1)`` where the row kept its own goal; ``goal[i]`` is the row's
+    goal after relabeling, as the implementation's batch holds it (the named step's achieved
+    goal if relabeled, the stored desired goal if kept); ``reward`` is the row's reward after
+    relabeling."""
 
     draw: int
     env: Ints
@@ -163,6 +165,7 @@ class Relabel:
     goal_env: Ints
     goal_episode: Ints
     goal_t: Ints
+    goal: tuple[Floats, ...]
     reward: Floats
     kind: Literal["relabel"] = "relabel"
 

@@ -3,11 +3,12 @@
 The buffer the draws sample from is the one the trace's Store events imply (per-env rings of
 ``capacity`` items; every draw happens after the fill). An episode ``(e, k)`` it holds is
 stored from ``t_start`` to ``t_end``: ``t_end`` is its LAST if that is stored (a complete
-episode), else its newest stored step (in progress). In the goal env the achieved goal of
-``(e, k, t)`` is ``[e, k, t]``, so a row's goal source ``(goal_env, goal_episode, goal_t)``
-names the achieved goal that became its goal (the spec wants the row's own episode); the
-reward of the row is the goal reward of its successor's achieved goal ``[e, k, t + 1]``
-against its goal (0 iff equal, else -1).
+episode), else its newest stored step (in progress). A row names its goal source
+``(goal_env, goal_episode, goal_t)``, the step whose achieved goal became its goal (the spec
+wants the row's own episode), and records the goal value its batch holds; the value must be
+the achieved goal observed at the named step (the env's, :meth:`EnvSpec.achieved_goal`:
+``[e, k, t]`` in the goal env), never a value the trace only asserts. The reward of the row is
+the goal reward of its successor's achieved goal against that value (0 iff equal, else -1).
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ class _Row:
     item: tuple[int, int, int]
     goal: tuple[int, int, int]
     """The item whose achieved goal became the row's goal, (-1, -1, -1) if kept."""
+    value: tuple[float, ...]
+    """The row's goal as the batch holds it."""
     reward: float
 
     @property
@@ -83,9 +86,9 @@ def stored_ranges(scenario: RelabelScenario, trace: Trace) -> dict[tuple[int, in
 
 def _rows(trace: Trace) -> Iterator[_Row]:
     for e in trace.of_kind("relabel"):
-        columns = zip(e.env, e.episode, e.t, e.goal_env, e.goal_episode, e.goal_t, e.reward)
-        for env, episode, t, goal_env, goal_episode, goal_t, reward in columns:
-            yield _Row(e.draw, (env, episode, t), (goal_env, goal_episode, goal_t), reward)
+        columns = zip(e.env, e.episode, e.t, e.goal_env, e.goal_episode, e.goal_t, e.goal, e.reward)
+        for env, episode, t, goal_env, goal_episode, goal_t, value, reward in columns:
+            yield _Row(e.draw, (env, episode, t), (goal_env, goal_episode, goal_t), value, reward)
 
 
 def _eligible(strategy: str, t: int, stored: StoredRange) -> range:
@@ -111,8 +114,9 @@ def _goal_in_episode(row: _Row, ranges: dict[tuple[int, int], StoredRange]) -> b
 # -- relabel.same-episode -------------------------------------------------------------------
 def check_same_episode(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     """relabel.same-episode: every row is a stored transition of one episode (``t`` and
-    ``t + 1`` of ``(e, k)`` both held), and every relabeled row's goal step is a step of that
-    same episode held by the buffer."""
+    ``t + 1`` of ``(e, k)`` both held), every relabeled row's goal step is a step of that
+    same episode held by the buffer, and its goal is the achieved goal observed at that step
+    (a goal taken from another step than the one named is no goal of the named step)."""
     sc = _sc(scenario)
     ranges = stored_ranges(sc, trace)
     for row in _rows(trace):
@@ -131,6 +135,15 @@ def check_same_episode(scenario: Scenario, trace: Trace, ctx: Context) -> None:
                 f"a stored step of episode {(env, episode)}: t in [{stored.t_start}, {stored.t_end}]",
                 row.goal,
             )
+        if row.goal_t != -1:
+            observed = sc.env.achieved_goal(*row.goal)
+            if tuple(row.value) != observed:
+                raise CheckFailure(
+                    f"draw {row.draw}: goal of the transition at {row.item}, named as the "
+                    f"achieved goal of step {row.goal}",
+                    observed,
+                    tuple(row.value),
+                )
 
 
 # -- relabel.eligible-goals -----------------------------------------------------------------
@@ -194,17 +207,24 @@ def check_uniform_goals(scenario: Scenario, trace: Trace, ctx: Context) -> None:
 
 # -- relabel.reward-recomputed --------------------------------------------------------------
 def check_reward(scenario: Scenario, trace: Trace, ctx: Context) -> None:
-    """relabel.reward-recomputed: every row's reward is the goal reward of ``[e, k, t + 1]``
-    against its goal: the achieved goal of its goal source if relabeled, else the episode's
-    desired goal."""
+    """relabel.reward-recomputed: a row that kept its goal holds the episode's desired goal,
+    and every row's reward is the goal reward of the successor's achieved goal against the
+    goal the row holds (whether that goal is the named step's is
+    ``relabel.same-episode``'s)."""
     sc = _sc(scenario)
     for row in _rows(trace):
         env, episode, t = row.item
+        goal = tuple(row.value)
         if row.goal_t == -1:
-            goal = sc.env.desired_goal(sc.seed, env, episode)
-        else:
-            goal = (float(row.goal[0]), float(row.goal[1]), float(row.goal[2]))
-        want = goal_reward((float(env), float(episode), float(t + 1)), goal)
+            stored = sc.env.desired_goal(sc.seed, env, episode)
+            if goal != stored:
+                raise CheckFailure(
+                    f"draw {row.draw}: goal of the transition at {row.item}, not relabeled "
+                    "(goal source (-1, -1, -1))",
+                    stored,
+                    goal,
+                )
+        want = goal_reward(sc.env.achieved_goal(env, episode, t + 1), goal)
         if row.reward != want:
             raise CheckFailure(
                 f"draw {row.draw}: reward of the transition at {row.item} with goal {goal}",
@@ -279,13 +299,15 @@ def check_placement(scenario: Scenario, trace: Trace, ctx: Context) -> None:
             annotated[key] = _annotation(sc, *key)
         goals, rewards = annotated[key]
         t = row.item[2]
-        want = ((*key, goals[t]), rewards[t + 1])
-        if (row.goal, row.reward) != want:
+        source = (*key, goals[t])
+        want = (source, sc.env.achieved_goal(*source), rewards[t + 1])
+        got = (row.goal, tuple(row.value), row.reward)
+        if got != want:
             raise CheckFailure(
-                f"draw {row.draw}: (goal source, reward) of the transition at {row.item} vs "
-                "store-time annotation with the final goal",
+                f"draw {row.draw}: (goal source, goal, reward) of the transition at {row.item} "
+                "vs store-time annotation with the final goal",
                 want,
-                (row.goal, row.reward),
+                got,
             )
 
 

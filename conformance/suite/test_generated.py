@@ -1,4 +1,4 @@
-"""Invariant checks over Hypothesis-generated trainer scenarios (profiles ``ci`` and
+"""Invariant checks over Hypothesis-generated trainer and relabel scenarios (profiles ``ci`` and
 ``thorough``). A falsifying scenario is shrunk and printed as JSON, ready for ``xpspec trace``.
 
 The recorded outcome is the test's over all its examples: a MUST-level failure (shrunk to
@@ -21,13 +21,13 @@ from conformance.checks import ALL_CHECKS, Check
 from conformance.engine import GENERATED, Outcome
 from conformance.outcomes import ADAPTER_FAILURES
 from conformance.pytest_plugin import XpspecSession
-from conformance.scenario import TrainerScenario
+from conformance.scenario import Scenario
 from conformance.strategies import scenarios_for
 
 INVARIANTS = [
     pytest.param(c, id=c.name, marks=[pytest.mark.clause(*c.clauses)])
     for c in ALL_CHECKS
-    if c.capability == "trainer" and c.kind == "invariant"
+    if c.capability in ("trainer", "relabel") and c.kind == "invariant"
 ]
 
 
@@ -78,7 +78,7 @@ def test_invariant(xpspec_session: XpspecSession, check: Check) -> None:
 
     @seed(zlib.crc32(check.name.encode()))  # each check its own (reproducible) scenarios
     @given(scenarios_for(check))
-    def run(scenario: TrainerScenario) -> None:
+    def run(scenario: Scenario) -> None:
         if broke:  # the adapter broke: stop evaluating, let Hypothesis finish quietly
             return
         outcome = engine.evaluate(check, GENERATED, scenario)

@@ -94,6 +94,10 @@ class EnvSpec:
     def task_id(self, env: int, k: int) -> int:
         return (env + k) % self.num_tasks
 
+    def achieved_goal(self, env: int, k: int, t: int) -> tuple[float, float, float]:
+        """The achieved goal observed at time step ``(env, k, t)`` of a goal env."""
+        return (float(env), float(k), float(t))
+
     def desired_goal(self, seed: int, env: int, k: int) -> tuple[float, float, float]:
         plan = self.episode(seed, env, k)
         g = plan.length if plan.ending == "terminated" else plan.length + 1
@@ -104,5 +108,5 @@ class EnvSpec:
         if t == 0:
             return 0.0
         if self.goals:
-            return goal_reward((float(env), float(k), float(t)), self.desired_goal(seed, env, k))
+            return goal_reward(self.achieved_goal(env, k, t), self.desired_goal(seed, env, k))
         return float(t)

@@ -12,6 +12,9 @@ import pytest
 pytest.importorskip("stable_baselines3")
 
 from adapters.sb3 import SB3Adapter
+from adapters.transition_rings import rows_within_capacity
+from conformance.catalog import CATALOG
+from conformance.checks.relabel import check_same_episode
 from conformance.protocol import Unsupported
 from conformance.scenario import (
     EnvScenario,
@@ -193,6 +196,21 @@ def test_relabel_ratio_maps_to_n_sampled_goal(ratio: Fraction, supported: bool) 
         assert all(
             t < g <= 3 for t, g in zip(event.t[12 - virtual :], event.goal_t[12 - virtual :])
         )
+        # Goals as SB3's batch holds them: the real rows their episode's desired goal, the
+        # virtual ones the achieved goal [0, k, g] of their goal step.
+        for k, g, goal in zip(event.episode, event.goal_t, event.goal):
+            want = spec.desired_goal(0, 0, k) if g == -1 else spec.achieved_goal(0, k, g)
+            assert goal == want
+
+
+def test_relabel_samples_only_what_the_spec_ring_holds() -> None:
+    # 23 vector steps into rings of 12 time steps: SB3's ring wraps, and every sampled
+    # transition and goal is one the spec's ring of 12 still holds.
+    scenario = CATALOG["relabel-future"]
+    assert isinstance(scenario, RelabelScenario)
+    trace = ADAPTER.run_relabel(scenario)
+    check_same_episode(scenario, trace, None)  # type: ignore[arg-type]
+    assert rows_within_capacity(scenario) < scenario.fill_steps
 
 
 def test_relabel_stores_name_the_terminal_observation() -> None:
@@ -206,6 +224,17 @@ def test_relabel_stores_name_the_terminal_observation() -> None:
         [(0, 1, 1), (0, 1, 2)],
     ]
     assert [s.step_type for s in trace.of_kind("store")][1] == (M, L)
+
+
+def test_relabel_stores_name_the_next_step_of_a_running_episode() -> None:
+    # Episodes of 3 transitions, 5 rows: the newest, (0, 1, 1), is not done and holds
+    # (0, 1, 2) as its next observation, stored after the fill (MID, its reward -1: the
+    # goal [0, 1, 3] is not reached).
+    spec = EnvSpec(1, (FixedSchedule(3),), goals=True)
+    trace = ADAPTER.run_relabel(RelabelScenario(spec, fill_steps=5, capacity=20, draws=1))
+    stores = list(trace.of_kind("store"))
+    assert _items(trace, "store")[-2:] == [[(0, 1, 1)], [(0, 1, 2)]]
+    assert (stores[-1].step_type, stores[-1].reward) == ((M,), (-1.0,))
 
 
 @pytest.mark.parametrize(

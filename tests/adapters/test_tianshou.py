@@ -280,6 +280,17 @@ def test_relabel_stores_name_the_final_observation() -> None:
     assert [s.step_type for s in trace.of_kind("store")][1] == (M, L)
 
 
+def test_relabel_stores_name_the_next_step_of_a_running_episode() -> None:
+    # Episodes of 3 transitions, 5 rows: the newest, (0, 1, 1), is not done and holds
+    # (0, 1, 2) as its next observation, stored after the fill (MID, its reward -1: the
+    # goal [0, 1, 3] is not reached).
+    spec = EnvSpec(1, (FixedSchedule(3),), goals=True)
+    trace = ADAPTER.run_relabel(RelabelScenario(spec, fill_steps=5, capacity=20, draws=1))
+    stores = list(trace.of_kind("store"))
+    assert _items(trace, "store")[-2:] == [[(0, 1, 1)], [(0, 1, 2)]]
+    assert (stores[-1].step_type, stores[-1].reward) == ((M,), (-1.0,))
+
+
 @pytest.mark.parametrize(("ratio", "relabeled"), [(Fraction(1), True), (Fraction(0), False)])
 def test_relabel_every_or_no_episode(ratio: Fraction, relabeled: bool) -> None:
     # future_p = 1 - 1/future_k equals the ratio: at 1 every sampled episode is relabeled
@@ -290,10 +301,12 @@ def test_relabel_every_or_no_episode(ratio: Fraction, relabeled: bool) -> None:
     spec = EnvSpec(1, (FixedSchedule(3),), goals=True)
     scenario = RelabelScenario(spec, fill_steps=5, capacity=8, ratio=ratio, batch_size=16, draws=5)
     for event in ADAPTER.run_relabel(scenario).of_kind("relabel"):
-        for k, t, g, r in zip(event.episode, event.t, event.goal_t, event.reward):
+        for k, t, g, goal, r in zip(event.episode, event.t, event.goal_t, event.goal, event.reward):
             if not relabeled:
                 assert g == -1
+                assert goal == spec.desired_goal(0, 0, k)  # the batch's goal is the stored one
                 continue
+            assert goal == spec.achieved_goal(0, k, g)
             t_end = 3 if k == 0 else 2
             assert t < g <= t_end
             assert r == (0.0 if g == t + 1 else -1.0)

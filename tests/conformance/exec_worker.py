@@ -42,7 +42,7 @@ def run_env(scenario):
     if any(s["kind"] not in ("fixed", "cycle") for s in schedules):
         return {"outcome": "unsupported", "reason": "only fixed and cycled episode plans"}
     state = [[0, 0] for _ in range(n)]  # (episode, t) per env
-    lines = [json.dumps({"format": "xpspec-trace/2", "producer": "exec-toy"})]
+    lines = [json.dumps({"format": "xpspec-trace/3", "producer": "exec-toy"})]
     for _ in range(scenario["steps"]):
         row = {"env": [], "episode": [], "t": [], "step_type": [], "reward": [], "discount": []}
         for e in range(n):

@@ -54,7 +54,7 @@ def test_invalid_scenario_names_the_field(tmp_path: Path, capsys) -> None:  # ty
 
 def test_malformed_trace_line_is_named(scenario_file: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"format":"xpspec-trace/2"}\n{"kind":"teleport"}\n')
+    bad.write_text('{"format":"xpspec-trace/3"}\n{"kind":"teleport"}\n')
     assert main(["check", str(scenario_file), str(bad)]) == 2
     assert "line 2" in capsys.readouterr().err
 

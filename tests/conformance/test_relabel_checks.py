@@ -164,6 +164,21 @@ class RoundedGoalOffset(RefimplAdapter):
         return _recompute(store, sample, rows, sources)
 
 
+class KeptRowsLoseTheirGoal(RefimplAdapter):
+    """Rows not relabeled hold their episode's newest stored achieved goal (a relabeled goal
+    left in place), reward recomputed, yet name no goal source."""
+
+    def _relabel_batch(self, store, sample, scenario, generator):
+        out = super()._relabel_batch(store, sample, scenario, generator)
+        desired, reward = out.desired_goal.clone(), out.reward.clone()
+        for i in torch.nonzero(~out.relabeled).flatten().tolist():
+            ep = store[int(sample.episode_index[i])]
+            desired[i] = ep.goal_at(torch.tensor(ep.t_end))
+            reached = ep.goal_at(sample.t[i] + 1)
+            reward[i] = goal_rewards(reached[None], desired[i][None])[0]
+        return replace(out, desired_goal=desired, reward=reward)
+
+
 class UnseededRelabel(RefimplAdapter):
     """Rows and goals drawn from the process-wide random state."""
 
@@ -200,6 +215,13 @@ BROKEN = [
         {"relabel-placement"},
         marks=pytest.mark.clause("relabel.reward-recomputed"),
         id="stale-reward",
+    ),
+    pytest.param(
+        KeptRowsLoseTheirGoal,
+        "relabel-reward",
+        set(),
+        marks=pytest.mark.clause("relabel.reward-recomputed"),
+        id="kept-rows-lose-their-goal",
     ),
     pytest.param(
         RatioRoundedUp,
@@ -298,14 +320,20 @@ def _kept_goal_with_an_env(sc: RelabelScenario, e: Relabel) -> Relabel:
     return replace(e, goal_env=tuple(0 if g == -1 else g for g in e.goal_env))
 
 
+def _flat_goal(sc: RelabelScenario, e: Relabel) -> Relabel:
+    """Goal values of two coordinates."""
+    return replace(e, goal=tuple(g[:2] for g in e.goal))
+
+
 @pytest.mark.parametrize(
     ("rewrite", "why"),
     [
         (_from_last, "decodes to no real step"),
         (_half_named_goal, "negative episode -1"),
         (_kept_goal_with_an_env, "expected (-1, -1, -1) for a kept goal"),
+        (_flat_goal, "expected 3 finite numbers"),
     ],
-    ids=["transition-from-last", "half-named-goal", "kept-goal-with-an-env"],
+    ids=["transition-from-last", "half-named-goal", "kept-goal-with-an-env", "flat-goal"],
 )
 def test_malformed_relabel_trace_is_an_error(rewrite: Rewrite, why: str) -> None:
     check = next(c for c in CHECKS if c.name == "relabel-same-episode")
@@ -315,3 +343,22 @@ def test_malformed_relabel_trace_is_an_error(rewrite: Rewrite, why: str) -> None
     )
     assert outcome.status == "error" and "malformed trace" in outcome.message
     assert why in outcome.message
+
+
+# -- the goal a row holds is the achieved goal of the step it names --------------------------
+def _first_goal_one_step_early(sc: RelabelScenario, e: Relabel) -> Relabel:
+    """The first relabeled row holds the achieved goal of the step before the one it names."""
+    i = next(i for i, g in enumerate(e.goal_t) if g != -1)
+    goal = list(e.goal)
+    goal[i] = (*goal[i][:2], goal[i][2] - 1)
+    return replace(e, goal=tuple(goal))
+
+
+def test_goal_value_must_be_the_named_steps_achieved_goal() -> None:
+    # Named sources, steps and rewards unchanged: before goal values were recorded this trace
+    # was byte-identical to the reference's.
+    sc = RELABEL["relabel-future"]
+    trace = RewritesRelabelEvents(_first_goal_one_step_early).run_relabel(sc)
+    check = next(c for c in CHECKS if c.name == "relabel-same-episode")
+    with pytest.raises(CheckFailure, match="named as the achieved goal of step"):
+        check.verify(sc, trace, None)  # type: ignore[arg-type]

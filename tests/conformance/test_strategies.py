@@ -1,7 +1,9 @@
-"""The generated trainer scenarios: every check's strategy draws only scenarios the check
-concerns, and they are scenarios the reference trainer runs and passes."""
+"""The generated trainer and relabel scenarios: every check's strategy draws only scenarios
+the check concerns, and they are scenarios the reference implementation runs and passes."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -10,30 +12,36 @@ from adapters.refimpl import RefimplAdapter
 from conformance import strategies
 from conformance.checks import ALL_CHECKS, Check
 from conformance.checks.base import Context
-from conformance.scenario import Scenario, TrainerScenario
-from conformance.strategies import scenarios_for, trainer_configs
+from conformance.checks.relabel import stored_ranges
+from conformance.scenario import RelabelScenario, Scenario, TrainerScenario
+from conformance.strategies import relabel_scenarios, scenarios_for, trainer_configs
 from conformance.validate import validate_trace
 from refimpl.trace import Trace
 
 TRAINER = [c for c in ALL_CHECKS if c.capability == "trainer"]
 INVARIANTS = [c for c in TRAINER if c.kind == "invariant"]
+RELABEL = [c for c in ALL_CHECKS if c.capability == "relabel"]
 
 
-@pytest.mark.parametrize("check", TRAINER, ids=lambda c: c.name)
+_SCENARIO_TYPES: dict[str, Any] = {"trainer": TrainerScenario, "relabel": RelabelScenario}
+
+
+@pytest.mark.parametrize("check", TRAINER + RELABEL, ids=lambda c: c.name)
 def test_every_drawn_scenario_concerns_the_check(
     check: Check, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every scenario drawn is one the check concerns, and none was built only to be thrown
     away (a filter on the scenario would build more scenarios than the test sees)."""
     built = seen = 0
-    post_init = TrainerScenario.__post_init__
+    kind = _SCENARIO_TYPES[check.capability]
+    post_init = kind.__post_init__
 
-    def counted(self: TrainerScenario) -> None:
+    def counted(self: Scenario) -> None:
         nonlocal built
         built += 1
         post_init(self)
 
-    monkeypatch.setattr(TrainerScenario, "__post_init__", counted)
+    monkeypatch.setattr(kind, "__post_init__", counted)
 
     @settings(
         max_examples=200,
@@ -43,7 +51,7 @@ def test_every_drawn_scenario_concerns_the_check(
         suppress_health_check=(),  # whatever the loaded profile says
     )
     @given(scenarios_for(check))
-    def concerns(scenario: TrainerScenario) -> None:
+    def concerns(scenario: Scenario) -> None:
         nonlocal seen
         seen += 1
         assert check.applies(scenario), scenario
@@ -72,10 +80,78 @@ def test_drawn_scenarios_pass_on_the_reference_trainer(check: Check) -> None:
     passes()
 
 
+@pytest.mark.parametrize("check", RELABEL, ids=lambda c: c.name)
+def test_drawn_relabel_scenarios_pass_on_the_reference(check: Check) -> None:
+    adapter = RefimplAdapter()
+
+    def run(scenario: Scenario) -> Trace:
+        assert isinstance(scenario, RelabelScenario)
+        return adapter.run_relabel(scenario)
+
+    context = Context(run, run)
+
+    @settings(max_examples=8, derandomize=True, database=None, deadline=None)
+    @given(scenarios_for(check))
+    def passes(scenario: RelabelScenario) -> None:
+        trace = run(scenario)
+        validate_trace(scenario, trace)
+        check.verify(scenario, trace, context)
+
+    passes()
+
+
+def _sampled_in_progress(scenario: RelabelScenario) -> bool:
+    """Whether a draw sampled a transition of an episode that had not ended."""
+    trace = RefimplAdapter().run_relabel(scenario)
+    ranges = stored_ranges(scenario, trace)
+    return any(
+        not ranges[(e, k)].complete
+        for event in trace.of_kind("relabel")
+        for e, k in zip(event.env, event.episode)
+    )
+
+
+def test_pinned_relabel_samples_are_drawn_during_an_episode() -> None:
+    # Env 0's newest stored step is a MID when the draws begin, and the draws do sample
+    # transitions of episodes that have not ended (refimpl samples every stored transition).
+    in_progress = 0
+
+    @settings(max_examples=30, derandomize=True, database=None, deadline=None)
+    @given(relabel_scenarios(in_progress=True))
+    def drawn(scenario: RelabelScenario) -> None:
+        nonlocal in_progress
+        trace = RefimplAdapter().run_relabel(scenario)
+        ranges = stored_ranges(scenario, trace)
+        newest = ranges[max(key for key in ranges if key[0] == 0)]
+        assert not newest.complete and newest.t_end > newest.t_start
+        in_progress += _sampled_in_progress(scenario)
+
+    drawn()
+    assert in_progress >= 15, f"{in_progress} of 30 pinned scenarios sampled an episode in progress"
+
+
+def test_unpinned_relabel_space_holds_samples_during_episodes() -> None:
+    seen: list[bool] = []
+
+    @settings(max_examples=30, derandomize=True, database=None, deadline=None)
+    @given(relabel_scenarios())
+    def drawn(scenario: RelabelScenario) -> None:
+        seen.append(_sampled_in_progress(scenario))
+
+    drawn()
+    assert 0 < sum(seen) < len(seen)
+
+
 def test_every_trainer_check_has_a_strategy_and_no_other_name_does() -> None:
     names = {c.name for c in ALL_CHECKS if c.capability == "trainer"}
     assert set(strategies._CONCERNS) | strategies._EVERYWHERE == names
     assert not set(strategies._CONCERNS) & strategies._EVERYWHERE
+
+
+def test_every_relabel_check_has_a_strategy_and_no_other_name_does() -> None:
+    names = {c.name for c in RELABEL}
+    assert set(strategies._RELABEL_CONCERNS) | strategies._RELABEL_EVERYWHERE == names
+    assert not set(strategies._RELABEL_CONCERNS) & strategies._RELABEL_EVERYWHERE
 
 
 def test_a_check_without_a_strategy_is_refused() -> None:
@@ -83,7 +159,7 @@ def test_a_check_without_a_strategy_is_refused() -> None:
     with pytest.raises(ValueError, match="new-invariant"):
         scenarios_for(new)
     replay = next(c for c in ALL_CHECKS if c.capability == "replay")
-    with pytest.raises(ValueError, match="not a trainer check"):
+    with pytest.raises(ValueError, match="neither a trainer nor a relabel check"):
         scenarios_for(replay)
 
 

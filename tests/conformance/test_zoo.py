@@ -14,7 +14,7 @@ CLAUSES = {check.name: check.clauses for check in ALL_CHECKS}
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[m.name for m in MUTANTS])
 def test_mutant_is_caught(mutant: Mutant) -> None:
-    causes, downstream = blamed(MutantAdapter(mutant), "trainer")
+    causes, downstream = blamed(MutantAdapter(mutant), mutant.capability)
     assert mutant.breaks in causes, (
         f"{mutant.name} was not caught by {mutant.breaks}: causes {causes}, downstream {downstream}"
     )

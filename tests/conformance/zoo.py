@@ -3,7 +3,8 @@ a real framework plausibly could. The suite must catch every one of them."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
@@ -11,10 +12,12 @@ import torch
 
 from adapters.refimpl import RefimplAdapter
 from conformance.protocol import AdapterInfo
-from conformance.scenario import TrainerScenario
+from conformance.scenario import RelabelScenario, TrainerScenario
 from refimpl import preprocess as pre
 from refimpl import replay
 from refimpl.accounting import FloatCarrySchedule
+from refimpl.identity import ItemId
+from refimpl.relabel import Relabeled, SampledTransitions, StoredEpisode, goal_rewards
 from refimpl.step_type import StepType
 from refimpl.trace import Trace
 from refimpl.trainer import GOAL_FIELDS, ROW_FIELDS, Trainer
@@ -449,12 +452,107 @@ class SmallestWidthTable(Trainer):
         self.buffer = _SmallestWidthBuffer(self.num_envs, self.config.capacity, fields)
 
 
+# -- relabeling mutants: refimpl's relabeled batch, then one thing done wrong ------------------
+Relabeler = Callable[
+    [Sequence[StoredEpisode], SampledTransitions, RelabelScenario, torch.Generator], Relabeled
+]
+
+
+def _reference_relabel(
+    store: Sequence[StoredEpisode],
+    sample: SampledTransitions,
+    scenario: RelabelScenario,
+    generator: torch.Generator,
+) -> Relabeled:
+    return RefimplAdapter()._relabel_batch(store, sample, scenario, generator)
+
+
+def _with_goals(
+    store: Sequence[StoredEpisode],
+    sample: SampledTransitions,
+    out: Relabeled,
+    goals: dict[int, torch.Tensor],
+) -> Relabeled:
+    """``out`` with row ``i``'s goal replaced by ``goals[i]`` and its reward recomputed with
+    it (the goal sources named stay as they were)."""
+    desired, reward = out.desired_goal.clone(), out.reward.clone()
+    for i, goal in goals.items():
+        reached = store[int(sample.episode_index[i])].goal_at(sample.t[i] + 1)
+        desired[i] = goal.to(desired.dtype)
+        reward[i] = goal_rewards(reached[None], goal[None].to(reached.dtype))[0]
+    return replace(out, desired_goal=desired, reward=reward)
+
+
+def _relabeled_rows(out: Relabeled) -> list[int]:
+    return [int(i) for i in torch.nonzero(out.relabeled).flatten().tolist()]
+
+
+def goal_one_step_early(
+    store: Sequence[StoredEpisode],
+    sample: SampledTransitions,
+    scenario: RelabelScenario,
+    generator: torch.Generator,
+) -> Relabeled:
+    """The goal is read from the row before its source (the achieved goal of ``o_{t'-1}``
+    where the bookkeeping names ``t'``: an observation / next-observation mix-up)."""
+    out = _reference_relabel(store, sample, scenario, generator)
+    goals = {}
+    for i in _relabeled_rows(out):
+        ep, source = store[int(sample.episode_index[i])], int(out.source_t[i])
+        if source - 1 >= ep.t_start:
+            goals[i] = ep.goal_at(torch.tensor(source - 1))
+    return _with_goals(store, sample, out, goals)
+
+
+def goal_of_another_row(
+    store: Sequence[StoredEpisode],
+    sample: SampledTransitions,
+    scenario: RelabelScenario,
+    generator: torch.Generator,
+) -> Relabeled:
+    """Each relabeled row gets the goal drawn for the next relabeled row (an index shift
+    between the goal lookup and the rows), mostly a goal of another episode; the sources
+    named are the rows' own."""
+    out = _reference_relabel(store, sample, scenario, generator)
+    rows = _relabeled_rows(out)
+    shifted = rows[1:] + rows[:1]
+    return _with_goals(store, sample, out, {i: out.desired_goal[j] for i, j in zip(rows, shifted)})
+
+
+def goal_from_the_past(
+    store: Sequence[StoredEpisode],
+    sample: SampledTransitions,
+    scenario: RelabelScenario,
+    generator: torch.Generator,
+) -> Relabeled:
+    """The goal step is drawn uniformly from ``t_start..t``, the steps before the transition
+    ends (named truthfully): states the transition did not lead to."""
+    out = _reference_relabel(store, sample, scenario, generator)
+    rows = _relabeled_rows(out)
+    source_t, sources = out.source_t.clone(), list(out.sources)
+    goals = {}
+    for i in rows:
+        ep, t = store[int(sample.episode_index[i])], int(sample.t[i])
+        step = int(torch.randint(ep.t_start, t + 1, (), generator=generator))
+        source_t[i], sources[i] = step, ItemId(ep.env, ep.episode, step)
+        goals[i] = ep.goal_at(torch.tensor(step))
+    out = replace(out, source_t=source_t, sources=tuple(sources))
+    return _with_goals(store, sample, out, goals)
+
+
 @dataclass(frozen=True)
 class Mutant:
     name: str
     trainer: type[Trainer]
     breaks: str
     """The clause the mutant breaks: blame charges every failure it causes to this one."""
+    relabeler: Relabeler | None = None
+    """Replaces refimpl's relabeling (capability ``relabel``); ``trainer`` is then refimpl's."""
+
+    @property
+    def capability(self) -> str:
+        """The capability whose checks must catch the mutant."""
+        return "trainer" if self.relabeler is None else "relabel"
 
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -565,11 +663,30 @@ MUTANTS: tuple[Mutant, ...] = (
         BudgetSkipsFirst,
         "unroll.num-env-steps",
     ),
+    Mutant(
+        "goal-one-step-early",
+        Trainer,
+        "relabel.same-episode",
+        relabeler=goal_one_step_early,
+    ),
+    Mutant(
+        "goal-of-another-row",
+        Trainer,
+        "relabel.same-episode",
+        relabeler=goal_of_another_row,
+    ),
+    Mutant(
+        "goal-from-the-past",
+        Trainer,
+        "relabel.eligible-goals",
+        relabeler=goal_from_the_past,
+    ),
 )
 
 
 class MutantAdapter(RefimplAdapter):
-    """refimpl with one mutant trainer; env and replay operations are the reference ones."""
+    """refimpl with one mutant trainer or relabeler; env and replay operations are the
+    reference ones."""
 
     def __init__(self, mutant: Mutant) -> None:
         self.mutant = mutant
@@ -579,8 +696,19 @@ class MutantAdapter(RefimplAdapter):
             f"mutant:{self.mutant.name}",
             "refimpl mutant",
             "0",
-            capabilities=("trainer", "counter", "hooks", "state", "loss-mask"),
+            capabilities=("trainer", "counter", "hooks", "state", "loss-mask", "relabel"),
         )
+
+    def _relabel_batch(
+        self,
+        store: Sequence[StoredEpisode],
+        sample: SampledTransitions,
+        scenario: RelabelScenario,
+        generator: torch.Generator,
+    ) -> Relabeled:
+        if self.mutant.relabeler is None:
+            return super()._relabel_batch(store, sample, scenario, generator)
+        return self.mutant.relabeler(store, sample, scenario, generator)
 
     def run_trainer(self, scenario: TrainerScenario) -> Trace:
         trainer = self.mutant.trainer(

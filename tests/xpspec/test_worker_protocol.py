@@ -37,7 +37,7 @@ def test_requests_round_trip(message: Request) -> None:
     [
         Response(0, "ok", info={"name": "x"}, protocol=PROTOCOL),
         Response(1, "ok"),
-        Response(2, "trace", trace='{"format":"xpspec-trace/2"}\n'),
+        Response(2, "trace", trace='{"format":"xpspec-trace/3"}\n'),
         Response(3, "unsupported", reason="no such knob", link="https://example.org/x"),
         Response(4, "error", error_type="ValueError", message="bad"),
     ],
