@@ -415,6 +415,48 @@ class SmallestWidthTable(Trainer):
         self.buffer = _SmallestWidthBuffer(self.num_envs, self.config.capacity, fields)
 
 
+class _WithoutReplacementBuffer(replay.ReplayBuffer):
+    """Uniform windows drawn without replacement within a batch: each batch deals random
+    permutations of the valid windows one after another, so no window repeats before every
+    valid one was drawn. Every window stays equally likely; the draws of a batch are not
+    independent."""
+
+    def sample(
+        self, batch_size: int, sampling: replay.SamplingSpec, generator: torch.Generator
+    ) -> replay.Sample:
+        table = self._valid_table(sampling)
+        width = int(table.env.shape[0])
+        if sampling.distribution != "uniform-windows" or width == 0:
+            return super().sample(batch_size, sampling, generator)
+        rounds = -(-batch_size // width)
+        k = torch.cat([torch.randperm(width, generator=generator) for _ in range(rounds)])
+        k = k[:batch_size]
+        return self._gather(
+            table.env[k], table.start[k], sampling.window_length, sampling.boundary == "pad"
+        )
+
+
+class _OneEnvPerBatchBuffer(replay.ReplayBuffer):
+    """One env per batch: the env is drawn in proportion to its valid windows, then every
+    window of the batch uniformly among that env's. Every window stays equally likely over
+    batches; the draws of one batch all share their env."""
+
+    def sample(
+        self, batch_size: int, sampling: replay.SamplingSpec, generator: torch.Generator
+    ) -> replay.Sample:
+        table = self._valid_table(sampling)
+        width = int(table.env.shape[0])
+        if sampling.distribution != "uniform-windows" or width == 0:
+            return super().sample(batch_size, sampling, generator)
+        env = table.env[int(torch.randint(0, width, (1,), generator=generator))]
+        offset = int((torch.cumsum(table.env_counts, 0) - table.env_counts)[env])
+        count = int(table.env_counts[env])
+        k = offset + torch.randint(0, count, (batch_size,), generator=generator)
+        return self._gather(
+            table.env[k], table.start[k], sampling.window_length, sampling.boundary == "pad"
+        )
+
+
 @dataclass(frozen=True)
 class Mutant:
     name: str
@@ -422,6 +464,13 @@ class Mutant:
     breaks: str
     also: tuple[str, ...] = ()
     """Clauses that necessarily fail with the intended one (e.g. exact projections)."""
+    buffer: type[replay.ReplayBuffer] | None = None
+    """A replay mutant: the buffer sampled by replay scenarios (the trainer is refimpl's)."""
+
+    @property
+    def kind(self) -> str:
+        """The scenario kind the mutant is run on."""
+        return "trainer" if self.buffer is None else "replay"
 
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -648,6 +697,13 @@ MUTANTS: tuple[Mutant, ...] = (
         ("replay.window-validity", "replay.eviction"),
     ),
     Mutant(
+        "sample-without-replacement",
+        Trainer,
+        "replay.uniform-windows",
+        buffer=_WithoutReplacementBuffer,
+    ),
+    Mutant("one-env-per-batch", Trainer, "replay.uniform-windows", buffer=_OneEnvPerBatchBuffer),
+    Mutant(
         "budget-skips-first",
         BudgetSkipsFirst,
         "unroll.num-env-steps",
@@ -670,13 +726,15 @@ class MutantAdapter(RefimplAdapter):
 
     def __init__(self, mutant: Mutant) -> None:
         self.mutant = mutant
+        if mutant.buffer is not None:
+            self.replay_buffer = mutant.buffer
 
     def info(self) -> AdapterInfo:
         return AdapterInfo(
             f"mutant:{self.mutant.name}",
             "refimpl mutant",
             "0",
-            capabilities=("trainer", "counter", "hooks", "state", "loss-mask"),
+            capabilities=("trainer", "counter", "hooks", "state", "loss-mask", "replay"),
         )
 
     def run_trainer(self, scenario: TrainerScenario) -> Trace:
