@@ -161,6 +161,16 @@ CATALOG: dict[str, Scenario] = {
         mini_batch_length=2,
         clear="keep-one-step",
     ),
+    # chunks of 3 from rings of 4, 5, 6, ...: clears that must keep one and two untrained items
+    "whole-buffer-clear-t3": _t(
+        _ENV3,
+        unroll_length=Fraction(4),
+        num_iterations=6,
+        whole_buffer=True,
+        capacity=8,
+        mini_batch_length=3,
+        clear="all",
+    ),
     "whole-buffer-clear-fractional": _t(
         _ENV3,
         unroll_length=Fraction(1, 2),

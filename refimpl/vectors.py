@@ -498,6 +498,32 @@ def _cases() -> tuple[Case, ...]:
             ),
         ),
         TrainerCase(
+            "whole-buffer-clear-keeps-untrained",
+            "Whole-buffer training with chunks of 3, u = 4 and clearing all: each clear keeps "
+            "the items its call could not train on (one, then two), so every item is trained "
+            "in exactly one call.",
+            ("replay.whole-buffer", "replay.clear"),
+            EnvSpec(num_envs=2, schedules=(FixedSchedule(5),)),
+            TrainerConfig(
+                num_iterations=4,
+                unroll_length=Fraction(4),
+                whole_buffer=True,
+                mini_batch_length=3,
+                clear="all",
+            ),
+        ),
+        TrainerCase(
+            "on-policy-keeps-the-last-item",
+            "On-policy with u = 3 and chunks of 3: each call's first chunk starts with the "
+            "item the previous call kept, so the last item of one unroll and the first of the "
+            "next share a chunk.",
+            ("replay.clear", "replay.whole-buffer"),
+            EnvSpec(num_envs=2, schedules=(FixedSchedule(4),)),
+            TrainerConfig(
+                mode="on-policy", num_iterations=4, unroll_length=Fraction(3), mini_batch_length=3
+            ),
+        ),
+        TrainerCase(
             "whole-buffer-epochs",
             "Whole-buffer training, 2 epochs, mini_batch_size 3 over 4 chunks of length 2 (2 "
             "per env): 2 x ceil(4/3) = 4 updates per call; each env's fifth item is not used.",

@@ -3,7 +3,7 @@ a real framework plausibly could. The suite must catch every one of them."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
@@ -232,6 +232,26 @@ class NewestChunks(Trainer):
             return super()._batches()
         finally:
             self.buffer.chunks = original  # type: ignore[method-assign]
+
+
+class ClearDropsUntrained(Trainer):
+    """A clear that empties every ring (keeps only its newest item under keep-one-step),
+    dropping the items the call could not train on; on-policy training cleared the same way."""
+
+    def _kept_by_clear(self) -> list[int]:
+        keep = 1 if self.config.clear == "keep-one-step" else 0
+        return [min(keep, n) for n in self.buffer.sizes.tolist()]
+
+
+class OnPolicyClearsAll(Trainer):
+    """On-policy training as a ring of ``u`` items emptied after every call: the last item of
+    each unroll never shares a chunk with its successor."""
+
+    def __init__(self, env: Any, config: Any, *a: Any, **k: Any) -> None:
+        super().__init__(env, config, *a, **k)
+        if config.mode == "on-policy":
+            self.config = replace(self.config, clear="all", capacity=int(config.unroll_length))
+            self.buffer = replay.ReplayBuffer(self.num_envs, self.config.capacity, ROW_FIELDS)
 
 
 class BudgetSkipsFirst(Trainer):
@@ -694,7 +714,21 @@ MUTANTS: tuple[Mutant, ...] = (
         "newest-chunks",
         NewestChunks,
         "replay.whole-buffer",
-        ("replay.window-validity", "replay.eviction"),
+        # with clearing, the items it leaves untrained are the oldest, and its clear drops
+        # them (keeping trained ones), which replay.clear forbids
+        ("replay.window-validity", "replay.eviction", "replay.clear"),
+    ),
+    Mutant(
+        "clear-drops-untrained",
+        ClearDropsUntrained,
+        "replay.clear",
+        ("replay.whole-buffer",),
+    ),
+    Mutant(
+        "on-policy-clears-all",
+        OnPolicyClearsAll,
+        "replay.clear",
+        ("replay.whole-buffer",),
     ),
     Mutant(
         "sample-without-replacement",
