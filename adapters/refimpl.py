@@ -133,8 +133,11 @@ class RefimplAdapter:
 
     The learner and relabel operations call refimpl through small methods
     (``_learner_episode``, ``_advantage_rows``, ``_nstep_returns``, ``_update_plan``,
-    ``_shard``, ``_relabel_batch``); a subclass replaces one of them to run a variant.
+    ``_shard``, ``_relabel_batch``); a subclass replaces one of them to run a variant, or
+    ``replay_buffer``, the buffer class :meth:`run_replay` fills and samples.
     """
+
+    replay_buffer: type[ReplayBuffer] = ReplayBuffer
 
     def info(self) -> AdapterInfo:
         return AdapterInfo(
@@ -192,7 +195,7 @@ class RefimplAdapter:
         generator, one :class:`Sampled` event each. A draw from a buffer holding no valid
         window is an empty :class:`Sampled` event (``replay.no-window``)."""
         env = ToyBatchEnv(scenario.env, scenario.seed)
-        buffer = ReplayBuffer(env.num_envs, scenario.capacity, _FIELDS)
+        buffer = self.replay_buffer(env.num_envs, scenario.capacity, _FIELDS)
         recorder = Recorder()
         _fill(env, scenario.fill_steps, buffer, recorder)
         events = list(recorder.trace().events)

@@ -155,7 +155,9 @@ def _check_trainer(sc: TrainerScenario, budget: Budget) -> None:
         )
     updates = "trainer.num_updates_per_train_iter"
     if on_policy:
-        per_call, per_call_by = int(cfg.unroll_length) * b, "trainer.unroll_length × env.num_envs"
+        ring = int(cfg.unroll_length) + max(cfg.mini_batch_length - 1, 1)
+        per_call = ring * b
+        per_call_by = "(trainer.unroll_length + max(mini_batch_length − 1, 1)) × env.num_envs"
     elif cfg.whole_buffer:
         per_call, per_call_by = cfg.capacity * b, "trainer.capacity × env.num_envs"
     else:

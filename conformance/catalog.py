@@ -161,6 +161,16 @@ CATALOG: dict[str, Scenario] = {
         mini_batch_length=2,
         clear="keep-one-step",
     ),
+    # chunks of 3 from rings of 4, 5, 6, ...: clears that must keep one and two untrained items
+    "whole-buffer-clear-t3": _t(
+        _ENV3,
+        unroll_length=Fraction(4),
+        num_iterations=6,
+        whole_buffer=True,
+        capacity=8,
+        mini_batch_length=3,
+        clear="all",
+    ),
     "whole-buffer-clear-fractional": _t(
         _ENV3,
         unroll_length=Fraction(1, 2),
@@ -181,6 +191,15 @@ CATALOG: dict[str, Scenario] = {
     ),
     "on-policy": _t(
         _ENV3, mode="on-policy", unroll_length=Fraction(4), num_iterations=5, mini_batch_length=2
+    ),
+    # u = 3 and chunks of 3: each call's first chunk starts with the item the previous call
+    # kept, so the last item of one unroll and the first of the next share a chunk.
+    "on-policy-keeps-last": _t(
+        EnvSpec(num_envs=2, schedules=(FixedSchedule(4),)),
+        mode="on-policy",
+        unroll_length=Fraction(3),
+        num_iterations=4,
+        mini_batch_length=3,
     ),
     # preprocessing modes
     "reward-transform": _t(

@@ -17,7 +17,7 @@ period grid and sampling distribution.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal, NamedTuple
@@ -358,12 +358,16 @@ class ReplayBuffer:
         self._cursor = first if bool((self._end == first).all()) else None
         self._version += 1
 
-    def clear(self, keep_last: int = 0) -> None:
-        """Drop all but the newest ``keep_last`` items of every env (clause ``replay.clear``);
-        position counters keep counting."""
-        if not _is_int(keep_last) or keep_last < 0:
-            raise ConfigError("keep_last", keep_last, "an integer >= 0")
-        self._size.clamp_(max=keep_last)
+    def clear(self, keep_last: int | Sequence[int] = 0) -> None:
+        """Drop all but the newest ``keep_last`` items of every env, or of env ``e`` all but
+        its newest ``keep_last[e]`` (clause ``replay.clear``); position counters keep
+        counting."""
+        keep = [keep_last] * self.num_envs if isinstance(keep_last, int) else list(keep_last)
+        if len(keep) != self.num_envs or not all(_is_int(k) and k >= 0 for k in keep):
+            raise ConfigError(
+                "keep_last", keep_last, f"an integer >= 0, or {self.num_envs} of them"
+            )
+        self._size.copy_(torch.minimum(self._size, torch.tensor(keep, dtype=self._size.dtype)))
         self._version += 1
 
     # -- validity ---------------------------------------------------------------------------

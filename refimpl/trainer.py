@@ -96,9 +96,15 @@ class Trainer:
         if config.mode == "on-policy":
             if not isinstance(preprocess, Identity):
                 raise ConfigError("preprocess", preprocess, "identity in on-policy mode")
-            n = int(config.unroll_length)
+            # replay.clear: a clear keeps at most max(T - 1, 1) items per env, and the next
+            # unroll adds u, so nothing is evicted untrained.
+            ring = int(config.unroll_length) + max(config.mini_batch_length - 1, 1)
             config = replace(
-                config, whole_buffer=True, clear="all", capacity=n, initial_collect_steps=0
+                config,
+                whole_buffer=True,
+                clear="keep-one-step",
+                capacity=ring,
+                initial_collect_steps=0,
             )
         self.env_spec, self.config, self.seed = env, config, seed
         self.preprocess_spec = preprocess
@@ -323,8 +329,29 @@ class Trainer:
             self.updates += 1
             self.recorder.hook(iteration, "after_update")
         if status == "trained" and cfg.clear != "none":
-            self.buffer.clear(keep_last=1 if cfg.clear == "keep-one-step" else 0)
+            self.buffer.clear(keep_last=self._kept_by_clear())
             self.stored_since_clear = 0
+
+    def _kept_by_clear(self) -> list[int]:
+        """Items each env keeps after a trained whole-buffer call (clause ``replay.clear``):
+        those the call's chunks did not cover, its newest ``size mod T``; under
+        ``keep-one-step`` at least its newest item."""
+        sizes = self.buffer.sizes.tolist()
+        length = self._chunk_length()
+        kept = [n % length for n in sizes]
+        if self.config.clear == "keep-one-step":
+            kept = [min(n, max(k, 1)) for n, k in zip(sizes, kept)]
+        return kept
+
+    def _chunk_length(self) -> int:
+        """The whole-buffer chunk length of a call on the buffer as it is (clause
+        ``replay.whole-buffer``; variant alf-shortened-chunks: the envs' shortest content
+        when that is shorter than ``mini_batch_length``)."""
+        length = self.config.mini_batch_length
+        if self.config.short_chunks == "shorten":
+            shortest = int(self.buffer.sizes.min())
+            length = min(length, shortest) if shortest > 0 else length
+        return length
 
     def _batches(self) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
         """The mini-batches of one train call: (observation, valid mask, step_type)."""
@@ -339,12 +366,7 @@ class Trainer:
                     return []
                 out.append((s.data["observation"], s.mask, s.data["step_type"]))
             return out
-        length = cfg.mini_batch_length
-        if cfg.short_chunks == "shorten":
-            # replay.whole-buffer, variant alf-shortened-chunks: windows as long as the envs'
-            # shortest content when that is shorter than mini_batch_length.
-            shortest = int(self.buffer.sizes.min())
-            length = min(length, shortest) if shortest > 0 else length
+        length = self._chunk_length()
         try:
             chunks = self.buffer.chunks(length)
         except NoValidWindow:

@@ -420,7 +420,10 @@ def _pieces_by_learner(sc: LearnerScenario, trace: Trace) -> dict[int, list[tupl
 
 def check_shards(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     """learner.shard-episodes: each episode goes whole (rows ``0..L-1``) to exactly one of the
-    ``num_learners`` learners, and learner loads differ by at most the longest episode.
+    ``num_learners`` learners, namely the one :func:`refimpl.learner.shard_episodes` (longest
+    first to the least-loaded learner, lowest index on ties) gives it over the episodes'
+    lengths in canonical order; the load bound (max - min <= longest episode) follows and is
+    reported first, as it names the imbalance.
 
     Variant ``shard_variant="rllib-2.60"``: each learner's pieces are exactly those of
     :func:`refimpl.learner.shard_episodes` with that variant over the episodes' lengths in
@@ -455,6 +458,18 @@ def check_shards(scenario: Scenario, trace: Trace, ctx: Context) -> None:
             f"max - min <= {longest}",
             loads,
         )
+    canonical = learner_episodes(sc)
+    expected = shard_episodes([ep.length for ep in canonical], sc.num_learners)
+    for learner, group in enumerate(expected):
+        want = sorted((canonical[p.episode].env, canonical[p.episode].episode) for p in group)
+        got = sorted(key for key, found in owner.items() if found[0][0] == learner)
+        if got != want:
+            raise CheckFailure(
+                f"episodes (env, episode) of learner {learner}, loads {loads} (longest first to "
+                "the least-loaded learner, lowest index on ties)",
+                want,
+                got,
+            )
 
 
 def _check_split_shards(sc: LearnerScenario, trace: Trace) -> None:

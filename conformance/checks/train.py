@@ -261,7 +261,7 @@ def check_insufficient_data(scenario: Scenario, trace: Trace, ctx: Context) -> N
         if call.status not in ("no-data", "trained"):
             continue
         sizes = {env: len(model.live(env)) for env in range(sc.env.num_envs)}
-        empty = (fresh == 0) if clear != "none" else not any(sizes.values())
+        empty = (fresh == 0) if clear.mode != "none" else not any(sizes.values())
         if whole:
             length = cfg.mini_batch_length
             shortest = min(sizes.values())

@@ -325,7 +325,7 @@ TRAINER_CHECKS: tuple[Check, ...] = (
         "trainer",
         "invariant",
         check_clear,
-        _cfg(lambda s: buffer_shape(s)[2] != "none"),
+        _cfg(lambda s: buffer_shape(s)[2].mode != "none"),
     ),
     Check(
         "exact-schedule",

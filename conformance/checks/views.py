@@ -4,7 +4,7 @@ the per-env buffer contents implied by the stores)."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,6 +14,7 @@ from refimpl.trace import Item, Trace
 
 __all__ = [
     "BufferModel",
+    "Clearing",
     "buffer_shape",
     "calls_per_iteration",
     "calls_with_state",
@@ -48,6 +49,36 @@ def per_iteration(trace: Trace, kind: str, weight: Any = None) -> dict[int, int]
     return dict(counts)
 
 
+@dataclass(frozen=True)
+class Clearing:
+    """What a trained whole-buffer call leaves in each env's ring (clause ``replay.clear``):
+    under ``all`` the items its chunks did not cover, the newest ``size mod T``; under
+    ``keep-one-step`` at least the newest item; under ``none`` everything."""
+
+    mode: str
+    chunk_length: int = 1
+    shorten: bool = False
+    """Variant alf-shortened-chunks of ``replay.whole-buffer``."""
+    num_envs: int = 1
+
+    def call_chunk_length(self, sizes: Sequence[int]) -> int:
+        """The chunk length of a call on rings of ``sizes`` items (one per env)."""
+        shortest = min(sizes, default=0)
+        if self.shorten and 0 < shortest < self.chunk_length:
+            return shortest
+        return self.chunk_length
+
+    def kept(self, sizes: Sequence[int]) -> list[int]:
+        """Items each env keeps after a trained call on rings of ``sizes`` items."""
+        if self.mode == "none":
+            return list(sizes)
+        length = self.call_chunk_length(sizes)
+        kept = [n % length for n in sizes]
+        if self.mode == "keep-one-step":
+            kept = [min(n, max(k, 1)) for n, k in zip(sizes, kept)]
+        return kept
+
+
 @dataclass
 class BufferModel:
     """Per-env stored sequences implied by Store events, with per-env capacity.
@@ -70,9 +101,12 @@ class BufferModel:
             self.step_type[item] = st
             self.start[item[0]] = max(self.start[item[0]], len(seq) - self.capacity)
 
-    def clear(self, keep_last: int) -> None:
-        for env, seq in self.stored.items():
-            start = max(self.start[env], len(seq) - keep_last)
+    def clear(self, clearing: Clearing) -> None:
+        """The clear after a trained call (clause ``replay.clear``)."""
+        sizes = [len(self.live(env)) for env in range(clearing.num_envs)]
+        for env, kept in enumerate(clearing.kept(sizes)):
+            seq = self.stored[env]
+            start = max(self.start[env], len(seq) - kept)
             self.cleared.update(seq[self.start[env] : start])
             self.start[env] = start
 
@@ -116,7 +150,7 @@ def stored_items(model: BufferModel, window: tuple[Any, ...], what: str) -> list
 
 
 def windows_with_state(
-    trace: Trace, capacity: int, clear: str
+    trace: Trace, capacity: int, clear: Clearing
 ) -> Iterator[tuple[Any, BufferModel]]:
     """Each Update event with the buffer model as it was when the update sampled.
 
@@ -128,18 +162,18 @@ def windows_with_state(
     for e in trace.events:
         in_call = e.kind == "update" or (e.kind == "hook" and e.name == "after_update")
         if clear_pending and not in_call:
-            model.clear(1 if clear == "keep-one-step" else 0)
+            model.clear(clear)
             clear_pending = False
         if e.kind == "store":
             model.add(e)
         elif e.kind == "update":
             yield e, model
         elif e.kind == "train_call":
-            clear_pending = clear != "none" and e.status == "trained"
+            clear_pending = clear.mode != "none" and e.status == "trained"
 
 
 def calls_with_state(
-    trace: Trace, capacity: int, clear: str
+    trace: Trace, capacity: int, clear: Clearing
 ) -> Iterator[tuple[Any, BufferModel, int]]:
     """Each TrainCall event with the buffer model as it was when the call began, and the
     number of items stored since the last clear (since the start without clearing).
@@ -151,14 +185,14 @@ def calls_with_state(
     for e in trace.events:
         in_call = e.kind == "update" or (e.kind == "hook" and e.name == "after_update")
         if clear_pending and not in_call:
-            model.clear(1 if clear == "keep-one-step" else 0)
+            model.clear(clear)
             clear_pending, fresh = False, 0
         if e.kind == "store":
             model.add(e)
             fresh += len(e.env)
         elif e.kind == "train_call":
             yield e, model, fresh
-            clear_pending = clear != "none" and e.status == "trained"
+            clear_pending = clear.mode != "none" and e.status == "trained"
 
 
 def trainer_scenario(scenario: Scenario) -> TrainerScenario:
@@ -197,9 +231,14 @@ def stored_per_iteration(trace: Trace) -> list[int]:
     return [counts[i] for i in iterations(trace)]
 
 
-def buffer_shape(sc: TrainerScenario) -> tuple[bool, int, str]:
-    """(whole_buffer, capacity, clear) as the spec defines them: on-policy training is
-    whole-buffer training on the iteration's own unroll, cleared after the call."""
-    if sc.trainer.mode == "on-policy":
-        return True, int(sc.trainer.unroll_length), "all"
-    return sc.trainer.whole_buffer, sc.trainer.capacity, sc.trainer.clear
+def buffer_shape(sc: TrainerScenario) -> tuple[bool, int, Clearing]:
+    """(whole_buffer, capacity, clearing) as the spec defines them: on-policy training is
+    whole-buffer training cleared with ``keep-one-step`` after every call, in a ring of
+    ``u + max(T - 1, 1)`` items per env (what a clear keeps plus one unroll)."""
+    cfg = sc.trainer
+    shorten = cfg.short_chunks == "shorten"
+    length, envs = cfg.mini_batch_length, sc.env.num_envs
+    if cfg.mode == "on-policy":
+        ring = int(cfg.unroll_length) + max(length - 1, 1)
+        return True, ring, Clearing("keep-one-step", length, shorten, envs)
+    return cfg.whole_buffer, cfg.capacity, Clearing(cfg.clear, length, shorten, envs)

@@ -69,7 +69,8 @@ def check_windows_valid(scenario: Scenario, trace: Trace, ctx: Context) -> None:
 def check_boundary_policy(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     sc = trainer_scenario(scenario)
     policy = sc.sampling.boundary
-    for update, model in windows_with_state(trace, sc.trainer.capacity, sc.trainer.clear):
+    _, capacity, clear = buffer_shape(sc)
+    for update, model in windows_with_state(trace, capacity, clear):
         for window in update.windows:
             where = f"update {update.index} of call {update.call}: window {window}"
             real = stored_items(model, window, where)
@@ -106,7 +107,8 @@ def check_boundary_policy(scenario: Scenario, trace: Trace, ctx: Context) -> Non
 def check_period_anchor(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     sc = trainer_scenario(scenario)
     p = sc.sampling.period
-    for update, model in windows_with_state(trace, sc.trainer.capacity, sc.trainer.clear):
+    _, capacity, clear = buffer_shape(sc)
+    for update, model in windows_with_state(trace, capacity, clear):
         for window in update.windows:
             located = model.locate(window)
             if located is None:
@@ -156,11 +158,16 @@ def check_whole_buffer(scenario: Scenario, trace: Trace, ctx: Context) -> None:
 
 
 def check_clear(scenario: Scenario, trace: Trace, ctx: Context) -> None:
-    """A call trains only on items stored since the last clear, and no window holds an item
-    a clear removed (the other windows are checked against the clear-aware buffer model by
-    ``windows-valid``)."""
+    """replay.clear: a call trains only on items stored since the last clear, no window holds
+    an item a clear removed, and what a clear kept (each env's items the previous call did not
+    train on, under ``keep-one-step`` at least its newest) is trained by the next call: the
+    oldest item of each env's ring, as the spec's clear leaves it, is in that call's first
+    chunk whenever the env holds a whole chunk. (The other windows are checked against the
+    same buffer model by ``windows-valid`` and ``whole-buffer``.)"""
     sc = trainer_scenario(scenario)
     _, capacity, clear = buffer_shape(sc)
+    oldest: dict[int, dict[int, Item]] = {}
+    trained: dict[int, set[Item]] = defaultdict(set)
     for update, model in windows_with_state(trace, capacity, clear):
         for window in update.windows:
             removed = [tuple(w) for w in window if w is not None and tuple(w) in model.cleared]
@@ -170,6 +177,22 @@ def check_clear(scenario: Scenario, trace: Trace, ctx: Context) -> None:
                     "items stored since the last clear",
                     f"items a clear removed: {removed[:4]}",
                     iteration=update.iteration,
+                )
+        if update.call not in oldest:
+            sizes = [len(model.live(env)) for env in range(sc.env.num_envs)]
+            length = clear.call_chunk_length(sizes)
+            oldest[update.call] = {
+                env: model.live(env)[0] for env, n in enumerate(sizes) if n >= length
+            }
+        trained[update.call].update(tuple(i) for w in update.windows for i in w if i is not None)
+    for call, firsts in oldest.items():
+        for env, item in firsts.items():
+            if item not in trained[call]:
+                raise CheckFailure(
+                    f"oldest item of env {env}'s ring in call {call} (kept by the clear: "
+                    f"untrained by the previous call, or under keep-one-step its newest item)",
+                    f"{item} trained in call {call}",
+                    "not trained",
                 )
     stored_since_clear = 0
     for e in trace.events:

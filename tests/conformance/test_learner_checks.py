@@ -25,6 +25,7 @@ from refimpl.toy_envs.spec import EnvSpec
 from refimpl.trace import Trace, UpdatePlan
 from tests.conformance.helpers import assert_breaks, failures
 
+_TWO_ENVS = EnvSpec(2, (FixedSchedule(2),))
 LEARNER = {name: s for name, s in CATALOG.items() if s.kind == "learner"}
 CHECKS = [c for c in ALL_CHECKS if c.capability == "learner"]
 
@@ -154,6 +155,31 @@ class FlagsOnlyInProgressTruncated(RefimplAdapter):
         return (length, terminated, int(truncated or not terminated))
 
 
+class InputOrderShards(RefimplAdapter):
+    """Whole episodes dealt by input order, episode ``i`` to learner ``i mod S`` (how a
+    data-parallel sampler deals indices), ignoring their lengths."""
+
+    def _shard(self, lengths: Sequence[int], scenario):
+        learners = scenario.num_learners
+        return tuple(
+            tuple(lrn.EpisodeSlice(i, 0, lengths[i]) for i in range(s, len(lengths), learners))
+            for s in range(learners)
+        )
+
+
+def test_input_order_meets_the_load_bound_but_not_the_rule() -> None:
+    # learner.shard-episodes: lengths 1, 1, 9 over 2 learners. Dealt by input order the loads
+    # are 10 and 1, within the bound max - min <= 9 that was all the check used to test; the
+    # rule gives 9 and 2, and the check now asks for exactly the rule's assignment.
+    lengths = [1, 1, 9]
+    dealt = InputOrderShards()._shard(lengths, LearnerScenario(_TWO_ENVS, steps=4, num_learners=2))
+    dealt_loads = [sum(p.stop - p.start for p in s) for s in dealt]
+    assert dealt_loads == [10, 1] and max(dealt_loads) - min(dealt_loads) <= max(lengths)
+    rule = lrn.shard_episodes(lengths, 2)
+    assert [sum(p.stop - p.start for p in s) for s in rule] == [9, 2]
+    assert [[p.episode for p in s] for s in rule] == [[2], [0, 1]]
+
+
 class UnseededShuffle(RefimplAdapter):
     """Minibatches shuffled from the process-wide random state."""
 
@@ -232,6 +258,13 @@ BROKEN = [
         set(),
         marks=pytest.mark.clause("learner.shard-episodes"),
         id="split-episodes",
+    ),
+    pytest.param(
+        InputOrderShards,
+        "learner-shards",
+        set(),
+        marks=pytest.mark.clause("learner.shard-episodes"),
+        id="input-order-shards",
     ),
     pytest.param(
         UnseededShuffle,

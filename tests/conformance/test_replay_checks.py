@@ -4,14 +4,19 @@ check fails that the breakage does not drag along)."""
 
 from __future__ import annotations
 
+from collections import Counter
+from typing import Any
+
 import pytest
 import torch
 
 from adapters.refimpl import RefimplAdapter
 from conformance.catalog import CATALOG
+from conformance.checks.other import within_batch_dispersion
 from conformance.scenario import ReplayScenario
 from refimpl.trace import Sampled, Trace
 from tests.conformance.helpers import assert_breaks, failures
+from tests.conformance.zoo import MUTANTS, MutantAdapter
 
 
 def _failures(adapter: RefimplAdapter) -> dict[str, list[str]]:
@@ -159,3 +164,97 @@ def test_broken_sampler_fails_its_check(
     adapter: type[RefimplAdapter], breaks: str, also: set[str]
 ) -> None:
     assert_breaks(adapter(), "replay", breaks, also)
+
+
+# -- replay.uniform-windows, joint law of a batch ---------------------------------------------
+# replay-uniform's size: two envs of 8 items, windows of 3 (12 valid windows), 40 batches of 64.
+_W, _B, _D = 12, 64, 40
+
+
+def _independent(g: torch.Generator) -> list[list[int]]:
+    return [torch.randint(0, _W, (_B,), generator=g).tolist() for _ in range(_D)]
+
+
+def _without_replacement(g: torch.Generator) -> list[list[int]]:
+    rounds = -(-_B // _W)
+    return [
+        torch.cat([torch.randperm(_W, generator=g) for _ in range(rounds)])[:_B].tolist()
+        for _ in range(_D)
+    ]
+
+
+def _one_env(g: torch.Generator) -> list[list[int]]:
+    half = _W // 2
+    return [
+        (
+            int(torch.randint(0, 2, (1,), generator=g)) * half
+            + torch.randint(0, half, (_B,), generator=g)
+        ).tolist()
+        for _ in range(_D)
+    ]
+
+
+def _sticky(rho: float) -> Any:
+    def draw(g: torch.Generator) -> list[list[int]]:
+        batches = []
+        for _ in range(_D):
+            fresh = torch.randint(0, _W, (_B,), generator=g).tolist()
+            repeat = (torch.rand(_B, generator=g) < rho).tolist()
+            batch = [fresh[0]]
+            for i in range(1, _B):
+                batch.append(batch[-1] if repeat[i] else fresh[i])
+            batches.append(batch)
+        return batches
+
+    return draw
+
+
+def _rejections(sampler: Any, runs: int) -> tuple[float, list[float]]:
+    g = torch.Generator().manual_seed(0)
+    zs = [within_batch_dispersion(sampler(g), _W) for _ in range(runs)]
+    return sum(abs(z) > 5 for z in zs) / runs, zs
+
+
+@pytest.mark.clause("replay.uniform-windows")
+def test_joint_test_is_calibrated_under_independent_draws() -> None:
+    # The false-alarm rate 6e-7 is too small to simulate; the z-scores of independent draws
+    # must look standard normal and stay far from 5.
+    rate, zs = _rejections(_independent, 400)
+    mean = sum(zs) / len(zs)
+    sd = (sum((z - mean) ** 2 for z in zs) / (len(zs) - 1)) ** 0.5
+    assert rate == 0 and abs(mean) < 0.2 and 0.85 < sd < 1.15 and max(map(abs, zs)) < 4.5
+
+
+@pytest.mark.clause("replay.uniform-windows")
+@pytest.mark.parametrize(
+    ("sampler", "runs", "power"),
+    [
+        pytest.param(_without_replacement, 50, 1.0, id="without-replacement"),
+        pytest.param(_one_env, 50, 1.0, id="one-env-per-batch"),
+        pytest.param(_sticky(0.25), 200, 0.97, id="repeat-previous-p0.25"),
+    ],
+)
+def test_joint_test_power_stated_by_the_check(sampler: Any, runs: int, power: float) -> None:
+    # The powers check_uniform's docstring states (repeat-previous: 0.995 measured over 400
+    # runs, asserted with slack for 200).
+    rate, _ = _rejections(sampler, runs)
+    assert rate >= power
+
+
+@pytest.mark.clause("replay.uniform-windows")
+@pytest.mark.parametrize("name", ["sample-without-replacement", "one-env-per-batch"])
+def test_joint_test_catches_what_the_marginal_test_cannot(name: str) -> None:
+    # On replay-uniform both zoo mutants keep every window's count within 5 sd of N/W: only
+    # the joint test tells them from independent draws.
+    mutant = next(m for m in MUTANTS if m.name == name)
+    trace = MutantAdapter(mutant).run_replay(CATALOG["replay-uniform"])
+    starts = [[(w[0][0], w[0][1], w[0][2]) for w in d.windows] for d in trace.of_kind("sampled")]
+    counts = Counter(s for batch in starts for s in batch)
+    n = sum(counts.values())
+    assert len(counts) == _W
+    sd = (n * (1 / _W) * (1 - 1 / _W)) ** 0.5
+    assert all(abs(c - n / _W) <= 5 * sd for c in counts.values())
+    assert abs(within_batch_dispersion(starts, _W)) > 5
+    reference = RefimplAdapter().run_replay(CATALOG["replay-uniform"])
+    ref_starts = [[tuple(w[0]) for w in d.windows] for d in reference.of_kind("sampled")]
+    assert abs(within_batch_dispersion(ref_starts, _W)) <= 5

@@ -246,6 +246,26 @@ class NewestChunks(Trainer):
             self.buffer.chunks = original  # type: ignore[method-assign]
 
 
+class ClearDropsUntrained(Trainer):
+    """A clear that empties every ring (keeps only its newest item under keep-one-step),
+    dropping the items the call could not train on; on-policy training cleared the same way."""
+
+    def _kept_by_clear(self) -> list[int]:
+        keep = 1 if self.config.clear == "keep-one-step" else 0
+        return [min(keep, n) for n in self.buffer.sizes.tolist()]
+
+
+class OnPolicyClearsAll(Trainer):
+    """On-policy training as a ring of ``u`` items emptied after every call: the last item of
+    each unroll never shares a chunk with its successor."""
+
+    def __init__(self, env: Any, config: Any, *a: Any, **k: Any) -> None:
+        super().__init__(env, config, *a, **k)
+        if config.mode == "on-policy":
+            self.config = replace(self.config, clear="all", capacity=int(config.unroll_length))
+            self.buffer = replay.ReplayBuffer(self.num_envs, self.config.capacity, ROW_FIELDS)
+
+
 class BudgetSkipsFirst(Trainer):
     """The env-step budget counts only non-FIRST steps where the spec counts every item."""
 
@@ -540,6 +560,48 @@ def goal_from_the_past(
     return _with_goals(store, sample, out, goals)
 
 
+class _WithoutReplacementBuffer(replay.ReplayBuffer):
+    """Uniform windows drawn without replacement within a batch: each batch deals random
+    permutations of the valid windows one after another, so no window repeats before every
+    valid one was drawn. Every window stays equally likely; the draws of a batch are not
+    independent."""
+
+    def sample(
+        self, batch_size: int, sampling: replay.SamplingSpec, generator: torch.Generator
+    ) -> replay.Sample:
+        table = self._valid_table(sampling)
+        width = int(table.env.shape[0])
+        if sampling.distribution != "uniform-windows" or width == 0:
+            return super().sample(batch_size, sampling, generator)
+        rounds = -(-batch_size // width)
+        k = torch.cat([torch.randperm(width, generator=generator) for _ in range(rounds)])
+        k = k[:batch_size]
+        return self._gather(
+            table.env[k], table.start[k], sampling.window_length, sampling.boundary == "pad"
+        )
+
+
+class _OneEnvPerBatchBuffer(replay.ReplayBuffer):
+    """One env per batch: the env is drawn in proportion to its valid windows, then every
+    window of the batch uniformly among that env's. Every window stays equally likely over
+    batches; the draws of one batch all share their env."""
+
+    def sample(
+        self, batch_size: int, sampling: replay.SamplingSpec, generator: torch.Generator
+    ) -> replay.Sample:
+        table = self._valid_table(sampling)
+        width = int(table.env.shape[0])
+        if sampling.distribution != "uniform-windows" or width == 0:
+            return super().sample(batch_size, sampling, generator)
+        env = table.env[int(torch.randint(0, width, (1,), generator=generator))]
+        offset = int((torch.cumsum(table.env_counts, 0) - table.env_counts)[env])
+        count = int(table.env_counts[env])
+        k = offset + torch.randint(0, count, (batch_size,), generator=generator)
+        return self._gather(
+            table.env[k], table.start[k], sampling.window_length, sampling.boundary == "pad"
+        )
+
+
 @dataclass(frozen=True)
 class Mutant:
     name: str
@@ -548,11 +610,15 @@ class Mutant:
     """The clause the mutant breaks: blame charges every failure it causes to this one."""
     relabeler: Relabeler | None = None
     """Replaces refimpl's relabeling (capability ``relabel``); ``trainer`` is then refimpl's."""
+    buffer: type[replay.ReplayBuffer] | None = None
+    """A replay mutant: the buffer sampled by replay scenarios (the trainer is refimpl's)."""
 
     @property
     def capability(self) -> str:
-        """The capability whose checks must catch the mutant."""
-        return "trainer" if self.relabeler is None else "relabel"
+        """The capability (and scenario kind) whose checks must catch the mutant."""
+        if self.relabeler is not None:
+            return "relabel"
+        return "trainer" if self.buffer is None else "replay"
 
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -659,6 +725,23 @@ MUTANTS: tuple[Mutant, ...] = (
         "replay.whole-buffer",
     ),
     Mutant(
+        "clear-drops-untrained",
+        ClearDropsUntrained,
+        "replay.clear",
+    ),
+    Mutant(
+        "on-policy-clears-all",
+        OnPolicyClearsAll,
+        "replay.clear",
+    ),
+    Mutant(
+        "sample-without-replacement",
+        Trainer,
+        "replay.uniform-windows",
+        buffer=_WithoutReplacementBuffer,
+    ),
+    Mutant("one-env-per-batch", Trainer, "replay.uniform-windows", buffer=_OneEnvPerBatchBuffer),
+    Mutant(
         "budget-skips-first",
         BudgetSkipsFirst,
         "unroll.num-env-steps",
@@ -685,18 +768,28 @@ MUTANTS: tuple[Mutant, ...] = (
 
 
 class MutantAdapter(RefimplAdapter):
-    """refimpl with one mutant trainer or relabeler; env and replay operations are the
-    reference ones."""
+    """refimpl with one mutant trainer, relabeler or replay buffer; everything else is the
+    reference's."""
 
     def __init__(self, mutant: Mutant) -> None:
         self.mutant = mutant
+        if mutant.buffer is not None:
+            self.replay_buffer = mutant.buffer
 
     def info(self) -> AdapterInfo:
         return AdapterInfo(
             f"mutant:{self.mutant.name}",
             "refimpl mutant",
             "0",
-            capabilities=("trainer", "counter", "hooks", "state", "loss-mask", "relabel"),
+            capabilities=(
+                "trainer",
+                "counter",
+                "hooks",
+                "state",
+                "loss-mask",
+                "relabel",
+                "replay",
+            ),
         )
 
     def _relabel_batch(

@@ -704,3 +704,15 @@ def test_add_rows_equals_repeated_add_row(
         assert a.valid_starts(env, SamplingSpec()) == b.valid_starts(env, SamplingSpec())
     chunks_a, chunks_b = a.chunks(1), b.chunks(1)
     assert torch.equal(chunks_a.data["observation"], chunks_b.data["observation"])
+
+
+def test_clear_keeps_a_count_per_env():
+    # replay.clear: what a call left untrained differs per env (its size mod T).
+    buf, model = ReplayBuffer(2, 8, FIELDS), Model(2, 8)
+    write_items(buf, model, [(0, M)] * 5 + [(1, M)] * 3)
+    buf.clear(keep_last=[2, 0])
+    assert buf.sizes.tolist() == [2, 0] and buf.total_stored == 8
+    assert buf.chunks(1).positions.tolist() == [3, 4]
+    for bad in ([1], [1, -1], [1, 0.5]):
+        with pytest.raises(ConfigError, match="keep_last"):
+            buf.clear(keep_last=bad)

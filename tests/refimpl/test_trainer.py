@@ -3,8 +3,11 @@ Expected values are derived in the comments."""
 
 from __future__ import annotations
 
+import itertools
+from collections import Counter
 from dataclasses import replace
 from fractions import Fraction
+from typing import Any
 
 import pytest
 
@@ -242,3 +245,66 @@ def test_after_train_iter_follows_the_hook_gate(
     )
     hooks = train(ENV2, cfg).trace.of_kind("hook")
     assert [e.iteration for e in hooks if e.name == "after_train_iter"] == iterations
+
+
+def _chunks_per_call(run: Any) -> dict[int, list[tuple[Any, ...]]]:
+    calls: dict[int, list[tuple[Any, ...]]] = {}
+    for u in run.trace.of_kind("update"):
+        calls.setdefault(u.call, []).extend(u.windows)
+    return calls
+
+
+@pytest.mark.parametrize("clear", ["all", "keep-one-step"])
+def test_clear_keeps_every_untrained_item(clear: str) -> None:
+    # replay.clear with T = 3 > 2, one env, u = 4: rings of 4, 5 and 6 items. The rule that
+    # kept only the newest item (or none) dropped items 3 (all) and 6 (both modes) untrained.
+    env = EnvSpec(num_envs=1, schedules=(FixedSchedule(100),))
+    config = TrainerConfig(
+        unroll_length=4, num_iterations=3, whole_buffer=True, mini_batch_length=3, clear=clear
+    )
+    calls = _chunks_per_call(train(env, config))
+    trained = Counter(t for chunks in calls.values() for chunk in chunks for _, _, t in chunk)
+    # call 1: (0 1 2), keeps 3; call 2: (3 4 5) of 3..7, keeps 6 7; call 3: two chunks of 6..11
+    assert [sorted(t for c in calls[k] for _, _, t in c) for k in range(3)] == [
+        [0, 1, 2],
+        [3, 4, 5],
+        [6, 7, 8, 9, 10, 11],
+    ]
+    assert set(trained) == set(range(12)) and set(trained.values()) == {1}
+
+
+def test_keep_one_step_trains_the_newest_item_again_when_the_ring_was_whole_chunks() -> None:
+    # T = 2, u = 2, one env: call 1's ring (0 1) is one whole chunk, so its clear keeps the
+    # newest trained item 1, which starts call 2's chunk with its successor 2; the ring
+    # (1 2 3) then keeps 3, untrained, and call 3 trains (3 4).
+    env = EnvSpec(num_envs=1, schedules=(FixedSchedule(100),))
+    config = TrainerConfig(
+        unroll_length=2,
+        num_iterations=3,
+        whole_buffer=True,
+        mini_batch_length=2,
+        clear="keep-one-step",
+    )
+    calls = _chunks_per_call(train(env, config))
+    assert [sorted(tuple(t for _, _, t in c) for c in calls[k]) for k in range(3)] == [
+        [(0, 1)],
+        [(1, 2)],
+        [(3, 4)],
+    ]
+
+
+def test_on_policy_trains_the_transition_between_unrolls() -> None:
+    # On-policy u = 3, T = 3: each call's first chunk starts with what the previous call kept,
+    # so the last item of unroll k and the first of unroll k + 1 share a chunk. With a ring of
+    # u cleared entirely they never did.
+    env = EnvSpec(num_envs=1, schedules=(FixedSchedule(100),))
+    run = train(
+        env, TrainerConfig(mode="on-policy", unroll_length=3, num_iterations=4, mini_batch_length=3)
+    )
+    pairs = {
+        (a[2], b[2])
+        for chunks in _chunks_per_call(run).values()
+        for chunk in chunks
+        for a, b in itertools.pairwise(chunk)
+    }
+    assert {(2, 3), (5, 6), (8, 9)} <= pairs
