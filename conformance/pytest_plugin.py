@@ -104,6 +104,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "clause(*ids): the spec clauses a test checks")
+    config.addinivalue_line(
+        "markers", "refimpl_only: a suite test about refimpl's own code (variant models)"
+    )
     from hypothesis import settings
 
     import conformance.strategies  # noqa: F401  (registers the profiles)
@@ -356,6 +359,17 @@ def _write(config: pytest.Config, record: dict[str, Any]) -> None:
 
 
 _CONFIG: dict[str, pytest.Config] = {}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect the suite tests about refimpl's own code when another adapter is under test:
+    they are no check of it (and a run's completeness counts only what is selected)."""
+    if _adapter_name(config) == "refimpl":
+        return
+    removed = [item for item in items if item.get_closest_marker("refimpl_only") is not None]
+    if removed:
+        config.hook.pytest_deselected(items=removed)
+        items[:] = [item for item in items if item.get_closest_marker("refimpl_only") is None]
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -93,6 +93,8 @@ class BufferModel:
     step_type: dict[Item, int] = field(default_factory=dict)
     cleared: set[Item] = field(default_factory=set)
     """Items a clear removed (as opposed to evicted by a full ring)."""
+    kept: dict[int, list[Item]] = field(default_factory=dict)
+    """Per env, the items the last clear kept."""
 
     def add(self, event: Any) -> None:
         for item, st in zip(items_of(event), event.step_type):
@@ -109,6 +111,7 @@ class BufferModel:
             start = max(self.start[env], len(seq) - kept)
             self.cleared.update(seq[self.start[env] : start])
             self.start[env] = start
+            self.kept[env] = list(seq[start:])
 
     def absence(self, item: Item) -> str:
         """The clause that explains why ``item`` is not in the buffer: ``replay.clear`` if a

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 from typing import Any
 
 from conformance.checks.base import CheckFailure, Context
@@ -14,7 +15,7 @@ from conformance.checks.views import (
     trainer_scenario,
     windows_with_state,
 )
-from conformance.scenario import Scenario
+from conformance.scenario import Scenario, TrainerScenario
 from refimpl.step_type import StepType
 from refimpl.trace import Item, Trace
 
@@ -125,49 +126,99 @@ def check_period_anchor(scenario: Scenario, trace: Trace, ctx: Context) -> None:
                 )
 
 
-def check_whole_buffer(scenario: Scenario, trace: Trace, ctx: Context) -> None:
-    sc = trainer_scenario(scenario)
+@dataclass(frozen=True)
+class _CallChunks:
+    """One whole-buffer call: the chunks it trained, the chunks the spec cuts from the buffer
+    as the spec's clear left it, and from that buffer without what the last clear kept."""
+
+    call: int
+    iteration: int
+    got: Counter[tuple[Any, ...]]
+    want: Counter[tuple[Item, ...]]
+    without_kept: Counter[tuple[Item, ...]]
+    uses_cleared: bool
+    """Some window holds an item a clear removed (``replay.clear``'s concern)."""
+
+    @property
+    def clear_dropped_kept(self) -> bool:
+        """The call trained exactly what the spec's chunking gives when the last clear had
+        dropped the items it should have kept: the clear's fault, not the chunking's."""
+        return self.got != self.want and self.got == self.without_kept
+
+
+def _call_chunks(sc: TrainerScenario, trace: Trace) -> list[_CallChunks]:
     cfg = sc.trainer
     _, capacity, clear = buffer_shape(sc)
     by_call: dict[int, list[Any]] = defaultdict(list)
-    models: dict[int, dict[int, list[Item]]] = {}
+    models: dict[int, tuple[dict[int, list[Item]], dict[int, list[Item]]]] = {}
+    stale: set[int] = set()
     for update, model in windows_with_state(trace, capacity, clear):
         by_call[update.call].append(update)
-        models.setdefault(update.call, {env: list(model.live(env)) for env in model.stored})
-    for call, updates in by_call.items():
-        live = models[call]
+        if any(w is not None and tuple(w) in model.cleared for u in update.windows for w in u):
+            stale.add(update.call)
+        models.setdefault(
+            update.call,
+            (
+                {env: list(model.live(env)) for env in model.stored},
+                {env: list(items) for env, items in model.kept.items()},
+            ),
+        )
+
+    def chunks(live: dict[int, list[Item]]) -> Counter[tuple[Item, ...]]:
         length = cfg.mini_batch_length
         # Variant alf-shortened-chunks: windows as long as the envs' shortest content (an env
         # that holds nothing counts, and then nothing is shortened), as refimpl's trainer does.
         shortest = min(len(live.get(env, [])) for env in range(sc.env.num_envs))
         if cfg.short_chunks == "shorten" and 0 < shortest < length:
             length = shortest
-        want: Counter[tuple[Item, ...]] = Counter()
+        out: Counter[tuple[Item, ...]] = Counter()
         for items in live.values():
             for c in range(len(items) // length):
-                want[tuple(items[c * length : (c + 1) * length])] += cfg.num_updates_per_train_iter
+                out[tuple(items[c * length : (c + 1) * length])] += cfg.num_updates_per_train_iter
+        return out
+
+    calls = []
+    for call, updates in by_call.items():
+        live, kept = models[call]
+        without = {
+            env: [i for i in items if i not in kept.get(env, ())] for env, items in live.items()
+        }
         got = Counter(
             tuple(None if i is None else tuple(i) for i in w) for u in updates for w in u.windows
         )
-        if got != want:
+        calls.append(
+            _CallChunks(
+                call, updates[0].iteration, got, chunks(live), chunks(without), call in stale
+            )
+        )
+    return calls
+
+
+def check_whole_buffer(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """replay.whole-buffer: each call trains every whole chunk of the buffer, oldest first,
+    ``num_updates_per_train_iter`` times. A call that trained exactly the chunks of the buffer
+    without what the last clear should have kept, or items a clear removed, is
+    ``replay.clear``'s concern."""
+    sc = trainer_scenario(scenario)
+    for c in _call_chunks(sc, trace):
+        if c.got != c.want and not c.clear_dropped_kept and not c.uses_cleared:
             raise CheckFailure(
-                f"chunks trained by whole-buffer call {call}",
-                sorted(want.items())[:4],
-                sorted(got.items())[:4],
+                f"chunks trained by whole-buffer call {c.call}",
+                sorted(c.want.items())[:4],
+                sorted(c.got.items())[:4],
+                iteration=c.iteration,
             )
 
 
 def check_clear(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     """replay.clear: a call trains only on items stored since the last clear, no window holds
     an item a clear removed, and what a clear kept (each env's items the previous call did not
-    train on, under ``keep-one-step`` at least its newest) is trained by the next call: the
-    oldest item of each env's ring, as the spec's clear leaves it, is in that call's first
-    chunk whenever the env holds a whole chunk. (The other windows are checked against the
-    same buffer model by ``windows-valid`` and ``whole-buffer``.)"""
+    train on, under ``keep-one-step`` at least its newest) is still there for the next call: a
+    call that trains exactly the chunks of the buffer without them shows a clear that dropped
+    them. (Chunks wrong in any other way are ``replay.whole-buffer``'s; the windows themselves
+    are checked against the same buffer model by ``windows-valid``.)"""
     sc = trainer_scenario(scenario)
     _, capacity, clear = buffer_shape(sc)
-    oldest: dict[int, dict[int, Item]] = {}
-    trained: dict[int, set[Item]] = defaultdict(set)
     for update, model in windows_with_state(trace, capacity, clear):
         for window in update.windows:
             removed = [tuple(w) for w in window if w is not None and tuple(w) in model.cleared]
@@ -178,22 +229,24 @@ def check_clear(scenario: Scenario, trace: Trace, ctx: Context) -> None:
                     f"items a clear removed: {removed[:4]}",
                     iteration=update.iteration,
                 )
-        if update.call not in oldest:
-            sizes = [len(model.live(env)) for env in range(sc.env.num_envs)]
-            length = clear.call_chunk_length(sizes)
-            oldest[update.call] = {
-                env: model.live(env)[0] for env, n in enumerate(sizes) if n >= length
-            }
-        trained[update.call].update(tuple(i) for w in update.windows for i in w if i is not None)
-    for call, firsts in oldest.items():
-        for env, item in firsts.items():
-            if item not in trained[call]:
-                raise CheckFailure(
-                    f"oldest item of env {env}'s ring in call {call} (kept by the clear: "
-                    f"untrained by the previous call, or under keep-one-step its newest item)",
-                    f"{item} trained in call {call}",
-                    "not trained",
-                )
+    # The clear that kept an item happened at the end of the previous trained call.
+    cleared_at: dict[int, int] = {}
+    last_trained: int | None = None
+    for e in trace.of_kind("train_call"):
+        if last_trained is not None:
+            cleared_at[e.call] = last_trained
+        if e.status == "trained":
+            last_trained = e.iteration
+    for c in _call_chunks(sc, trace):
+        if c.clear_dropped_kept:
+            raise CheckFailure(
+                f"chunks trained by call {c.call}: those of a buffer from which the last clear "
+                "dropped what it should have kept (the items the previous call did not train, "
+                "under keep-one-step at least the newest)",
+                sorted(c.want.items())[:4],
+                sorted(c.got.items())[:4],
+                iteration=cleared_at.get(c.call),
+            )
     stored_since_clear = 0
     for e in trace.events:
         if e.kind == "store":

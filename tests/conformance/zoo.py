@@ -440,6 +440,30 @@ class DelayedLosesDiscount(Trainer):
         super()._apply(iteration, action, rows, reason)
 
 
+class TransformLosesDiscount(Trainer):
+    """Under a reward transform or a step-type overwrite, items are stored with discount 1
+    (a terminated LAST's 0 lost)."""
+
+    def _apply(self, iteration: int, action: str, rows: Any, reason: str) -> None:
+        transforming = (pre.RewardTransform, pre.OverwriteStepType)
+        if action == "store" and isinstance(self.preprocess_spec, transforming):
+            rows = {**rows, "discount": torch.ones_like(rows["discount"])}
+        super()._apply(iteration, action, rows, reason)
+
+
+class IdentityAnnotates(Trainer):
+    """Identity preprocessing stores every item with annotation 1."""
+
+    def __init__(self, *a: Any, **k: Any) -> None:
+        super().__init__(*a, **k)
+        self._identity = False  # refimpl's fast path for identity bypasses _apply
+
+    def _apply(self, iteration: int, action: str, rows: Any, reason: str) -> None:
+        if action == "store" and isinstance(self.preprocess_spec, pre.Identity):
+            rows = {**rows, "annotation": torch.ones_like(rows["annotation"])}
+        super()._apply(iteration, action, rows, reason)
+
+
 class _SmallestWidthBuffer(replay.ReplayBuffer):
     """The valid-window table is as wide as the smallest env's ring instead of the largest:
     the starts of a longer ring beyond the shortest one's content are lost, and when some env
@@ -612,6 +636,11 @@ class Mutant:
     """Replaces refimpl's relabeling (capability ``relabel``); ``trainer`` is then refimpl's."""
     buffer: type[replay.ReplayBuffer] | None = None
     """A replay mutant: the buffer sampled by replay scenarios (the trainer is refimpl's)."""
+    same_trace_as: tuple[tuple[str, str, str], ...] = ()
+    """``(scenario, mutant, clause)``: on that catalogue scenario the mutant's trace is byte
+    for byte that of another mutant, which breaks ``clause``; no check can tell them apart
+    there, so blame may name ``clause`` on it (tests/conformance/test_zoo.py proves the
+    identity)."""
 
     @property
     def capability(self) -> str:
@@ -650,6 +679,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("exclude-wrong-reason", ExcludeWrongReason, "preprocess.delayed-per-env"),
     Mutant("excluded-mode-shifts-reward", ExcludedModeShiftsReward, "preprocess.exclusion"),
     Mutant("delayed-loses-discount", DelayedLosesDiscount, "preprocess.delayed-per-env"),
+    Mutant("transform-loses-discount", TransformLosesDiscount, "preprocess.transform"),
+    Mutant("identity-annotates", IdentityAnnotates, "preprocess.identity-is-plain"),
     Mutant(
         "clear-all-caches",
         ClearAllCaches,
@@ -723,6 +754,11 @@ MUTANTS: tuple[Mutant, ...] = (
         "newest-chunks",
         NewestChunks,
         "replay.whole-buffer",
+        # On-policy, dropping the oldest remainder drops exactly the item the clear keeps.
+        same_trace_as=(
+            ("on-policy", "on-policy-clears-all", "replay.clear"),
+            ("on-policy-keeps-last", "on-policy-clears-all", "replay.clear"),
+        ),
     ),
     Mutant(
         "clear-drops-untrained",
