@@ -5,8 +5,9 @@ writes each mutant into the copy's file, runs the probe (``mutation.probe``) the
 the file back. The session (cosmic-ray's sqlite work db) stays in the workdir, so
 ``--resume`` goes on where a stopped run ended. By default a seeded random sample of the
 mutants runs, in the sample's random order (a partial run is still a random sample);
-``--all`` runs every one. At the end (or with ``--table-only``) the executed mutants are
-exported to ``mutation/results.jsonl`` and ``docs/mutation.md`` is written from it and from
+``--all`` runs every one. After each mutant (or with ``--export-only``) the executed mutants are
+exported to ``mutation/results.jsonl``; at the end (or with ``--table-only``)
+``docs/mutation.md`` is written from it and from
 ``mutation/equivalent.toml`` and ``mutation/survivors.toml``.
 """
 
@@ -50,8 +51,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, default=ROOT / ".mutation")
     parser.add_argument("--timeout-factor", type=float, default=3.0)
     parser.add_argument("--table-only", action="store_true", help="rewrite the docs table only")
+    parser.add_argument(
+        "--export-only",
+        action="store_true",
+        help="re-export results.jsonl from the session (after a change of the classifier)",
+    )
     args = parser.parse_args(argv)
-    if not args.table_only:
+    if args.export_only:
+        reexport(args.workdir.resolve())
+    elif not args.table_only:
         run(args)
     from mutation.table import write_docs
 
@@ -132,6 +140,18 @@ def run(args: argparse.Namespace) -> None:
         export(db, meta, HERE / "results.jsonl")
 
 
+def reexport(work: Path) -> None:
+    """Export the session's results again, with the header the last export wrote."""
+    from cosmic_ray.work_db import WorkDB, use_db
+
+    results = HERE / "results.jsonl"
+    header = json.loads(results.read_text(encoding="utf-8").splitlines()[0])
+    meta = {k: v for k, v in header.items() if k not in ("type", "executed", "pending", "ended")}
+    ended = header.get("ended")
+    with use_db(str(work / "session.sqlite"), mode=WorkDB.Mode.open) as db:
+        export(db, meta, results, ended=ended)
+
+
 def copy_tree(tree: Path) -> None:
     """A fresh copy of the packages the suite needs (a stopped run may have left a mutant)."""
     if tree.exists():
@@ -166,7 +186,7 @@ def describe(result: Any) -> str:
     return f"{run_class}: {detail}" if detail else run_class
 
 
-def export(db: Any, meta: dict[str, object], path: Path) -> None:
+def export(db: Any, meta: dict[str, object], path: Path, ended: str | None = None) -> None:
     """Every executed mutant of the session, one JSON line each, after a header line."""
     from mutation.results import record
 
@@ -190,7 +210,7 @@ def export(db: Any, meta: dict[str, object], path: Path) -> None:
         )
     rows.sort(key=lambda r: (r["module"], r["line"], r["id"]))
     header = {**meta, "type": "header", "executed": len(rows), "pending": pending}
-    header["ended"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    header["ended"] = ended or datetime.now(timezone.utc).isoformat(timespec="seconds")
     lines = [json.dumps(header, sort_keys=True), *(json.dumps(r, sort_keys=True) for r in rows)]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 

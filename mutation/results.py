@@ -2,19 +2,24 @@
 
 The classes: ``check-fail`` (a check reported fail), ``other-red`` (the suite went red
 otherwise: adapter failures, an incomplete run, a timeout, a crash of the test command),
-``survived`` (every check passed) and ``no-mutation`` (cosmic-ray found nothing to mutate
-at that occurrence; not a mutant).
+``survived`` (every check passed), and two that are not mutants at all: ``no-mutation``
+(cosmic-ray found nothing to mutate at that occurrence) and ``invalid`` (the mutated module
+is not valid Python, e.g. the keyword-only marker ``*`` of a signature taken for a
+multiplication).
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from mutation.verdict import parse_verdict
 
-__all__ = ["MutantClass", "classify_result", "mutation_lines", "record"]
+__all__ = ["NOT_MUTANTS", "MutantClass", "classify_result", "mutation_lines", "record"]
 
-MutantClass = Literal["check-fail", "other-red", "survived", "no-mutation"]
+MutantClass = Literal["check-fail", "other-red", "survived", "no-mutation", "invalid"]
+
+NOT_MUTANTS: Final = ("no-mutation", "invalid")
+"""Classes left out of every count."""
 
 
 def classify_result(
@@ -34,6 +39,8 @@ def classify_result(
         return "other-red", f"the probe printed no verdict (test outcome {test_outcome})"
     if (verdict.run_class == "survived") != (test_outcome == "survived"):
         return "other-red", f"verdict {verdict.run_class} disagrees with outcome {test_outcome}"
+    if verdict.run_class == "other-red" and "SyntaxError" in verdict.reason:
+        return "invalid", verdict.reason
     if verdict.run_class == "check-fail":
         more = len(verdict.failed) - 1
         return "check-fail", verdict.failed[0] + (f" (+{more} more)" if more else "")

@@ -14,12 +14,24 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from mutation.results import NOT_MUTANTS
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["DOCS", "RESULTS", "Summary", "load_reasons", "load_results", "render", "write_docs"]
+__all__ = [
+    "CATEGORIES",
+    "DOCS",
+    "RESULTS",
+    "Summary",
+    "category",
+    "load_reasons",
+    "load_results",
+    "render",
+    "write_docs",
+]
 
 HERE: Final = Path(__file__).resolve().parent
 RESULTS: Final = HERE / "results.jsonl"
@@ -29,13 +41,22 @@ DOCS: Final = HERE.parent / "docs" / "mutation.md"
 GOAL: Final = 0.90
 
 _UNCLASSIFIED: Final = "*not yet classified*"
+CATEGORIES: Final = {
+    "gap": "a clause should catch it and does not (the reason names it)",
+    "variant": "variant code: the refimpl run has no scenario that runs this variant",
+    "oracle": "the check computes its expected value with the mutated refimpl function",
+    "validation": "argument or config validation: no clause covers refimpl's own errors",
+    "unreached": "no scenario of the suite reaches this code",
+    "crash": "the mutant raises or hangs: the suite is red only through adapter failures",
+}
+"""The categories a reason in ``survivors.toml`` starts with (``"gap: ..."``)."""
 
 
 class Summary:
     """Counts of one group of mutants (a module, or all), equivalent ones apart."""
 
     def __init__(self, rows: Sequence[Mapping[str, Any]], equivalent: Mapping[str, str]) -> None:
-        counted = [r for r in rows if r["class"] != "no-mutation"]
+        counted = [r for r in rows if r["class"] not in NOT_MUTANTS]
         self.run = len(counted)
         self.equivalent = sum(1 for r in counted if r["id"] in equivalent)
         rest = [r for r in counted if r["id"] not in equivalent]
@@ -105,7 +126,7 @@ def render(
         "`equivalent.toml` (mutants that change nothing a clause could observe, with the",
         "reason) and `survivors.toml` (why each other uncaught mutant is not caught). Arguments",
         "after `--` go to `python -m mutation`: `--sample N` and `--seed S` choose the seeded",
-        "random sample (150 by default, about 35 minutes on one core), `--all` runs every",
+        "random sample (150 by default: about an hour on a busy two-core machine), `--all` runs every",
         "mutant, `--resume` goes on with a stopped session, `--table-only` rewrites this page",
         "from the data. It is not part of CI.",
         "",
@@ -124,6 +145,10 @@ def render(
             if partial
             else "."
         ),
+        f"- Not mutants (left out): {sum(1 for r in rows if r['class'] == 'invalid')} whose"
+        " module no longer parses, "
+        f"{sum(1 for r in rows if r['class'] == 'no-mutation')} where cosmic-ray found nothing"
+        " to change.",
         f"- Baseline: the unmutated suite passes in {header.get('baseline_seconds', '?')} s;"
         f" per-mutant timeout {header.get('timeout', '?')} s.",
         f"- Started {header.get('started', '?')}, ended {header.get('ended', '?')}.",
@@ -132,7 +157,7 @@ def render(
         "",
         f"**{_percent(total.score)}** of the {total.non_equivalent} non-equivalent mutants made a"
         f" check fail (goal: at least {GOAL:.0%}); {_percent(total.red)} made the suite red for"
-        f" any reason. {total.equivalent} mutants are declared equivalent.",
+        f" any reason. Declared equivalent: {total.equivalent}.",
         "",
         "| module | run | equivalent | check fail | red otherwise | survived | score |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
@@ -153,6 +178,8 @@ def render(
         "no clause can.",
         "",
     ]
+    out += _category_table(uncaught, reasons)
+    out.append("")
     out += _mutant_table(uncaught, reasons)
     killed_equivalent = [r for r in rows if r["id"] in equivalent and r["class"] == "check-fail"]
     declared = [r for r in rows if r["id"] in equivalent]
@@ -198,10 +225,33 @@ def _mutant_table(rows: Sequence[Mapping[str, Any]], reasons: Mapping[str, str])
             f" ({r['detail']})" if r["class"] == "other-red" and r["detail"] else ""
         )
         out.append(
-            f"| `{r['id']}` | {r['line']} | `{_cell(r['mutation'])}` | {_cell(cls)} |"
+            f"| `{r['id']}` | {r['line']} | `{_code(r['mutation'])}` | {_cell(cls)} |"
             f" {_cell(reasons.get(r['id'], _UNCLASSIFIED))} |"
         )
     return out
+
+
+def category(reason: str) -> str:
+    """The category a survivor's reason starts with, or ``unclassified``."""
+    head, sep, _ = reason.partition(":")
+    return head if sep and head in CATEGORIES else "unclassified"
+
+
+def _category_table(rows: Sequence[Mapping[str, Any]], reasons: Mapping[str, str]) -> list[str]:
+    counts: dict[str, int] = {}
+    for r in rows:
+        name = category(reasons.get(r["id"], ""))
+        counts[name] = counts.get(name, 0) + 1
+    out = ["| category | mutants | meaning |", "| --- | ---: | --- |"]
+    for name, meaning in [*CATEGORIES.items(), ("unclassified", "no reason recorded yet")]:
+        if counts.get(name):
+            out.append(f"| {name} | {counts[name]} | {meaning} |")
+    return out
+
+
+def _code(text: str) -> str:
+    """A code span's text: Python-Markdown's tables leave a pipe inside backticks alone."""
+    return " ".join(text.split()).replace("`", "'")
 
 
 def _cell(text: str) -> str:

@@ -10,8 +10,14 @@ import pytest
 
 from mutation.results import classify_result, mutation_lines, record
 from mutation.table import (
+    DOCS,
+    EQUIVALENT,
+    RESULTS,
+    SURVIVORS,
     Summary,
+    category,
     load_reasons,
+    load_results,
     render,
 )
 from mutation.verdict import Verdict, classify_run, parse_verdict
@@ -71,6 +77,8 @@ def test_work_results_map_to_classes() -> None:
     assert classify_result("no-test", None, "") == ("no-mutation", "")
     assert classify_result("exception", "incompetent", "Traceback\nOSError: x")[0] == "other-red"
     assert classify_result("normal", "killed", "garbage")[0] == "other-red"
+    unparsable = Verdict("other-red", 1, reason="no report (exit 1); SyntaxError: invalid syntax")
+    assert classify_result("normal", "killed", unparsable.to_line())[0] == "invalid"
     survived = Verdict("survived", 0).to_line()
     assert classify_result("normal", "survived", survived) == ("survived", "")
     # a probe that says survived while the command failed is not trusted
@@ -111,10 +119,12 @@ def test_the_score_is_check_fail_over_non_equivalent() -> None:
 
 def test_the_page_lists_uncaught_mutants_with_their_reasons_and_says_when_partial() -> None:
     header = {"type": "header", "executed": 4, "pending": 2}
-    page = render(header, _rows(), {"m.py:Op:2": "dead code"}, {"m.py:Op:1": "no clause on x"})
+    reasons = {"m.py:Op:1": "gap: no clause on x"}
+    page = render(header, _rows(), {"m.py:Op:2": "dead code"}, reasons)
     assert "**partial**: 2 of the sample did not run" in page
     assert "**33%** of the 3 non-equivalent mutants" in page
-    assert "| `m.py:Op:1` | 2 |" in page and "no clause on x" in page
+    assert "| `m.py:Op:1` | 2 |" in page and "gap: no clause on x" in page
+    assert "| gap | 1 |" in page and "| unclassified | 1 |" in page
     assert "other-red (timeout) | *not yet classified* |" in page
     assert "| `m.py:Op:2` | 3 |" in page and "dead code" in page
 
@@ -127,3 +137,15 @@ def test_reasons_are_one_line_each(tmp_path: Path) -> None:
     bad.write_text('["a.py:Op:1"]\nreason = ""\n', encoding="utf-8")
     with pytest.raises(ValueError, match="one-line reason"):
         load_reasons(bad)
+
+
+def test_a_reason_s_category_is_its_first_word_when_known() -> None:
+    assert category("variant: env-balanced has no scenario") == "variant"
+    assert category("because: of things") == "unclassified"
+    assert category("no category here") == "unclassified"
+
+
+def test_the_committed_page_is_generated_from_the_committed_data() -> None:
+    header, rows = load_results(RESULTS)
+    page = render(header, rows, load_reasons(EQUIVALENT), load_reasons(SURVIVORS))
+    assert DOCS.read_text(encoding="utf-8") == page, "run `python -m mutation --table-only`"
