@@ -8,6 +8,8 @@ torch would pull several GB of CUDA packages.
 - ``docs``: build the site in strict mode.
 - ``bench``: throughput of the reference trainer and sampler beside minimal torch loops, and
   what running the adapter in a worker process costs.
+- ``mutation``: mutation testing of refimpl's semantic modules against the suite, with its
+  table written to docs/mutation.md (long: about an hour for the default sample).
 """
 
 from __future__ import annotations
@@ -133,6 +135,17 @@ def bench(session: nox.Session) -> None:
     session.run("python", "-m", "benchmarks.bench_sampling", env=THREADS)
     session.run("python", "-m", "benchmarks.bench_loop", *session.posargs, env=THREADS)
     session.run("python", "-m", "benchmarks.bench_harness", env=THREADS)
+
+
+@nox.session(python="3.11", default=False)
+def mutation(session: nox.Session) -> None:
+    """Mutants of refimpl's semantic modules (cosmic-ray, pinned in constraints/mutation.txt),
+    each run against the suite in a copy of the tree; classifies them and writes
+    docs/mutation.md. Arguments go to ``python -m mutation`` (e.g. ``-- --sample 50``,
+    ``-- --all``, ``-- --resume``)."""
+    install(session)
+    session.install("-r", "constraints/mutation.txt", *CONSTRAINTS)
+    session.run("python", "-m", "mutation", *session.posargs, env=THREADS)
 
 
 @nox.session(name="conformance(alf)", python="3.11", default=False, tags=["adapters", "alf"])
