@@ -144,3 +144,16 @@ def test_a_malformed_or_chained_split_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"'a\.kept' is split from 'a\.older'"):
         parse_spec_pages(_page(tmp_path, chained))
 
+
+def test_the_spec_keeps_the_ids_it_split() -> None:
+    registry = ClauseRegistry.load()
+    assert registry.resolve("train.hooks") == ("train.after-update", "train.after-train-iter")
+    assert registry.resolve("train.insufficient-data") == (
+        "train.insufficient-data",
+        "train.idle-calls",
+    )
+    assert registry.resolve("unroll.num-env-steps") == (
+        "unroll.num-env-steps",
+        "unroll.budget-whole-unroll",
+        "unroll.budget-run-end",
+    )
