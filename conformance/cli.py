@@ -159,7 +159,11 @@ def _report(args: argparse.Namespace) -> int:
     registry = ClauseRegistry.load()
     pages = {c.id: c.page for c in registry.clauses}
     doc = build_compliance(
-        [Path(p) for p in args.runs], registry.ids(), pages, allow_incomplete=args.allow_incomplete
+        [Path(p) for p in args.runs],
+        registry.ids(),
+        pages,
+        allow_incomplete=args.allow_incomplete,
+        aliases=registry.aliases,
     )
     _validate(doc, "the compliance document")
     out = Path(args.out)
@@ -209,6 +213,7 @@ def _read_json(path: str) -> Any:
 
 
 def _diff(args: argparse.Namespace) -> int:
+    from conformance.clauses import ClauseRegistry
     from conformance.report import IncompleteRun, diff_reports, regressions
 
     docs = []
@@ -227,9 +232,10 @@ def _diff(args: argparse.Namespace) -> int:
             )
         docs.append(doc)
     a, b = docs
-    changes = diff_reports(a, b)
+    aliases = ClauseRegistry.load().aliases
+    changes = diff_reports(a, b, aliases)
     print("\n".join(changes) if changes else "no changes")
-    return 1 if regressions(a, b, strict=args.strict) else 0
+    return 1 if regressions(a, b, strict=args.strict, aliases=aliases) else 0
 
 
 def _read_scenario(path: str) -> Any:
@@ -369,6 +375,8 @@ def _clauses(args: argparse.Namespace) -> int:
     else:
         for c in registry.clauses:
             print(f"{c.level:<6} {c.id:<40} {c.statement[:90]}")
+        for old, parts in registry.aliases.items():
+            print(f"{'alias':<6} {old:<40} -> {', '.join(parts)}")
     return 0
 
 

@@ -33,6 +33,10 @@ variant is ``finding``; the matrix shows it as a finding. With ``stopped``, the 
 only runs the framework ended by raising: the trace header's ``stopped`` must contain that
 text. A finding also explains a failure that the declared variants of the scenario leave
 unexplained (e.g. a run that stopped early under a modelled deviation).
+
+A clause id that the spec has split into several clauses (an *alias*,
+:meth:`conformance.clauses.ClauseRegistry.resolve`) is accepted wherever a clause id is: the
+entry applies to every part, and a deviation with a ``variant`` to the parts that name it.
 """
 
 from __future__ import annotations
@@ -175,19 +179,22 @@ def _parse(data: dict[str, Any], path: Path) -> Expectations:
     return Expectations(
         tuple(
             Deviation(
-                e["clause"],
+                part,
                 e["reason"],
                 e.get("variant", ""),
                 e.get("link", ""),
                 tuple(e.get("scenarios", ())),
             )
             for e in tables["deviation"]
+            for part in _parts(e["clause"], e.get("variant", ""))
         ),
         str(path),
-        tuple(Silence(e["clause"], e["reason"]) for e in tables["silence"]),
+        tuple(
+            Silence(part, e["reason"]) for e in tables["silence"] for part in _parts(e["clause"])
+        ),
         tuple(
             Finding(
-                tuple(e["clauses"]),
+                tuple(dict.fromkeys(part for c in e["clauses"] for part in _parts(c))),
                 e["reason"],
                 e.get("link", ""),
                 tuple(e.get("scenarios", ())),
@@ -229,6 +236,18 @@ def _check_entry(
         _check_clause(path, f"{where}.clauses[{i}]", clause)
 
 
+def _parts(clause: str, variant: str = "") -> tuple[str, ...]:
+    """The clauses an entry naming ``clause`` applies to: the parts of an alias (those that
+    name ``variant``, when given), else ``clause`` itself."""
+    from conformance.clauses import ClauseRegistry
+
+    registry = ClauseRegistry.load()
+    parts = registry.resolve(clause)
+    if variant and len(parts) > 1:
+        parts = tuple(p for p in parts if variant in registry[p].variants)
+    return parts
+
+
 def _check_clause(path: Path, where: str, clause: str) -> None:
     ids = _clause_ids()
     if clause not in ids:
@@ -243,20 +262,27 @@ def _check_variant(path: Path, where: str, clause: str, variant: str) -> None:
     from conformance.clauses import ClauseRegistry
     from conformance.variants import undeclarable
 
-    named = ClauseRegistry.load()[clause].variants
+    registry = ClauseRegistry.load()
+    parts = registry.resolve(clause)
+    named = [v for p in parts for v in registry[p].variants]
     if variant not in named:
         listed = ", ".join(named) if named else "none"
-        raise _error(path, where, f"a variant {clause} names (variants: {listed})", variant)
-    reason = undeclarable(clause, variant)
-    if reason:
-        raise ExpectationsError(f"{path}: {where}: {clause}/{variant} cannot be declared: {reason}")
+        of = clause if len(parts) == 1 else f"{clause} (an alias of {', '.join(parts)})"
+        raise _error(path, where, f"a variant {of} names (variants: {listed})", variant)
+    for part in _parts(clause, variant):
+        reason = undeclarable(part, variant)
+        if reason:
+            raise ExpectationsError(
+                f"{path}: {where}: {part}/{variant} cannot be declared: {reason}"
+            )
 
 
 @functools.lru_cache(maxsize=1)
 def _clause_ids() -> tuple[str, ...]:
     from conformance.clauses import ClauseRegistry
 
-    return tuple(ClauseRegistry.load().ids())
+    registry = ClauseRegistry.load()
+    return (*registry.ids(), *registry.aliases)
 
 
 def _error(path: Path, where: str, expected: str, got: object) -> ExpectationsError:

@@ -7,6 +7,10 @@ column, unless the caller allows incomplete ones (they are then marked so).
 The matrix has one row per clause and one column per implementation; a cell is the worst
 outcome of that clause's checks for that implementation (fail > the adapter's own failures
 — crash, timeout, resource, error — > deviation > pass > not applicable).
+
+Clause ids the spec has since split (aliases, ``old id -> parts``) keep older reports usable:
+a result under an old id stands for those of its parts the run has no result of, and
+:func:`diff_reports` compares an old document's cell with each part in a newer one.
 """
 
 from __future__ import annotations
@@ -159,10 +163,14 @@ def build_compliance(
     clause_ids: list[str],
     pages: dict[str, str] | None = None,
     allow_incomplete: bool = False,
+    aliases: dict[str, tuple[str, ...]] | None = None,
 ) -> dict[str, Any]:
     """The compliance document: implementations, and per clause the worst outcome each.
     ``pages`` maps clause ids to their spec page, for links in the rendered matrix. An
-    incomplete run is refused unless ``allow_incomplete`` (its column is then marked)."""
+    incomplete run is refused unless ``allow_incomplete`` (its column is then marked).
+    ``aliases`` maps clause ids the spec has split to their parts: a result of an older run
+    under such an id counts for each part the run has no result of its own for."""
+    aliases = aliases or {}
     implementations, cells = [], {}
     for path in runs:
         run = read_run(path, allow_incomplete)
@@ -187,8 +195,9 @@ def build_compliance(
             }
         )
         worst: dict[str, dict[str, Any]] = {}
+        named = {c for r in results for c in r["clauses"]}
         for r in results:
-            for clause in r["clauses"]:
+            for clause in _folded(r["clauses"], named, aliases):
                 cell = {
                     "status": r["status"],
                     "check": r["check"],
@@ -198,7 +207,7 @@ def build_compliance(
                     "level": r.get("level", "MUST"),
                 }
                 if r["status"] == "fail":
-                    cause = _downstream(r, clause)
+                    cause = _downstream(r, clause, aliases)
                     if cause:
                         cell["downstream_of"] = cause
                 cur = worst.get(clause)
@@ -220,15 +229,31 @@ def build_compliance(
     }
 
 
-def _downstream(result: dict[str, Any], clause: str) -> str:
+def _folded(clauses: list[str], named: set[str], aliases: dict[str, tuple[str, ...]]) -> list[str]:
+    """The matrix rows a result of ``clauses`` counts for: an alias id (an older run's name
+    for clauses since split) counts for itself when it is still a clause, and for each of its
+    parts that no result of the run (``named``) names."""
+    rows: list[str] = []
+    for clause in clauses:
+        parts = aliases.get(clause, (clause,))
+        rows += [p for p in parts if (p == clause or p not in named) and p not in rows]
+    return rows
+
+
+def _downstream(
+    result: dict[str, Any], clause: str, aliases: dict[str, tuple[str, ...]] | None = None
+) -> str:
     """For a failure and one of its check's clauses: the clause the failure follows from when
     it is not charged to ``clause`` itself ("" when ``clause`` is the cause). A failure
     charged to another clause of the same check (an exact comparison whose first difference
-    belongs elsewhere) is downstream of that clause for ``clause``."""
+    belongs elsewhere) is downstream of that clause for ``clause``; a failure charged to an
+    alias of ``clause`` (an older run's name for it) is its own."""
     if result.get("downstream_of"):
         return str(result["downstream_of"])
     charged = result.get("charged") or result["clauses"]
-    return "" if clause in charged else str(charged[0])
+    if clause in charged or any(clause in (aliases or {}).get(c, ()) for c in charged):
+        return ""
+    return str(charged[0])
 
 
 def should_miss(result: dict[str, Any]) -> bool:
@@ -302,16 +327,45 @@ def render_html(doc: dict[str, Any]) -> str:
     return f"<!doctype html><meta charset=utf-8><title>xpspec compliance</title><style>{style}</style><table><tr><th>clause</th>{head}</tr>{''.join(rows)}</table>\n"
 
 
-def diff_reports(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
-    """Cells whose outcome changed from ``a`` to ``b``, as readable lines."""
+def diff_reports(
+    a: dict[str, Any], b: dict[str, Any], aliases: dict[str, tuple[str, ...]] | None = None
+) -> list[str]:
+    """Cells whose outcome changed from ``a`` to ``b``, as readable lines.
+
+    With ``aliases`` (old clause id -> the clauses it was split into), a part that one
+    document lacks is compared with the other document's cell under the old id (shown as
+    ``part (was old)``), and a row under an old id that is no clause any more is not reported
+    apart from its parts."""
+    aliases = aliases or {}
+    rows_a, rows_b = _with_parts(a["clauses"], aliases), _with_parts(b["clauses"], aliases)
     changes = []
-    for cid in sorted(set(a["clauses"]) | set(b["clauses"])):
-        ra, rb = a["clauses"].get(cid, {}), b["clauses"].get(cid, {})
+    for cid in sorted(set(rows_a) | set(rows_b)):
+        (ra, was_a), (rb, was_b) = rows_a.get(cid, ({}, "")), rows_b.get(cid, ({}, ""))
+        was = was_a or was_b
+        label = f"{cid} (was {was})" if was else cid
         for name in sorted(set(ra) | set(rb)):
             sa, sb = _diff_status(ra.get(name)), _diff_status(rb.get(name))
             if sa != sb:
-                changes.append(f"{cid} [{name}]: {sa} -> {sb}")
+                changes.append(f"{label} [{name}]: {sa} -> {sb}")
     return changes
+
+
+def _with_parts(
+    rows: dict[str, Any], aliases: dict[str, tuple[str, ...]]
+) -> dict[str, tuple[dict[str, Any], str]]:
+    """A document's rows, each with the old id it was taken from ("" for its own row): a
+    part the document has no row for takes the row of the old id it was split from, and an
+    old id that is not one of its own parts is dropped (its parts stand for it)."""
+    out = {cid: (row, "") for cid, row in rows.items()}
+    for old, parts in aliases.items():
+        if old not in rows:
+            continue
+        for part in parts:
+            if part not in rows:
+                out[part] = (rows[old], old)
+        if old not in parts:
+            del out[old]
+    return out
 
 
 def _diff_status(cell: dict[str, Any] | None) -> str:
@@ -320,11 +374,16 @@ def _diff_status(cell: dict[str, Any] | None) -> str:
     return "should-miss" if should_miss(cell) else str(cell.get("status", "absent"))
 
 
-def regressions(a: dict[str, Any], b: dict[str, Any], strict: bool = False) -> list[str]:
+def regressions(
+    a: dict[str, Any],
+    b: dict[str, Any],
+    strict: bool = False,
+    aliases: dict[str, tuple[str, ...]] | None = None,
+) -> list[str]:
     """Changes that make a cell worse (e.g. pass -> fail); a new SHOULD miss counts only
     when ``strict``."""
     out = []
-    for line in diff_reports(a, b):
+    for line in diff_reports(a, b, aliases):
         before, after = line.rsplit(": ", 1)[1].split(" -> ")
         rank = {**_RANK, "should-miss": 2.5}
         worse = rank.get(after, 0) > rank.get(before, 0)

@@ -103,7 +103,7 @@ VARIANTS: dict[tuple[str, str], Transform] = {
     ("train.warmup-gate", "capped-size"): _trainer(warmup_gate="size>="),
     # ALF snapshot 23aca492: the replay buffer is created at the first store and
     # _train_iter_off_policy returns before training while it does not exist.
-    ("train.insufficient-data", "alf-lazy-buffer"): _trainer(replay_creation="lazy"),
+    ("train.idle-calls", "alf-lazy-buffer"): _trainer(replay_creation="lazy"),
     # ALF snapshot 23aca492 Algorithm._train_experience / _prepare_experience_data.
     ("train.updates-per-call", "alf-resized-mini-batch"): _trainer(mini_batch_resize="alf"),
     ("replay.whole-buffer", "alf-shortened-chunks"): _trainer(short_chunks="shorten"),
@@ -245,9 +245,9 @@ UNDECLARABLE: dict[tuple[str, str], str] = {
         "no executable model yet: refimpl has the knob (TrainerConfig(warmup_gate='unrolled>=')) "
         "but the warmup-gate check does not read it yet; declare what it breaks as a [[finding]]"
     ),
-    ("train.hooks", "alf-drain-empty"): (
+    ("train.after-train-iter", "alf-drain-empty"): (
         "no executable model yet: refimpl has the knob (TrainerConfig(hook_gate='unroll-gate')) "
-        "but the hooks check does not read it yet; declare what it breaks as a [[finding]]"
+        "but the after-train-iter check does not read it yet; declare what it breaks as a [[finding]]"
     ),
     ("train.updates-per-call", "sb3-gradient-steps-all"): (
         "no executable model: the update count depends on how the adapter maps the scenario's "

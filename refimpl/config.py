@@ -68,11 +68,11 @@ class TrainerConfig:
     # unrolled: TorchRL 0.14.1 collected frames, RLlib 2.60.0 sampled steps).
     warmup_gate: Literal["stored>=", "stored>", "size>=", "unrolled>="] = "stored>="
     counter_mode: Literal["per-iteration", "per-mini-batch"] = "per-iteration"
-    # train.insufficient-data: "lazy" makes no train call (and no after_train_iter) while
+    # train.idle-calls: "lazy" makes no train call (and no after_train_iter) while
     # nothing has been stored yet; the calls owed then are dropped, not deferred (variant
     # alf-lazy-buffer).
     replay_creation: Literal["eager", "lazy"] = "eager"
-    # train.hooks: "unroll-gate" calls after_train_iter on every iteration whose unroll gate
+    # train.after-train-iter: "unroll-gate" calls after_train_iter on every iteration whose unroll gate
     # passed: in drain mode every iteration within num_env_steps, also when it drained nothing
     # (variant alf-drain-empty, ALF snapshot 23aca492 _train_iter_off_policy). Outside drain
     # mode the gate passes exactly when something is unrolled.

@@ -180,12 +180,12 @@ class Trainer:
                 n * self.num_envs, self.stored_total - stored_before
             )
             # A lazily created buffer does not exist before the first store: the iteration
-            # ends before training (train.insufficient-data, variant alf-lazy-buffer).
+            # ends before training (train.idle-calls, variant alf-lazy-buffer).
             buffer_exists = cfg.replay_creation == "eager" or self.stored_total > 0
             for _ in range(calls if buffer_exists else 0):
                 self._train_call(iteration)
             # ALF's unroll gate passes on every drain-mode iteration within the env-step budget
-            # (train.hooks, variant alf-drain-empty).
+            # (train.after-train-iter, variant alf-drain-empty).
             gate = n > 0 or (cfg.hook_gate == "unroll-gate" and cfg.drain is not None and within)
             if gate and buffer_exists:
                 self.recorder.hook(iteration, "after_train_iter")

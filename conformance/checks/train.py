@@ -30,12 +30,14 @@ from refimpl.step_type import StepType
 from refimpl.trace import Trace
 
 __all__ = [
+    "check_after_train_iter",
+    "check_after_update",
     "check_bounded_lag",
     "check_exact_projection",
     "check_exact_stores",
     "check_excluded_earn_nothing",
-    "check_hooks",
     "check_identity_plain_calls",
+    "check_idle_calls",
     "check_insufficient_data",
     "check_synced_schedule",
     "check_updates_per_call",
@@ -204,15 +206,34 @@ def check_warmup_gate(scenario: Scenario, trace: Trace, ctx: Context) -> None:
                 )
 
 
-def check_hooks(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+def check_after_update(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """train.after-update: every update is followed immediately by one ``after_update``, and
+    every ``after_update`` follows an update."""
     events = list(trace.events)
     for i, e in enumerate(events):
         if e.kind == "update":
             nxt = events[i + 1] if i + 1 < len(events) else None
             if nxt is None or nxt.kind != "hook" or nxt.name != "after_update":
                 raise CheckFailure(
-                    f"event after update {e.index} of call {e.call}", "after_update hook", nxt
+                    f"event after update {e.index} of call {e.call}",
+                    "after_update hook",
+                    nxt,
+                    iteration=e.iteration,
                 )
+        elif e.kind == "hook" and e.name == "after_update":
+            before = events[i - 1] if i else None
+            if before is None or before.kind != "update":
+                raise CheckFailure(
+                    f"event before an after_update hook in iteration {e.iteration}",
+                    "an update",
+                    before,
+                    iteration=e.iteration,
+                )
+
+
+def check_after_train_iter(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """train.after-train-iter: one ``after_train_iter`` in every iteration that unrolled, none
+    in the others (none before the first store under ``alf-lazy-buffer``)."""
     lazy = trainer_scenario(scenario).trainer.replay_creation == "lazy"
     unrolled = per_iteration(trace, "env_step")
     stored = per_iteration(trace, "store", lambda e: len(e.env))
@@ -223,7 +244,100 @@ def check_hooks(scenario: Scenario, trace: Trace, ctx: Context) -> None:
         # A lazily created buffer does not exist before the first store (alf-lazy-buffer).
         want = 1 if unrolled.get(it) and (stored_so_far or not lazy) else 0
         if hooks.get(it, 0) != want:
-            raise CheckFailure(f"after_train_iter calls in iteration {it}", want, hooks.get(it, 0))
+            raise CheckFailure(
+                f"after_train_iter calls in iteration {it}",
+                want,
+                hooks.get(it, 0),
+                iteration=it,
+            )
+
+
+def _owed_calls(sc: TrainerScenario, trace: Trace) -> list[int]:
+    """Train calls each iteration owes under the scenario's accounting (``train.synced-schedule``
+    or its variants ``plain`` and ``alf-pr1768-floor``), from the trace's unrolled and stored
+    counts."""
+    b = sc.env.num_envs
+    steps, stored = steps_per_iteration(trace), stored_per_iteration(trace)
+    if sc.trainer.mode == "on-policy" or sc.trainer.train_accounting == "plain":
+        return [1] * len(steps)
+    if sc.trainer.train_accounting == "alf-pr1768-floor":
+        return [s // (n * b) if n else 1 for n, s in zip(steps, stored)]
+    return synced_calls(sc, [n * b for n in steps], stored)
+
+
+def _fresh_before_calls(sc: TrainerScenario, trace: Trace) -> dict[int, int]:
+    """Per iteration: the items the buffer has to offer when its calls begin, as
+    ``train.insufficient-data`` counts them for ``no-data``: stored so far, or, with clearing,
+    stored since the last call that trained (and cleared)."""
+    clearing = buffer_shape(sc)[2] != "none"
+    out: dict[int, int] = {}
+    fresh = 0
+    for e in trace.events:
+        if e.kind == "store":
+            fresh += len(e.env)
+        elif e.kind == "train_call":
+            out.setdefault(e.iteration, fresh)
+            if clearing and e.status == "trained":
+                fresh = 0
+        elif e.kind == "iteration_end":
+            out.setdefault(e.iteration, fresh)
+    return out
+
+
+def check_idle_calls(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """train.idle-calls: a call that cannot train is still made. In an iteration whose calls
+    all find no item stored yet (``no-data``) or the warm-up gate shut (``warmup``), the
+    iteration makes every call its accounting owes (none before the first store under
+    ``alf-lazy-buffer``); calls missing also where they would train are left to
+    ``train.synced-schedule``. A run the framework ended by raising (the trace header's
+    ``stopped``) where the reference makes a call that does not train fails too."""
+    sc = trainer_scenario(scenario)
+    cfg = sc.trainer
+    owed, got = _owed_calls(sc, trace), calls_per_iteration(trace)
+    short: list[tuple[int, int, int, int, str]] = []  # (iteration, owed, made, stored, idle)
+    off = False  # some iteration whose calls would train made more or fewer than it owes
+    fresh = _fresh_before_calls(sc, trace)
+    stored_so_far = 0
+    for it, s, want, made in zip(iterations(trace), stored_per_iteration(trace), owed, got):
+        stored_so_far += s
+        idle = ""
+        if not fresh.get(it, stored_so_far):  # a trace without its iteration's end: so far
+            idle = "no-data"
+            if cfg.replay_creation == "lazy" and not stored_so_far:
+                want = 0  # variant alf-lazy-buffer: no buffer, no call
+        elif (cfg.warmup_gate == "stored>=" and stored_so_far < cfg.initial_collect_steps) or (
+            cfg.warmup_gate == "stored>" and stored_so_far <= cfg.initial_collect_steps
+        ):
+            idle = "warmup"
+        if idle and made < want:
+            short.append((it, want, made, stored_so_far, idle))
+        elif not idle and made != want:
+            off = True
+    # Calls missing only where they would not train were skipped for that reason; when the
+    # calls are off also where they would train, the schedule itself is (train.synced-schedule).
+    if short and not off:
+        it, want, made, stored_so_far, idle = short[0]
+        raise CheckFailure(
+            f"train calls in iteration {it}, with {stored_so_far} items stored so far "
+            f"(every call would be {idle}; train.idle-calls: a call that does not train is "
+            "still made)",
+            want,
+            made,
+            iteration=it,
+        )
+    stopped = str(trace.header.get("stopped", ""))
+    if stopped:
+        calls = list(trace.of_kind("train_call"))
+        reference = list(ctx.reference(scenario).of_kind("train_call"))
+        if len(calls) < len(reference) and reference[len(calls)].status != "trained":
+            at = reference[len(calls)]
+            raise CheckFailure(
+                f"the run ended by raising ({stopped!r}) after {len(calls)} train calls, where "
+                f"call {at.call} (iteration {at.iteration}) is {at.status!r} and the run goes on",
+                f"{len(reference)} calls",
+                len(calls),
+                iteration=at.iteration,
+            )
 
 
 def _valid_starts(sc: TrainerScenario, model: BufferModel, env: int) -> list[int]:

@@ -23,12 +23,14 @@ from conformance.checks.timesteps import (
     check_step_fields,
 )
 from conformance.checks.train import (
+    check_after_train_iter,
+    check_after_update,
     check_bounded_lag,
     check_exact_projection,
     check_exact_stores,
     check_excluded_earn_nothing,
-    check_hooks,
     check_identity_plain_calls,
+    check_idle_calls,
     check_insufficient_data,
     check_synced_schedule,
     check_updates_per_call,
@@ -39,6 +41,8 @@ from conformance.checks.train import (
 )
 from conformance.checks.unroll import (
     check_all_envs_step,
+    check_budget_run_end,
+    check_budget_whole_unroll,
     check_drain,
     check_fractional_schedule,
     check_global_counter,
@@ -145,6 +149,29 @@ TRAINER_CHECKS: tuple[Check, ...] = (
         "trainer",
         "invariant",
         check_num_env_steps,
+        _cfg(lambda s: s.trainer.num_env_steps),
+    ),
+    Check(
+        "budget-whole-unroll",
+        ("unroll.budget-whole-unroll",),
+        "trainer",
+        "invariant",
+        check_budget_whole_unroll,
+        # The expected unroll is the exact or the drain schedule (a float carry is a variant
+        # of unroll.fractional-schedule, checked by the exact comparison).
+        _cfg(
+            lambda s: (
+                s.trainer.num_env_steps
+                and (s.trainer.drain is not None or s.trainer.unroll_carry == "exact")
+            )
+        ),
+    ),
+    Check(
+        "budget-run-end",
+        ("unroll.budget-run-end",),
+        "trainer",
+        "invariant",
+        check_budget_run_end,
         _cfg(lambda s: s.trainer.num_env_steps),
     ),
     Check(
@@ -283,9 +310,25 @@ TRAINER_CHECKS: tuple[Check, ...] = (
         check_insufficient_data,
         _ANY,
     ),
+    Check("idle-calls", ("train.idle-calls",), "trainer", "invariant", check_idle_calls, _ANY),
     Check("warmup-gate", ("train.warmup-gate",), "trainer", "invariant", check_warmup_gate, _OFF),
     Check(
-        "hooks", ("train.hooks",), "trainer", "invariant", check_hooks, _ANY, requires=("hooks",)
+        "after-update",
+        ("train.after-update",),
+        "trainer",
+        "invariant",
+        check_after_update,
+        _ANY,
+        requires=("hooks",),
+    ),
+    Check(
+        "after-train-iter",
+        ("train.after-train-iter",),
+        "trainer",
+        "invariant",
+        check_after_train_iter,
+        _ANY,
+        requires=("hooks",),
     ),
     Check(
         "windows-valid",

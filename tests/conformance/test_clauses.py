@@ -3,8 +3,11 @@ id exists, ids are unique), and the packaged registry is up to date with spec/."
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
+
+import pytest
 
 from conformance.checks import ALL_CHECKS
 from conformance.clauses import ClauseRegistry, parse_spec_pages
@@ -78,3 +81,79 @@ def test_expectations_files_name_spec_clauses_and_variants() -> None:
         for f in expectations.findings:
             problems += [f"{path.name}: finding {c}" for c in f.clauses if c not in variants]
     assert not problems, problems
+
+
+def _page(tmp_path: Path, text: str) -> Path:
+    (tmp_path / "p.md").write_text(text, encoding="utf-8")
+    return tmp_path
+
+
+_SPLIT_PAGE = """
+### `a.kept` {#a.kept}
+
+**MUST** — one thing.
+
+### `a.part` {#a.part}
+
+**MUST** — another thing.
+
+**Split from** `a.kept`.
+
+### `a.one` {#a.one}
+
+**SHOULD** — a third thing.
+
+**Split from** `a.gone`.
+
+### `a.two` {#a.two}
+
+**MUST** — a fourth thing.
+
+**Split from** `a.gone`.
+
+**Variants.**
+- `v` — a variant.
+"""
+
+
+def test_a_split_clause_leaves_its_old_id_as_an_alias(tmp_path: Path) -> None:
+    clauses = parse_spec_pages(_page(tmp_path, _SPLIT_PAGE))
+    assert [c.split_from for c in clauses] == ["", "a.kept", "a.gone", "a.gone"]
+    registry = ClauseRegistry(clauses)
+    # A kept old id is one of its parts; a removed one is a pure alias.
+    assert registry.aliases == {"a.kept": ("a.kept", "a.part"), "a.gone": ("a.one", "a.two")}
+    assert registry.resolve("a.gone") == ("a.one", "a.two")
+    assert registry.resolve("a.kept") == ("a.kept", "a.part")
+    assert registry.resolve("a.part") == ("a.part",)
+    assert registry.known("a.gone") and "a.gone" not in registry
+    with pytest.raises(KeyError, match=r"a\.nothing"):
+        registry.resolve("a.nothing")
+    # The aliases survive the packaged JSON form.
+    data = json.loads(registry.to_json())
+    assert data["aliases"] == {"a.kept": ["a.kept", "a.part"], "a.gone": ["a.one", "a.two"]}
+    assert ClauseRegistry.from_json(registry.to_json()).aliases == registry.aliases
+
+
+def test_a_malformed_or_chained_split_is_refused(tmp_path: Path) -> None:
+    bad = _SPLIT_PAGE.replace("**Split from** `a.kept`.", "**Split from** a.kept")
+    with pytest.raises(ValueError, match=r"p.md:\d+: expected \*\*Split from\*\*"):
+        parse_spec_pages(_page(tmp_path, bad))
+    chained = _SPLIT_PAGE.replace(
+        "**MUST** — one thing.", "**MUST** — one thing.\n\n**Split from** `a.older`."
+    )
+    with pytest.raises(ValueError, match=r"'a\.kept' is split from 'a\.older'"):
+        parse_spec_pages(_page(tmp_path, chained))
+
+
+def test_the_spec_keeps_the_ids_it_split() -> None:
+    registry = ClauseRegistry.load()
+    assert registry.resolve("train.hooks") == ("train.after-update", "train.after-train-iter")
+    assert registry.resolve("train.insufficient-data") == (
+        "train.insufficient-data",
+        "train.idle-calls",
+    )
+    assert registry.resolve("unroll.num-env-steps") == (
+        "unroll.num-env-steps",
+        "unroll.budget-whole-unroll",
+        "unroll.budget-run-end",
+    )

@@ -103,3 +103,34 @@ def test_bad_input_is_one_line(tmp_path: Path, capsys, args: list[str], text: st
 def test_debug_shows_the_traceback(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="Is a directory"):
         main(["--debug", "trace", str(tmp_path)])
+
+
+def test_clauses_lists_the_aliases_of_split_clauses(capsys) -> None:  # type: ignore[no-untyped-def]
+    assert main(["clauses"]) == 0
+    out = capsys.readouterr().out
+    assert "alias  train.hooks" in out
+    assert "-> train.after-update, train.after-train-iter" in out
+
+
+def test_diff_follows_a_split_clause(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """An old compliance.json with a cell under ``train.hooks`` compared with a new one that
+    has its parts: each part is compared with the old cell, and a part that got worse is a
+    regression."""
+
+    def doc(cells: dict[str, str]) -> dict:
+        return {
+            "format": "xpspec-compliance/1",
+            "implementations": [],
+            "clauses": {cid: {"x": {"status": st}} for cid, st in cells.items()},
+        }
+
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(doc({"train.hooks": "pass"})))
+    b.write_text(json.dumps(doc({"train.after-update": "pass", "train.after-train-iter": "fail"})))
+    assert main(["diff", str(a), str(b)]) == 1
+    assert capsys.readouterr().out == (
+        "train.after-train-iter (was train.hooks) [x]: pass -> fail\n"
+    )
+    b.write_text(json.dumps(doc({"train.after-update": "pass", "train.after-train-iter": "pass"})))
+    assert main(["diff", str(a), str(b)]) == 0
+    assert capsys.readouterr().out == "no changes\n"

@@ -184,8 +184,9 @@ def test_declared_variants_together_model_the_framework(tmp_path) -> None:  # ty
 
 
 def test_undeclared_observable_makes_its_checks_not_applicable() -> None:
-    """An adapter without ``hooks`` (the framework has none) gets no verdict on train.hooks."""
-    check = next(c for c in ALL_CHECKS if c.name == "hooks")
+    """An adapter without ``hooks`` (the framework has none) gets no verdict on
+    train.after-train-iter."""
+    check = next(c for c in ALL_CHECKS if c.name == "after-train-iter")
     outcome = _evaluate_check("tests.conformance.third_party:External", check)
     assert outcome.status == "not-applicable" and "'hooks'" in outcome.message
     assert _evaluate_check("refimpl", check).status == "pass"

@@ -84,7 +84,7 @@ def test_a_syntax_error_names_the_file_and_the_line(tmp_path: Path) -> None:
         (
             '[[deviation]]\nclause = "unroll.drian"\nreason = "r"\n',
             "deviation[0].clause",
-            "a clause id of the spec; close matches: unroll.drain",
+            "a clause id of the spec; close matches: unroll.drain, unroll.budget-run-end",
             "'unroll.drian'",
         ),
         (
@@ -157,3 +157,34 @@ def test_a_variant_with_no_executable_model_is_refused_with_the_reason(tmp_path:
 def test_a_modelled_variant_is_declarable(tmp_path: Path) -> None:
     text = '[[deviation]]\nclause = "replay.eviction"\nvariant = "floor"\nreason = "r"\n'
     assert _load(tmp_path, text).deviations[0].variant == "floor"
+
+
+def test_an_alias_of_split_clauses_applies_to_every_part(tmp_path: Path) -> None:
+    """Ids the spec split (conformance.clauses aliases) stay valid: an entry naming one
+    applies to all its parts, a deviation with a variant to the parts that name it."""
+    loaded = _load(
+        tmp_path,
+        '[[deviation]]\nclause = "train.hooks"\nreason = "r"\n'
+        '[[deviation]]\nclause = "unroll.num-env-steps"\nvariant = "non-first"\nreason = "r"\n'
+        '[[finding]]\nclauses = ["train.insufficient-data", "train.idle-calls"]\nreason = "r"\n',
+    )
+    assert [(d.clause, d.variant) for d in loaded.deviations] == [
+        ("train.after-update", ""),
+        ("train.after-train-iter", ""),
+        ("unroll.num-env-steps", "non-first"),
+    ]
+    assert loaded.find(("train.after-train-iter",), "any") is not None
+    assert loaded.find(("unroll.budget-run-end",), "any") is None
+    assert loaded.findings[0].clauses == ("train.insufficient-data", "train.idle-calls")
+    assert loaded.finding(("train.idle-calls",), "any") is not None
+
+
+def test_a_variant_no_part_of_an_alias_names_is_refused(tmp_path: Path) -> None:
+    text = '[[deviation]]\nclause = "train.hooks"\nvariant = "strict"\nreason = "r"\n'
+    with pytest.raises(ExpectationsError) as info:
+        _load(tmp_path, text)
+    assert str(info.value) == (
+        f"{tmp_path / 'x.expectations.toml'}: deviation[0].variant: expected a variant "
+        "train.hooks (an alias of train.after-update, train.after-train-iter) names "
+        "(variants: alf-drain-empty), got 'strict'"
+    )

@@ -211,3 +211,56 @@ def test_a_must_failure_outranks_a_should_miss(tmp_path: Path) -> None:
     must = {**json.loads(lines[1]), "level": "MUST"}
     run.write_text("\n".join([lines[0], lines[1], json.dumps(must), *lines[2:]]) + "\n")
     assert "| `x.one` | FAIL |" in render_markdown(build_compliance([run], ["x.one"]))
+
+
+ALIASES = {"x.gone": ("x.one", "x.two"), "x.kept": ("x.kept", "x.part")}
+
+
+def test_results_under_an_old_clause_id_fold_into_its_parts(tmp_path: Path) -> None:
+    """A run made before a clause was split names the old id: its results stand for every
+    part the run has no result of (a kept old id also for itself)."""
+    old = _run(tmp_path / "old.jsonl", "a", [("x.gone", "fail"), ("x.kept", "pass")])
+    ids = ["x.one", "x.two", "x.kept", "x.part"]
+    doc = build_compliance([old], ids, aliases=ALIASES)
+    jsonschema.validate(doc, SCHEMA)
+    assert {cid: doc["clauses"][cid]["a"]["status"] for cid in ids} == {
+        "x.one": "fail",
+        "x.two": "fail",
+        "x.kept": "pass",
+        "x.part": "pass",
+    }
+    # A run that has results of the parts keeps them apart.
+    new = _run(
+        tmp_path / "new.jsonl", "a", [("x.kept", "pass"), ("x.part", "fail"), ("x.one", "pass")]
+    )
+    doc = build_compliance([new], ids, aliases=ALIASES)
+    assert doc["clauses"]["x.kept"]["a"]["status"] == "pass"
+    assert doc["clauses"]["x.part"]["a"]["status"] == "fail"
+    assert doc["clauses"]["x.two"]["a"]["status"] == "not-applicable"
+
+
+def test_diff_compares_an_old_cell_with_each_of_its_parts(tmp_path: Path) -> None:
+    old = build_compliance(
+        [_run(tmp_path / "a.jsonl", "a", [("x.gone", "pass"), ("x.kept", "pass")])],
+        ["x.gone", "x.kept"],
+    )
+    new = build_compliance(
+        [
+            _run(
+                tmp_path / "b.jsonl",
+                "a",
+                [("x.one", "pass"), ("x.two", "fail"), ("x.kept", "pass"), ("x.part", "fail")],
+            )
+        ],
+        ["x.one", "x.two", "x.kept", "x.part"],
+    )
+    assert diff_reports(old, new, ALIASES) == [
+        "x.part (was x.kept) [a]: pass -> fail",
+        "x.two (was x.gone) [a]: pass -> fail",
+    ]
+    assert diff_reports(new, old, ALIASES) == [
+        "x.part (was x.kept) [a]: fail -> pass",
+        "x.two (was x.gone) [a]: fail -> pass",
+    ]
+    # Without the aliases the old rows are simply absent from the new document.
+    assert "x.gone [a]: pass -> absent" in diff_reports(old, new)

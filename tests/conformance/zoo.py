@@ -266,6 +266,50 @@ class OnPolicyClearsAll(Trainer):
             self.buffer = replay.ReplayBuffer(self.num_envs, self.config.capacity, ROW_FIELDS)
 
 
+class BudgetCutsUnroll(Trainer):
+    """The unroll that reaches the env-step budget stops at the first vector step that
+    reaches it (RLlib 2.60.0 ``sample(num_timesteps=c)`` checks after every vector step)."""
+
+    def _unroll_length(self, iteration: int) -> int:
+        n = super()._unroll_length(iteration)
+        budget = self.config.num_env_steps
+        if budget and self.env_steps < budget and self.config.env_step_count == "all":
+            n = min(n, -(-(budget - self.env_steps) // self.num_envs))
+        return n
+
+
+class StopAtBudget(Trainer):
+    """The run ends once the env-step budget is reached, also when ``num_iterations`` asks
+    for more iterations (SB3's ``total_timesteps``, TorchRL's ``total_frames``)."""
+
+    def __init__(self, *a: Any, **k: Any) -> None:
+        super().__init__(*a, **k)
+        if self.config.num_env_steps:
+            self.config = replace(self.config, num_iterations=0)
+
+
+class SkipIdleCalls(Trainer):
+    """A call that would not train (nothing stored, or the warm-up gate shut) is not made
+    at all, nor counted (a loop that skips its train step while nothing can be trained)."""
+
+    def _train_call(self, iteration: int) -> None:
+        cfg = self.config
+        fresh = self.stored_since_clear > 0 if cfg.clear != "none" else self.buffer.total_size > 0
+        if fresh and self._warm():
+            super()._train_call(iteration)
+
+
+class AfterUpdateOnIdleCall(Trainer):
+    """``after_update`` is also called after a call that made no update (a hook run after
+    every train step, whether or not it trained)."""
+
+    def _train_call(self, iteration: int) -> None:
+        before = self.updates
+        super()._train_call(iteration)
+        if self.updates == before:
+            self.recorder.hook(iteration, "after_update")
+
+
 class BudgetSkipsFirst(Trainer):
     """The env-step budget counts only non-FIRST steps where the spec counts every item."""
 
@@ -691,6 +735,7 @@ MUTANTS: tuple[Mutant, ...] = (
         SmallestWidthTable,
         "train.insufficient-data",
     ),
+    Mutant("skip-idle-calls", SkipIdleCalls, "train.idle-calls"),
     Mutant(
         "floor-without-carry",
         FloorWithoutCarry,
@@ -708,7 +753,8 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant("no-state-reset", NoStateReset, "timestep.state-reset"),
     Mutant("mask-nothing", MaskNothing, "timestep.loss-mask-last"),
-    Mutant("hook-every-iteration", HookEveryIteration, "train.hooks"),
+    Mutant("hook-every-iteration", HookEveryIteration, "train.after-train-iter"),
+    Mutant("after-update-on-idle-call", AfterUpdateOnIdleCall, "train.after-update"),
     Mutant("counter-on-unroll-only", CounterOnUnrollOnly, "unroll.global-counter"),
     Mutant(
         "silent-exclusion",
@@ -800,6 +846,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "relabel.eligible-goals",
         relabeler=goal_from_the_past,
     ),
+    Mutant("budget-cuts-unroll", BudgetCutsUnroll, "unroll.budget-whole-unroll"),
+    Mutant("stop-at-budget", StopAtBudget, "unroll.budget-run-end"),
 )
 
 
