@@ -269,7 +269,7 @@ def _fresh_before_calls(sc: TrainerScenario, trace: Trace) -> dict[int, int]:
     """Per iteration: the items the buffer has to offer when its calls begin, as
     ``train.insufficient-data`` counts them for ``no-data``: stored so far, or, with clearing,
     stored since the last call that trained (and cleared)."""
-    clearing = buffer_shape(sc)[2] != "none"
+    clearing = buffer_shape(sc)[2].mode != "none"
     out: dict[int, int] = {}
     fresh = 0
     for e in trace.events:
