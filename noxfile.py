@@ -119,7 +119,7 @@ def lint(session: nox.Session) -> None:
     install(session, "lint")
     session.run("ruff", "format", "--check", ".")
     session.run("ruff", "check", ".")
-    session.run("mypy", "xpspec", "refimpl", "conformance", "adapters")
+    session.run("mypy", "xpspec", "refimpl", "conformance", "adapters", "mutation")
 
 
 @nox.session(python="3.11", default=False)
