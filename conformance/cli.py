@@ -175,7 +175,7 @@ def _report(args: argparse.Namespace) -> int:
     (out / "compliance.html").write_text(render_html(doc), encoding="utf-8")
     print(f"xpspec: wrote compliance.json, compliance.md and compliance.html to {out}")
     if args.docs:
-        Path(args.docs).write_text(render_markdown(doc), encoding="utf-8")
+        Path(args.docs).write_text(render_markdown(doc, links=True), encoding="utf-8")
         print(f"xpspec: wrote the matrix page {args.docs}")
     return 0
 
@@ -306,8 +306,12 @@ class _stdout_to_stderr:
 
 
 def _check(args: argparse.Namespace) -> int:
+    """Check a trace produced elsewhere; its failures are ranked as in a run
+    (:mod:`conformance.blame`): the cause first-class, the others marked downstream."""
+    from conformance.blame import Failure, cause_of
     from conformance.checks import ALL_CHECKS
     from conformance.checks.base import CheckFailure, Context
+    from conformance.clauses import ClauseRegistry
     from conformance.protocol import Unsupported
     from conformance.validate import validate_trace
     from refimpl.trace import Trace
@@ -340,7 +344,8 @@ def _check(args: argparse.Namespace) -> int:
         raise Unsupported("xpspec check has one trace and no adapter to run another")
 
     ctx = Context(reference, no_rerun)
-    failed = 0
+    order = {c.id: i for i, c in enumerate(ClauseRegistry.load().clauses)}
+    lines: list[tuple[str, Failure | None, str]] = []  # (head, failure, message)
     for check in ALL_CHECKS:
         if (
             check.capability != scenario.kind
@@ -351,13 +356,30 @@ def _check(args: argparse.Namespace) -> int:
             continue
         try:
             check.verify(scenario, trace, ctx)
-            print(f"pass  {check.name} [{', '.join(check.clauses)}]")
+            lines.append((f"{check.name} [{', '.join(check.clauses)}]", None, ""))
         except CheckFailure as exc:
-            failed += 1
-            print(f"FAIL  {check.name} [{', '.join(check.clauses)}]: {exc}")
-    if failed and vector is not None:
+            charged = (exc.clause,) if exc.clause in check.clauses else check.clauses
+            failure = Failure(
+                check.name,
+                charged,
+                check.kind == "exact",
+                exc.iteration,
+                min(order.get(c, len(order)) for c in charged),
+                exc.diverged,
+            )
+            lines.append((f"{check.name} [{', '.join(charged)}]", failure, str(exc)))
+    failures = [f for _, f, _ in lines if f is not None]
+    cause = cause_of(failures) if failures else None
+    for head, found, message in lines:
+        if found is None:
+            print(f"pass  {head}")
+        elif found is cause or cause is None:
+            print(f"FAIL  {head}: {message}")
+        else:
+            print(f"FAIL  {head} (downstream of {', '.join(cause.charged)}): {message}")
+    if failures and vector is not None:
         print(difference_note(vector, trace))
-    return 1 if failed else 0
+    return 1 if failures else 0
 
 
 def _clauses(args: argparse.Namespace) -> int:

@@ -286,7 +286,10 @@ def _cell(cell: dict[str, Any]) -> str:
     return _SYMBOL[cell["status"]] + (f" ({variant})" if variant else "")
 
 
-def render_markdown(doc: dict[str, Any]) -> str:
+def render_markdown(doc: dict[str, Any], *, links: bool = False) -> str:
+    """The matrix as Markdown. With ``links`` each clause id links to its spec page as
+    ``spec/<page>.md#<id>`` (the docs site resolves that); a report written anywhere else
+    names the ids only, since the spec pages need not be beside it."""
     names = [i["adapter"] for i in doc["implementations"]]
     lines = [
         "# Compliance matrix",
@@ -308,7 +311,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
     for cid, row in doc["clauses"].items():
         cells = [_cell(row[n]) for n in names]
         page = doc.get("pages", {}).get(cid)
-        label = f"[`{cid}`](spec/{page}.md#{cid})" if page else f"`{cid}`"
+        label = f"[`{cid}`](spec/{page}.md#{cid})" if page and links else f"`{cid}`"
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
