@@ -111,13 +111,16 @@ def within_batch_dispersion(batches: Sequence[Sequence[Hashable]], num_windows: 
 
 def check_uniform(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     """replay.uniform-windows: every valid window equally likely, the windows of a batch drawn
-    independently with replacement.
+    independently with replacement; under the clause's variants ``env-balanced`` and
+    ``uniform-episodes``, each window as likely as that variant's law makes it
+    (:func:`_window_law`), so a framework that declares one is held to it. Period 1, under
+    ``cross`` or ``forbid``.
 
-    Marginal: each window's count is Binomial(N, 1/W); the check fails if any count is more
-    than 5 standard deviations from N/W (false alarm below W * 6e-7 per run; a window twice
-    as likely as it should be is caught whenever N/W >= 100).
+    Marginal: each window's count is Binomial(N, p_w); the check fails if any count is more
+    than 5 standard deviations from N·p_w (false alarm below W * 6e-7 per run; under the
+    uniform law a window twice as likely as it should be is caught whenever N/W >= 100).
 
-    Joint: :func:`within_batch_dispersion` of the draws must lie within 5 of 0 (the same
+    Joint (uniform law only): :func:`within_batch_dispersion` of the draws must lie within 5 of 0 (the same
     false-alarm rate, 6e-7 per run: one two-sided test at 5 standard deviations; measured
     null z over 4000 simulated runs of ``replay-uniform``: mean -0.02, sd 1.01). Power at
     ``replay-uniform``'s size (W = 12 valid windows, 40 batches of 64), measured by
@@ -128,26 +131,29 @@ def check_uniform(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     with probability >= 0.99 for ρ >= 1/4 (about 0.9 at ρ = 0.2, 0.4 at ρ = 0.15).
     """
     sc, model, draws = _replay(scenario, trace)
-    length = sc.sampling.window_length
-    valid = [(env, i) for env in model.stored for i in range(len(model.live(env)) - length + 1)]
+    law = _window_law(sc, model)
     batches = [[_start(model, w) for w in d.windows] for d in draws]
     counts = Counter(start for batch in batches for start in batch)
-    n, w = sum(counts.values()), len(valid)
+    n, w = sum(counts.values()), len(law)
     if w == 0:
         if n == 0:
             return  # nothing valid and nothing drawn: replay-no-window judges the draws
         raise CheckFailure("valid windows in the buffer the stores imply", "at least one", 0)
-    mean, sd = n / w, math.sqrt(n * (1 / w) * (1 - 1 / w))
-    for window in valid:
+    dist = sc.sampling.distribution
+    for window, p in law.items():
+        mean, sd = n * p, math.sqrt(n * p * (1 - p))
         if abs(counts[window] - mean) > 5 * sd:
             raise CheckFailure(
-                f"draws of window {window} out of {n} over {w} valid windows",
+                f"draws of window {window} out of {n} over {w} valid windows ({dist}, "
+                f"boundary {sc.sampling.boundary!r}: probability {p:.4f})",
                 f"{mean:.1f} ± {5 * sd:.1f}",
                 counts[window],
             )
-    outside = set(counts) - set(valid)
+    outside = set(counts) - set(law)
     if outside:
         raise CheckFailure("windows drawn that are not valid", [], sorted(outside)[:5])
+    if dist != "uniform-windows":
+        return  # the joint test below is the uniform law's
     z = within_batch_dispersion(batches, w)
     if abs(z) > 5:
         raise CheckFailure(
@@ -156,6 +162,38 @@ def check_uniform(scenario: Scenario, trace: Trace, ctx: Context) -> None:
             "|z| <= 5",
             round(z, 2),
         )
+
+
+def _window_law(sc: ReplayScenario, model: BufferModel) -> dict[tuple[int, int], float]:
+    """Each valid window ``(env, index into live(env))`` with its probability under the
+    scenario's distribution: ``uniform-windows`` 1/W; the variants of
+    ``replay.uniform-windows`` ``env-balanced`` (an env uniformly, then one of its windows)
+    and ``uniform-episodes`` (an episode segment uniformly among those holding a valid
+    window, then one of its windows; a window's segment is its first item's episode). Under
+    ``forbid`` a window may not cross a LAST or a FIRST (``replay.boundary-policy``)."""
+    length = sc.sampling.window_length
+    forbid = sc.sampling.boundary == "forbid"
+    groups: dict[Any, list[tuple[int, int]]] = {}
+    for env in sorted(model.stored):
+        live = model.live(env)
+        steps = [model.step_type[item] for item in live]
+        for i in range(len(live) - length + 1):
+            if forbid and any(
+                steps[q] == StepType.LAST or steps[q + 1] == StepType.FIRST
+                for q in range(i, i + length - 1)
+            ):
+                continue
+            key: Any = {
+                "uniform-windows": None,
+                "env-balanced": env,
+                "uniform-episodes": (env, live[i][1]),
+            }[sc.sampling.distribution]
+            groups.setdefault(key, []).append((env, i))
+    return {
+        window: 1 / (len(groups) * len(members))
+        for members in groups.values()
+        for window in members
+    }
 
 
 def check_deterministic(scenario: Scenario, trace: Trace, ctx: Context) -> None:
@@ -200,10 +238,11 @@ def check_no_window(scenario: Scenario, trace: Trace, ctx: Context) -> None:
 
 
 def _uniform(s: Scenario) -> bool:
+    """The law is checked with period 1 under ``cross`` and ``forbid`` (padding and period
+    grids change which windows exist and are left to replay-windows)."""
     return (
         isinstance(s, ReplayScenario)
-        and s.sampling.distribution == "uniform-windows"
-        and s.sampling.boundary == "cross"
+        and s.sampling.boundary in ("cross", "forbid")
         and s.sampling.period == 1
     )
 

@@ -5,6 +5,7 @@ check fails that the breakage does not drag along)."""
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -258,3 +259,29 @@ def test_joint_test_catches_what_the_marginal_test_cannot(name: str) -> None:
     reference = RefimplAdapter().run_replay(CATALOG["replay-uniform"])
     ref_starts = [[tuple(w[0]) for w in d.windows] for d in reference.of_kind("sampled")]
     assert abs(within_batch_dispersion(ref_starts, _W)) <= 5
+
+
+class DrawsUniformWindows(RefimplAdapter):
+    """A sampler that draws every valid window alike whatever distribution it is asked for."""
+
+    def run_replay(self, scenario: ReplayScenario) -> Trace:
+        uniform = replace(scenario.sampling, distribution="uniform-windows")
+        return super().run_replay(replace(scenario, sampling=uniform))
+
+
+@pytest.mark.clause("replay.uniform-windows")
+@pytest.mark.parametrize("variant", ["uniform-episodes", "uniform-episodes-forbid"])
+def test_a_declared_distribution_variant_is_held_to_its_law(variant: str) -> None:
+    # refimpl run as the variant passes the law check on the variant's scenario; a sampler
+    # that ignores the variant's law (uniform over windows instead of over episodes first)
+    # fails it, where before only the windows' validity was checked.
+    from conformance.checks import ALL_CHECKS
+    from conformance.engine import Session
+    from conformance.variants import variant_scenario
+
+    check = next(c for c in ALL_CHECKS if c.name == "replay-uniform")
+    model = variant_scenario("replay.uniform-windows", variant, CATALOG["replay-uniform"])
+    assert model is not None and check.applies(model)
+    assert Session(RefimplAdapter(), "refimpl").evaluate(check, "m", model).status == "pass"
+    outcome = Session(DrawsUniformWindows(), "x").evaluate(check, "m", model)
+    assert outcome.status == "fail" and "uniform-episodes" in outcome.message
