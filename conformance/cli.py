@@ -73,6 +73,10 @@ def _run(args: argparse.Namespace) -> int:
         argv.append(f"--expectations={args.expectations}")
     try:
         code = pytest.main(argv, plugins=[Handoff(adapter)])
+    except Exception as exc:  # pytest itself broke, e.g. while it reported an interrupt
+        interrupted = isinstance(exc.__context__, KeyboardInterrupt)
+        _close_report(report, "interrupted" if interrupted else "crashed", exc)
+        code = pytest.ExitCode.INTERRUPTED if interrupted else pytest.ExitCode.INTERNAL_ERROR
     finally:
         close = getattr(adapter, "close", None)
         if callable(close):
@@ -110,6 +114,35 @@ def _run(args: argparse.Namespace) -> int:
     if failed or broke or code not in (0, 5):
         return ExitCode.FINDINGS
     return ExitCode.OK
+
+
+def _close_report(report: Path, status: str, exc: BaseException) -> None:
+    """Give a report the test runner left without a footer one that says how the run ended
+    (``interrupted`` or ``crashed``), so that it is never taken for a complete run."""
+    import datetime
+    import json
+
+    if not report.exists():
+        return
+    lines = [json.loads(line) for line in report.read_text(encoding="utf-8").splitlines() if line]
+    if lines and lines[-1].get("type") == "footer":
+        return
+    counts: dict[str, int] = {}
+    for record in lines:
+        if record.get("type") == "result":
+            counts[record["status"]] = counts.get(record["status"], 0) + 1
+    footer = {
+        "type": "footer",
+        "status": status,
+        "message": f"the test runner failed: {type(exc).__name__}: {exc}",
+        "counts": counts,
+        "collected": sum(counts.values()),
+        "recorded": sum(counts.values()),
+        "ended": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+    with report.open("a", encoding="utf-8") as out:
+        out.write(json.dumps(footer) + "\n")
+    print(f"xpspec: the run was {status}: {footer['message']}", file=sys.stderr)
 
 
 def _import_suite() -> None:

@@ -134,3 +134,27 @@ def test_diff_follows_a_split_clause(tmp_path: Path, capsys) -> None:  # type: i
     b.write_text(json.dumps(doc({"train.after-update": "pass", "train.after-train-iter": "pass"})))
     assert main(["diff", str(a), str(b)]) == 0
     assert capsys.readouterr().out == "no changes\n"
+
+
+def test_a_report_the_runner_left_without_footer_is_closed_as_interrupted(tmp_path: Path) -> None:
+    # pytest itself can fail while it reports a KeyboardInterrupt (a traceback entry without
+    # a line number); the run must still end 'interrupted', never look complete.
+    from conformance.cli import _close_report
+    from conformance.report import read_run
+
+    report = tmp_path / "r.jsonl"
+    header = {"type": "header", "adapter": "a", "framework": "a", "framework_version": "1"}
+    result = {"type": "result", "check": "c", "clauses": ["x.y"], "scenario": "s"}
+    report.write_text(
+        json.dumps(header) + "\n" + json.dumps({**result, "status": "pass", "message": ""}) + "\n"
+    )
+    try:
+        raise TypeError("unsupported operand") from None
+    except TypeError as exc:
+        exc.__context__ = KeyboardInterrupt()
+        _close_report(report, "interrupted", exc)
+    run = read_run(report, allow_incomplete=True)
+    assert run.status == "interrupted" and not run.complete
+    assert run.footer is not None and run.footer["counts"] == {"pass": 1}
+    _close_report(report, "crashed", TypeError("again"))  # a footer is never written twice
+    assert report.read_text().count('"footer"') == 1
