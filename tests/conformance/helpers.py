@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from conformance.catalog import CATALOG
-from conformance.checks import ALL_CHECKS
-from conformance.engine import Session
+from conformance.checks import ALL_CHECKS, Check
+from conformance.engine import Outcome, Session
 from conformance.protocol import Adapter
 
 
-def failures(adapter: Adapter, kind: str) -> dict[str, list[str]]:
-    """Failing check name -> the catalogue scenarios of ``kind`` it fails on. Every outcome
-    must be pass or fail: an error or a not-applicable result fails the calling test."""
+def _failing(adapter: Adapter, kind: str) -> Iterator[tuple[str, Check, Outcome]]:
+    """Every failing outcome of every check of capability ``kind`` on the catalogue scenarios
+    of that kind. Every outcome must be pass or fail: an error or a not-applicable result
+    fails the calling test."""
     session = Session(adapter, type(adapter).__name__, timeout=60)
-    failed: dict[str, list[str]] = {}
     for name, scenario in CATALOG.items():
         if scenario.kind != kind:
             continue
@@ -22,7 +24,14 @@ def failures(adapter: Adapter, kind: str) -> dict[str, list[str]]:
             outcome = session.evaluate(check, name, scenario)
             assert outcome.status in ("pass", "fail"), outcome.message
             if outcome.status == "fail":
-                failed.setdefault(check.name, []).append(name)
+                yield name, check, outcome
+
+
+def failures(adapter: Adapter, kind: str) -> dict[str, list[str]]:
+    """Failing check name -> the catalogue scenarios of ``kind`` it fails on."""
+    failed: dict[str, list[str]] = {}
+    for name, check, _ in _failing(adapter, kind):
+        failed.setdefault(check.name, []).append(name)
     return failed
 
 
@@ -30,21 +39,12 @@ def blamed(adapter: Adapter, kind: str) -> tuple[dict[str, list[str]], dict[str,
     """Over the catalogue scenarios of ``kind``: clause -> scenarios where a failure is
     charged to it as the cause, and clause -> scenarios where it fails downstream of another
     failure (see :mod:`conformance.blame`)."""
-    session = Session(adapter, type(adapter).__name__, timeout=60)
     causes: dict[str, list[str]] = {}
     downstream: dict[str, list[str]] = {}
-    for name, scenario in CATALOG.items():
-        if scenario.kind != kind:
-            continue
-        for check in ALL_CHECKS:
-            if check.capability != kind or not check.applies(scenario):
-                continue
-            outcome = session.evaluate(check, name, scenario)
-            assert outcome.status in ("pass", "fail"), outcome.message
-            if outcome.status == "fail":
-                into = downstream if outcome.downstream_of else causes
-                for clause in outcome.charged:
-                    into.setdefault(clause, []).append(f"{name} ({check.name})")
+    for name, check, outcome in _failing(adapter, kind):
+        into = downstream if outcome.downstream_of else causes
+        for clause in outcome.charged:
+            into.setdefault(clause, []).append(f"{name} ({check.name})")
     return causes, downstream
 
 
