@@ -263,16 +263,14 @@ class ReplayBuffer:
         """Append one item to every env: ``data[name]`` is ``[num_envs, ...]``, row ``e`` to
         env ``e`` (clause ``replay.eviction``)."""
         self._check_data(data, None)
+        if self._cursor is None:  # envs out of lockstep: one item per env, in env order
+            self.add_items(torch.arange(self.num_envs), data)
+            return
         with torch.no_grad():
-            if self._cursor is not None:
-                slot = self._cursor % self.capacity
-                for name, value in data.items():
-                    self._rings[name][:, slot] = value
-                self._cursor += 1
-            else:
-                rows = self._env_base + self._end % self.capacity
-                for name, value in data.items():
-                    self._flat[name].index_copy_(0, rows, value)
+            slot = self._cursor % self.capacity
+            for name, value in data.items():
+                self._rings[name][:, slot] = value
+            self._cursor += 1
             self._end.add_(1)
             self._size.add_(1).clamp_(max=self.capacity)
         self._version += 1
@@ -295,27 +293,24 @@ class ReplayBuffer:
                 raise ConfigError(f"data[{name!r}]", got, f"a tensor {tuple(want)} of {dtype}")
         if n == 0:
             return
+        if self._cursor is None:  # envs out of lockstep: step by step, each in env order
+            env_ids = torch.arange(self.num_envs).repeat(n)
+            self.add_items(env_ids, {k: v.flatten(0, 1) for k, v in data.items()})
+            return
         c = self.capacity
         keep = min(n, c)  # an env's items older than its newest capacity are overwritten
         with torch.no_grad():
-            if self._cursor is not None:
-                slot = (self._cursor + n - keep) % c
-                head = min(keep, c - slot)
-                for name, value in data.items():
-                    ring = self._rings[name]
-                    src = (value if keep == n else value[n - keep :]).transpose(0, 1)
-                    if head == keep:
-                        ring.narrow(1, slot, keep).copy_(src)
-                    else:
-                        ring.narrow(1, slot, head).copy_(src[:, :head])
-                        ring.narrow(1, 0, keep - head).copy_(src[:, head:])
-                self._cursor += n
-            else:
-                offsets = torch.arange(n - keep, n)[:, None]
-                rows = (self._env_base + (self._end + offsets) % c).view(-1)
-                for name, value in data.items():
-                    flat = value[n - keep :].reshape(keep * self.num_envs, *value.shape[2:])
-                    self._flat[name].index_copy_(0, rows, flat)
+            slot = (self._cursor + n - keep) % c
+            head = min(keep, c - slot)
+            for name, value in data.items():
+                ring = self._rings[name]
+                src = (value if keep == n else value[n - keep :]).transpose(0, 1)
+                if head == keep:
+                    ring.narrow(1, slot, keep).copy_(src)
+                else:
+                    ring.narrow(1, slot, head).copy_(src[:, :head])
+                    ring.narrow(1, 0, keep - head).copy_(src[:, head:])
+            self._cursor += n
             self._end.add_(n)
             self._size.add_(n).clamp_(max=c)
         self._version += 1
