@@ -40,6 +40,10 @@ _ENV1 = EnvSpec(1, (FixedSchedule(4),))
 _ENV3 = EnvSpec(3, (_MIXED,), num_tasks=2)
 _RANDOM4 = EnvSpec(4, (RandomSchedule(1, 6, 400),), num_tasks=3)
 _GOALS2 = EnvSpec(2, (_MIXED,), goals=True)
+_LONG2 = EnvSpec(
+    2,
+    (CycleSchedule((EpisodePlan(19, "terminated"), EpisodePlan(4, "truncated")), offset=1),),
+)
 
 
 def _t(
@@ -242,6 +246,22 @@ CATALOG: dict[str, Scenario] = {
         mini_batch_length=2,
         preprocess=EpisodeDelayed(),
         sampling=SamplingSpec(boundary="forbid"),
+    ),
+    # An episode of 20 items is released into a ring of 8 in one write (its oldest 12 are
+    # overwritten within that write), and the two envs release at different steps, so their
+    # rings are written out of lockstep (replay.eviction, replay.storage).
+    "delayed-long-episodes": _t(
+        _LONG2,
+        unroll_length=Fraction(4),
+        num_iterations=14,
+        capacity=8,
+        mini_batch_length=2,
+        preprocess=EpisodeDelayed(),
+    ),
+    # Held items count as unrolled, never as stored: the gate opens on stored items only
+    # (train.warmup-gate), which lag the unrolled count here.
+    "warmup-delayed": _t(
+        _ENV3, num_iterations=10, initial_collect_steps=9, preprocess=EpisodeDelayed()
     ),
     "delayed-plain-accounting": _t(
         _ENV3, num_iterations=12, preprocess=EpisodeDelayed(), train_accounting="plain"

@@ -272,8 +272,12 @@ def _diff(args: argparse.Namespace) -> int:
 
 
 def _read_scenario(path: str) -> Any:
+    """A scenario file, or the name of a catalogue scenario when no such file exists."""
+    from conformance.catalog import CATALOG
     from conformance.scenario import scenario_from_json
 
+    if path in CATALOG and not Path(path).exists():
+        return CATALOG[path]
     data = _read_json(path)
     try:
         return scenario_from_json(data)
@@ -513,11 +517,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--strict", action="store_true", help="a new SHOULD miss is a regression too")
     p.set_defaults(func=_diff)
     p = sub.add_parser("trace", help="print an adapter's trace for one scenario")
-    p.add_argument("scenario")
+    p.add_argument("scenario", help="a scenario JSON file or a catalogue scenario name")
     _adapter_options(p)
     p.set_defaults(func=_trace)
     p = sub.add_parser("check", help="check a trace produced elsewhere")
-    p.add_argument("scenario")
+    p.add_argument("scenario", help="a scenario JSON file or a catalogue scenario name")
     p.add_argument("trace")
     p.set_defaults(func=_check)
     p = sub.add_parser("clauses", help="list the spec's clauses")

@@ -31,6 +31,16 @@ def test_trace_then_check_round_trip(scenario_file: Path, tmp_path: Path, capsys
     assert "pass  conservation" in out and "FAIL" not in out
 
 
+def test_a_catalogue_name_stands_for_its_scenario(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    assert main(["trace", "delayed-b1"]) == 0
+    text = capsys.readouterr().out
+    assert Trace.from_jsonl(text).events, "empty trace"
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(text)
+    assert main(["check", "delayed-b1", str(trace)]) == 0
+    assert "pass  delayed-per-env" in capsys.readouterr().out
+
+
 def test_check_reports_a_broken_trace(scenario_file: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     main(["trace", str(scenario_file)])
     lines = capsys.readouterr().out.splitlines()
