@@ -322,9 +322,12 @@ class RefimplAdapter:
             float(scenario.lam),
             variant=scenario.advantage_variant,
             correction=1 if scenario.normalization == "sample" else 0,
+            layout=scenario.layout,
         )
 
     def _nstep_event(self, streams: Sequence[Sequence[_Step]], scenario: LearnerScenario) -> NStep:
+        if scenario.layout == "rows":
+            return self._nstep_rows_event(streams, scenario)
         n, scale = scenario.nstep, scenario.value_scale
         starts: list[tuple[int, int, int]] = []
         windows: list[list[tuple[float, float, int, float, bool]]] = []
@@ -350,6 +353,42 @@ class RefimplAdapter:
         res = self._nstep_returns(reward, value, step_type, discount, mask, scenario)
         env, episode, t = zip(*starts)
         return NStep(env, episode, t, _floats(res.target), _ints(res.steps))
+
+    def _nstep_rows_event(
+        self, streams: Sequence[Sequence[_Step]], scenario: LearnerScenario
+    ) -> NStep:
+        """The same targets from :func:`refimpl.learner.batch_nstep_returns` on the rows
+        layout: one column per env holding its observed steps (every env has ``steps``)."""
+
+        def column(field: str, dtype: torch.dtype) -> torch.Tensor:
+            return torch.tensor([[getattr(s, field) for s in st] for st in streams], dtype=dtype).T
+
+        t = torch.tensor([[s.item[2] for s in st] for st in streams], dtype=torch.float64).T
+        batch = lrn.TimeMajorBatch(
+            step_type=column("step_type", torch.int64),
+            reward=column("reward", torch.float64),
+            discount=column("discount", torch.float64),
+            observation=t[..., None],
+            action=torch.zeros(t.shape, dtype=torch.int64),
+            value=float(scenario.value_scale) * t,
+        )
+        res = lrn.batch_nstep_returns(batch, float(scenario.gamma), scenario.nstep)
+        starts = [
+            (e, j)
+            for e, stream in enumerate(streams)
+            for j, step in enumerate(stream[:-1])
+            if step.step_type != _LAST
+        ]
+        if not starts:
+            return NStep((), (), (), (), ())
+        env, episode, t_ = zip(*(streams[e][j].item for e, j in starts))
+        return NStep(
+            env,
+            episode,
+            t_,
+            _floats(torch.stack([res.target[j, e] for e, j in starts])),
+            _ints(torch.stack([res.steps[j, e] for e, j in starts])),
+        )
 
     def _nstep_returns(
         self,

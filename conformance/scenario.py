@@ -29,6 +29,7 @@ __all__ = [
     "ReplayScenario",
     "Scenario",
     "TrainerScenario",
+    "reference_form",
     "scenario_from_json",
     "scenario_to_json",
 ]
@@ -147,7 +148,12 @@ class LearnerScenario:
     ``"sample"`` std), ``nstep_variant`` (``learner.nstep-episode-end``), ``update_variant``
     (``learner.update-count``), ``shard_variant`` (``learner.shard-episodes``) and
     ``episode_handling`` (``learner.episode-unmodified``: RLlib 2.60's in-place growth of the
-    caller's episodes)."""
+    caller's episodes).
+
+    ``layout`` chooses how refimpl computes GAE and n-step targets, per episode or on the rows
+    layout; clause ``learner.gae`` says both give the same numbers, so the layout is no part
+    of what a trace must be (:func:`reference_form`). It needs the ``"spec"`` advantage and
+    n-step variants; other implementations compute on their own layout and ignore it."""
 
     env: EnvSpec
     steps: int
@@ -165,6 +171,7 @@ class LearnerScenario:
     update_variant: Literal["spec", "rllib-2.60", "alf"] = "spec"
     shard_variant: Literal["spec", "rllib-2.60"] = "spec"
     episode_handling: Literal["spec", "rllib-2.60"] = "spec"
+    layout: Literal["episodes", "rows"] = "episodes"
     kind: Literal["learner"] = "learner"
 
     def __post_init__(self) -> None:
@@ -176,9 +183,14 @@ class LearnerScenario:
             ("update_variant", ("spec", "rllib-2.60", "alf")),
             ("shard_variant", ("spec", "rllib-2.60")),
             ("episode_handling", ("spec", "rllib-2.60")),
+            ("layout", ("episodes", "rows")),
         ):
             if getattr(self, name) not in allowed:
                 raise ConfigError(name, getattr(self, name), " or ".join(map(repr, allowed)))
+        if self.layout == "rows" and "rllib-2.60" in (self.advantage_variant, self.nstep_variant):
+            raise ConfigError(
+                "layout", self.layout, "'episodes' with an advantage or n-step variant"
+            )
         for name, minimum in (
             ("steps", 1),
             ("nstep", 1),
@@ -245,6 +257,15 @@ class RelabelScenario:
 
 
 Scenario = Union[TrainerScenario, ReplayScenario, EnvScenario, LearnerScenario, RelabelScenario]
+
+
+def reference_form(scenario: Scenario) -> Scenario:
+    """The scenario whose trace ``scenario``'s must equal: the same, except that a learner
+    scenario's ``layout`` is set to ``"episodes"`` (it picks refimpl's computation, not
+    what is computed: clause ``learner.gae``)."""
+    if isinstance(scenario, LearnerScenario) and scenario.layout != "episodes":
+        return replace(scenario, layout="episodes")
+    return scenario
 
 
 def scenario_to_json(scenario: Scenario) -> str:

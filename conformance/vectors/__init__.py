@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from conformance.scenario import Scenario, scenario_from_json, scenario_to_json
+from conformance.scenario import Scenario, reference_form, scenario_from_json, scenario_to_json
 from refimpl.trace import Trace
 
 __all__ = [
@@ -107,8 +107,9 @@ def _by_scenario() -> dict[str, Vector]:
 
 
 def committed(scenario: Scenario) -> Vector | None:
-    """The committed vector whose scenario is ``scenario`` (``None`` when there is none)."""
-    return _by_scenario().get(scenario_to_json(scenario))
+    """The committed vector whose scenario is ``scenario``'s reference form
+    (:func:`~conformance.scenario.reference_form`); ``None`` when there is none."""
+    return _by_scenario().get(scenario_to_json(reference_form(scenario)))
 
 
 # -- comparing with a vector ------------------------------------------------------------------

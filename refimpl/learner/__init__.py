@@ -43,7 +43,6 @@ from refimpl.learner.advantages import (
     BootstrapRows,
     GaeResult,
     add_bootstrap_timestep,
-    batch_discounted_returns,
     batch_gae,
     batch_one_step_returns,
     episode_advantages,
@@ -54,10 +53,8 @@ from refimpl.learner.episodes import Episode, TimeMajorBatch, batch_to_episodes,
 from refimpl.learner.nstep import NStepReturns, batch_nstep_returns, nstep_returns
 from refimpl.learner.sharding import EpisodeSlice, shard_episodes
 from refimpl.learner.updates import (
-    AlfLayout,
     Minibatch,
     alf_adjusted_mini_batch_size,
-    alf_whole_buffer_layout,
     minibatch_plan,
     num_gradient_updates,
     rllib_sharded_minibatches,
@@ -65,7 +62,6 @@ from refimpl.learner.updates import (
 
 __all__ = [
     "AdvantageRows",
-    "AlfLayout",
     "BootstrapRows",
     "Episode",
     "EpisodeSlice",
@@ -75,8 +71,6 @@ __all__ = [
     "TimeMajorBatch",
     "add_bootstrap_timestep",
     "alf_adjusted_mini_batch_size",
-    "alf_whole_buffer_layout",
-    "batch_discounted_returns",
     "batch_gae",
     "batch_nstep_returns",
     "batch_one_step_returns",

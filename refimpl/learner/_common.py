@@ -8,6 +8,9 @@ from refimpl.errors import ConfigError
 from refimpl.step_type import StepType
 
 AdvantageVariant = Literal["spec", "rllib-2.60"]
+Layout = Literal["episodes", "rows"]
+"""How the spec's GAE and n-step targets are computed: per episode, or on the rows layout
+(clause ``learner.gae``: both give the same numbers)."""
 NStepVariant = Literal["spec", "rllib-2.60"]
 UpdateVariant = Literal["spec", "rllib-2.60", "alf"]
 ShardVariant = Literal["spec", "rllib-2.60"]

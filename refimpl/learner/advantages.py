@@ -12,22 +12,29 @@ import torch
 from refimpl.errors import ConfigError
 from refimpl.learner._common import (
     AdvantageVariant,
+    Layout,
     check_unit_interval,
     check_variant,
 )
-from refimpl.learner.episodes import Episode, TimeMajorBatch, batch_values_and_lasts
+from refimpl.learner.episodes import (
+    Episode,
+    TimeMajorBatch,
+    batch_to_episodes,
+    batch_values_and_lasts,
+    episodes_to_batch,
+)
 
 __all__ = [
     "AdvantageRows",
     "BootstrapRows",
     "GaeResult",
     "add_bootstrap_timestep",
-    "batch_discounted_returns",
     "batch_gae",
     "batch_one_step_returns",
     "episode_advantages",
     "gae",
     "normalize_advantages",
+    "rows_layout_advantages",
 ]
 
 
@@ -187,6 +194,7 @@ def episode_advantages(
     variant: AdvantageVariant = "spec",
     eps: float = 1e-4,
     correction: int = 0,
+    layout: Layout = "episodes",
 ) -> AdvantageRows:
     """Advantages, targets and normalised advantages of ``episodes`` on bootstrap rows.
 
@@ -203,8 +211,15 @@ def episode_advantages(
     rows (rllib.md §7 items 2-3).
 
     ``correction`` is passed to :func:`normalize_advantages` (1: the sample std).
+
+    ``layout`` says how ``"spec"`` computes GAE: per episode (``"episodes"``) or on the rows
+    layout (``"rows"``, :func:`rows_layout_advantages`); clause ``learner.gae`` says both give
+    the same numbers.
     """
     check_variant("variant", variant, ("spec", "rllib-2.60"))
+    check_variant("layout", layout, ("episodes", "rows"))
+    if layout == "rows" and variant != "spec":
+        raise ConfigError("layout", layout, "'episodes' for the variant " + repr(variant))
     if not episodes:
         raise ConfigError("episodes", [], "at least one episode")
     for i, ep in enumerate(episodes):
@@ -217,7 +232,10 @@ def episode_advantages(
         [torch.full((ep.length + 1,), i, dtype=torch.int64) for i, ep in enumerate(episodes)]
     )
     row_ids = torch.cat([torch.arange(ep.length + 1) for ep in episodes])
-    if variant == "spec":
+    if variant == "spec" and layout == "rows":
+        advantages = torch.cat(rows_layout_advantages(episodes, gamma, lam))
+        normalized = normalize_advantages(advantages, loss_mask, eps, correction=correction)
+    elif variant == "spec":
         adv_parts = []
         for ep in episodes:
             assert ep.values is not None
@@ -254,6 +272,29 @@ def episode_advantages(
 # -- batch path (ALF value_ops semantics) ---------------------------------------------------
 
 
+def rows_layout_advantages(
+    episodes: Sequence[Episode], gamma: float, lam: float
+) -> list[torch.Tensor]:
+    """Each episode's advantages on rows ``0..L`` (0 on the bootstrap row ``L``), computed on
+    the rows layout: the episodes are laid end to end in columns by :func:`episodes_to_batch`
+    (a column ends after each in-progress episode), :func:`batch_gae` runs over each column,
+    and :func:`batch_to_episodes` cuts the column's rows back into its episodes."""
+    parts: list[torch.Tensor] = []
+    column: list[Episode] = []
+    for i, ep in enumerate(episodes):
+        column.append(ep)
+        if not ep.done or i == len(episodes) - 1:
+            batch = episodes_to_batch([column])
+            advantages = batch_gae(batch, gamma, lam).advantages[:, 0]
+            # the column's final row gets 0; + 0.0 makes a LAST row's -0.0 the episodes
+            # layout's 0.0, so both layouts write the same trace bytes
+            rows = torch.cat([advantages, advantages.new_zeros(1)]) + 0.0
+            lengths = [piece.length + 1 for piece in batch_to_episodes(batch)[0]]
+            parts.extend(torch.split(rows, lengths))
+            column = []
+    return parts
+
+
 def batch_gae(batch: TimeMajorBatch, gamma: float, lam: float) -> GaeResult:
     """GAE over ``[T, B]`` for rows ``0..T-2`` (ALF ``value_ops.generalized_advantage_estimation``
     with ``discounts = gamma * discount``): ``delta_t = r_{t+1} + d_{t+1} V_{t+1} - V_t``,
@@ -282,18 +323,3 @@ def batch_one_step_returns(batch: TimeMajorBatch, gamma: float) -> torch.Tensor:
     discounted = batch.discount.to(values.dtype) * gamma * values
     rewards = batch.reward.to(values.dtype)
     return (1 - is_last[:-1]) * (rewards[1:] + discounted[1:]) + is_last[:-1] * discounted[:-1]
-
-
-def batch_discounted_returns(batch: TimeMajorBatch, gamma: float) -> torch.Tensor:
-    """Discounted returns ``[T-1, B]`` (ALF ``discounted_return``): ``G_{T-1} = V_{T-1}``,
-    ``G_t = V_t`` at a LAST row (its own value), else ``r_{t+1} + d_{t+1} G_{t+1}``."""
-    check_unit_interval("gamma", gamma)
-    values, is_last = batch_values_and_lasts(batch)
-    discounts = batch.discount.to(values.dtype) * gamma
-    rewards = batch.reward.to(values.dtype)
-    returns = torch.zeros_like(values)
-    returns[-1] = values[-1]
-    for t in reversed(range(values.shape[0] - 1)):
-        acc = rewards[t + 1] + discounts[t + 1] * returns[t + 1]
-        returns[t] = is_last[t] * values[t] + (1 - is_last[t]) * acc
-    return returns[:-1]

@@ -122,7 +122,7 @@ def nstep_returns(
 def batch_nstep_returns(batch: TimeMajorBatch, gamma: float, n: int) -> NStepReturns:
     """:func:`nstep_returns` for every row ``0..T-2`` of ``batch`` (fields ``[T-1, B]``): the
     window of row ``t`` is rows ``t..t+n``, rows past ``T-1`` unstored. With ``n >= T - 1``
-    the targets equal :func:`batch_discounted_returns`; with ``n = 1`` they equal
+    the targets are ALF's discounted returns; with ``n = 1`` they equal
     :func:`batch_one_step_returns` on non-LAST rows (at a LAST row this gives ``V_t``, ALF's
     one-step gives ``gamma * discount_t * V_t``; such rows are masked either way)."""
     values, _ = batch_values_and_lasts(batch)

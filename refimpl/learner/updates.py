@@ -17,26 +17,12 @@ from refimpl.learner._common import (
 )
 
 __all__ = [
-    "AlfLayout",
     "Minibatch",
     "alf_adjusted_mini_batch_size",
-    "alf_whole_buffer_layout",
     "minibatch_plan",
     "num_gradient_updates",
     "rllib_sharded_minibatches",
 ]
-
-
-@dataclass(frozen=True)
-class AlfLayout:
-    """ALF whole-buffer training layout (alf.md §4.8): sequences of ``mini_batch_length``
-    from the oldest ``kept_length`` steps (the newest ``length - kept_length`` are dropped),
-    ``num_sequences`` of them, mini-batches of the adjusted ``mini_batch_size``."""
-
-    mini_batch_length: int
-    kept_length: int
-    num_sequences: int
-    mini_batch_size: int
 
 
 def alf_adjusted_mini_batch_size(batch_size: int, mini_batch_size: int) -> int:
@@ -46,28 +32,6 @@ def alf_adjusted_mini_batch_size(batch_size: int, mini_batch_size: int) -> int:
     if batch_size % mini_batch_size > 0 and batch_size // mini_batch_size > 0:
         return math.ceil(batch_size / (batch_size // mini_batch_size))
     return mini_batch_size
-
-
-def alf_whole_buffer_layout(
-    num_envs: int, length: int, mini_batch_size: int | None, mini_batch_length: int | None
-) -> AlfLayout:
-    """ALF's whole-buffer reshape: ``mbl = mini_batch_length or length`` capped at
-    ``length``; ``length`` truncated to a multiple of ``mbl`` (newest steps dropped);
-    ``B = num_envs * kept / mbl``; ``mini_batch_size`` (default ``num_envs``) becomes
-    ``ceil(B / (B // mbs))`` when ``B % mbs > 0`` and ``B // mbs > 0`` (264 / 32 -> 33)."""
-    for field, value in (("num_envs", num_envs), ("length", length)):
-        if not is_int(value) or value < 1:
-            raise ConfigError(field, value, "an integer >= 1")
-    mbl = length if mini_batch_length is None else mini_batch_length
-    if not is_int(mbl) or mbl < 1:
-        raise ConfigError("mini_batch_length", mini_batch_length, "None or an integer >= 1")
-    mbl = min(mbl, length)
-    kept = length // mbl * mbl
-    batch_size = num_envs * (kept // mbl)
-    mbs = num_envs if mini_batch_size is None else mini_batch_size
-    if not is_int(mbs) or mbs < 1:
-        raise ConfigError("mini_batch_size", mini_batch_size, "None or an integer >= 1")
-    return AlfLayout(mbl, kept, batch_size, alf_adjusted_mini_batch_size(batch_size, mbs))
 
 
 def _check_counts(num_items: int, num_epochs: int, minibatch_size: int | None) -> None:

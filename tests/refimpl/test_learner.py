@@ -16,8 +16,7 @@ from refimpl.learner import (
     Episode,
     TimeMajorBatch,
     add_bootstrap_timestep,
-    alf_whole_buffer_layout,
-    batch_discounted_returns,
+    alf_adjusted_mini_batch_size,
     batch_gae,
     batch_nstep_returns,
     batch_one_step_returns,
@@ -382,7 +381,7 @@ def test_batch_round_trip(batch: TimeMajorBatch) -> None:
 @settings(max_examples=80, deadline=None)
 @given(batch=batches(), gamma=st.sampled_from([0.5, 0.9, 0.99]), lam=st.sampled_from([0.0, 0.95]))
 def test_episodes_and_batch_paths_agree(batch: TimeMajorBatch, gamma: float, lam: float) -> None:
-    """Clause learner.paths-agree: identical advantages and targets, bootstrap rows included."""
+    """Clause learner.gae: identical advantages and targets, bootstrap rows included."""
     expected_adv = torch.zeros_like(batch.reward)
     expected_tgt = torch.zeros_like(batch.reward)
     for b, column in enumerate(batch_to_episodes(batch)):
@@ -398,6 +397,34 @@ def test_episodes_and_batch_paths_agree(batch: TimeMajorBatch, gamma: float, lam
     got = batch_gae(batch, gamma, lam)
     assert torch.equal(got.advantages, expected_adv[:-1])
     assert torch.equal(got.value_targets, expected_tgt[:-1])
+
+
+@settings(max_examples=60, deadline=None)
+@given(batch=batches(), gamma=st.sampled_from([0.5, 0.9]), lam=st.sampled_from([0.0, 0.95]))
+def test_episode_advantages_on_either_layout_agree(
+    batch: TimeMajorBatch, gamma: float, lam: float
+) -> None:
+    """Clause learner.gae: episode_advantages gives the same rows on the rows layout, to the
+    byte (a LAST row's -0.0 is written 0.0)."""
+    episodes = [ep for column in batch_to_episodes(batch) for ep in column if ep.length > 0]
+    if not episodes or any(ep.is_continuation for ep in episodes):
+        return
+    got = episode_advantages(episodes, gamma, lam, layout="rows")
+    want = episode_advantages(episodes, gamma, lam)
+    assert str(got.advantages.tolist()) == str(want.advantages.tolist())  # -0.0 != 0.0 here
+    assert torch.equal(got.value_targets, want.value_targets)
+    assert torch.equal(got.normalized_advantages, want.normalized_advantages)
+
+
+def test_episode_advantages_refuses_rows_layout_for_a_variant() -> None:
+    ep = Episode(
+        torch.zeros(3, 1, dtype=torch.float64),
+        torch.zeros(2, dtype=torch.int64),
+        torch.ones(2, dtype=torch.float64),
+        values=torch.zeros(3, dtype=torch.float64),
+    )
+    with pytest.raises(ConfigError, match="layout"):
+        episode_advantages([ep], 0.9, 0.9, variant="rllib-2.60", layout="rows")
 
 
 # -- batch path by hand ----------------------------------------------------------------------
@@ -421,9 +448,9 @@ def test_batch_returns_by_hand() -> None:
     # row0: 1 + .5*20 = 11; row1: 2 + .5*30 = 17 (truncated LAST bootstraps);
     # row2 (LAST): own value, discounted: .5*1*30 = 15; row3: 1 + .5*50 = 26.
     assert one == [11, 17, 15, 26]
-    full = batch_discounted_returns(batch, 0.5)[:, 0].tolist()
-    # row3: 1 + .5*V4 = 26; row2 (LAST): V2 = 30; row1: 2 + .5*30 = 17; row0: 1 + .5*17 = 9.5.
-    assert full == [9.5, 17, 30, 26]
+    # Discounted returns (n >= T - 1): row3: 1 + .5*V4 = 26; row2 (LAST): V2 = 30;
+    # row1: 2 + .5*30 = 17; row0: 1 + .5*17 = 9.5.
+    full = [9.5, 17, 30, 26]
     res = batch_gae(batch, 0.5, 1.0)
     # lam = 1: targets are the discounted returns on non-LAST rows; a LAST row: A = 0, target V.
     assert res.value_targets[:, 0].tolist() == [9.5, 17, 30, 26]
@@ -433,12 +460,25 @@ def test_batch_returns_by_hand() -> None:
     assert nstep.steps[:, 0].tolist() == [2, 1, 0, 1]
 
 
+def _discounted_returns(batch: TimeMajorBatch, gamma: float) -> torch.Tensor:
+    """ALF's discounted returns ``[T-1, B]``, the oracle of n-step targets with ``n >= T - 1``:
+    ``G_{T-1} = V_{T-1}``; ``G_t = V_t`` at a LAST row, else ``r_{t+1} + gamma d_{t+1}
+    G_{t+1}``."""
+    assert batch.value is not None
+    values = batch.value
+    returns = values.clone()
+    for t in reversed(range(values.shape[0] - 1)):
+        step = batch.reward[t + 1] + gamma * batch.discount[t + 1] * returns[t + 1]
+        returns[t] = torch.where(batch.step_type[t] == L, values[t], step)
+    return returns[:-1]
+
+
 @settings(max_examples=60, deadline=None)
 @given(batch=batches(), gamma=st.sampled_from([0.5, 0.9]))
 def test_batch_nstep_limits(batch: TimeMajorBatch, gamma: float) -> None:
     steps = batch.step_type.shape[0]
     full = batch_nstep_returns(batch, gamma, steps)
-    assert torch.allclose(full.target, batch_discounted_returns(batch, gamma), atol=1e-4)
+    assert torch.allclose(full.target, _discounted_returns(batch, gamma), atol=1e-4)
     one = batch_nstep_returns(batch, gamma, 1)
     not_last = batch.step_type[:-1] != L
     assert torch.allclose(
@@ -611,23 +651,16 @@ def test_rllib_update_count_matches_measurements() -> None:
     assert rllib_sharded_minibatches(3, 1, 4, 2) == 0  # 3 / 8 -> 0: epoch-based loop
 
 
-def test_alf_layout_and_count_by_hand() -> None:
+def test_alf_count_by_hand() -> None:
     # alf.md §4.8: 264 sequences with mini_batch_size 32 -> 264 // 32 = 8 batches of
     # ceil(264 / 8) = 33.
-    layout = alf_whole_buffer_layout(num_envs=8, length=33, mini_batch_size=32, mini_batch_length=1)
-    assert (layout.num_sequences, layout.mini_batch_size) == (264, 33)
+    assert alf_adjusted_mini_batch_size(264, 32) == 33
     assert num_gradient_updates(264, 2, 32, variant="alf") == 16
-    # length 10, mini_batch_length 3: keep the oldest 9 steps (newest 1 dropped), 3 per env.
-    layout = alf_whole_buffer_layout(num_envs=2, length=10, mini_batch_size=4, mini_batch_length=3)
-    assert (layout.kept_length, layout.num_sequences, layout.mini_batch_size) == (9, 6, 6)
     # 6 % 4 > 0 and 6 // 4 = 1 -> ceil(6 / 1) = 6: one minibatch.
+    assert alf_adjusted_mini_batch_size(6, 4) == 6
     assert num_gradient_updates(6, 1, 4, variant="alf") == 1
-    # mini_batch_length larger than the buffer is capped; mini_batch_size defaults to num_envs.
-    layout = alf_whole_buffer_layout(
-        num_envs=3, length=4, mini_batch_size=None, mini_batch_length=9
-    )
-    assert (layout.mini_batch_length, layout.num_sequences, layout.mini_batch_size) == (4, 3, 3)
     # B < mbs: no adjustment, one sequential minibatch.
+    assert alf_adjusted_mini_batch_size(3, 8) == 8
     assert num_gradient_updates(3, 1, 8, variant="alf") == 1
 
 
