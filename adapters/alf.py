@@ -32,7 +32,9 @@ variants it follows.
 Recorded at ALF's seams: ``train_iter`` (iteration start and end; the counter is read at the
 iteration's first unroll or train call, after ALF's own increment), ``unroll(n)`` (the planned
 steps), ``_process_unroll_step`` (one ``EnvStep``: the pre-step time step, the policy state
-passed to ``rollout_step`` and the action), ``ReplayBuffer.add_batch`` (``Store``),
+passed to ``rollout_step`` and the action), ``ReplayBuffer.add_batch`` (the items it wrote,
+read back from the buffer with ``get_current_position`` and ``get_field``: a ``Store`` per call
+of ``observe_for_replay``, per episode release and for the end-of-run flush),
 ``train_from_replay_buffer`` (``TrainCall``: ``trained`` when it sampled the buffer, else
 ``warmup``, ALF's ``initial_collect_steps`` return; ALF has no ``no-data`` call: before its
 buffer exists it makes no call at all, and with too few items it raises), ``_update`` and
@@ -45,11 +47,25 @@ missing iterations (the expectations declare the known ones as findings). An exc
 the adapter itself, or while ALF builds the trainer, is raised as :class:`ALFRaised` and
 reported as an error.
 
+**Preprocessing** (:mod:`adapters.alf_preprocess`). ALF's store seam is
+``Algorithm.observe_for_replay`` (``alf/algorithms/algorithm.py``), called by
+``RLAlgorithm._process_unroll_step`` (``alf/algorithms/rl_algorithm.py``) with each unrolled
+vector step; the toy algorithm is subclassed to override it as a user would, calling ALF's own
+method (which creates the buffer at the first store and writes with
+``ReplayBuffer.add_batch(exp, exp.env_id)``) for what is stored: reward transforms and step-type
+overwrites change the time step first; exclusions write the kept rows only (the env ids of a
+subset); episode-delayed mode holds each env's steps and, at that env's LAST, writes its episode
+step by step with its annotation (the experience's ``rollout_info``) or excludes it by outcome;
+the end-of-run flush is the user's call after ``RLTrainer.train``. The hook records what it
+excluded (with the reason) and held; what was stored, when, and the train calls are ALF's. ALF
+keeps making one train call per iteration (its ``train_accounting`` is ``plain``), and its
+uniform sampler raises while some env's ring is shorter than ``mini_batch_length``, which ends
+the run (see the expectations). The task id is the env's ``env_info["task_id"]``.
+
 Unsupported: on-policy mode (ALF trains on the unroll itself, with no buffer, mini-batches or
 epochs), drain mode (``async_unroll``'s unroller steps in another process on its own timing),
-preprocessing other than identity (no store-time hook in ALF; PR 1768 is unmerged), sampled
-windows that must not cross episode boundaries or lie on a period grid, per-episode sampling,
-same-step auto-reset, and configurations ``RLTrainer`` itself refuses.
+sampled windows that must not cross episode boundaries or lie on a period grid, per-episode
+sampling, same-step auto-reset, and configurations ``RLTrainer`` itself refuses.
 
 **Replay** (``run_replay``): ``ReplayBuffer`` (per-env rings of ``capacity``) filled with the
 toy env's ALF time steps by ``add_batch``, sampled by ``get_batch(batch_size, T)`` (envs
@@ -91,6 +107,7 @@ if importlib.util.find_spec("alf") is None:  # pragma: no cover - exercised with
 
 import torch
 
+from adapters.alf_preprocess import preprocessing_algorithm
 from conformance.protocol import PROTOCOL_VERSION, AdapterInfo, Unsupported
 from conformance.scenario import (
     RelabelScenario,
@@ -99,13 +116,14 @@ from conformance.scenario import (
     scenario_from_json,
     scenario_to_json,
 )
-from refimpl.preprocess import Identity
 from refimpl.step_type import StepType
 from refimpl.toy_envs.batched import ToyBatchEnv
 from refimpl.toy_envs.spec import EnvSpec
 from refimpl.trace import (
     EnvStep,
     Event,
+    Exclude,
+    Hold,
     Hook,
     IterationEnd,
     IterationStart,
@@ -162,12 +180,6 @@ def trainer_problem(sc: TrainerScenario) -> str | None:
             "drain mode: ALF's unroll_length 0 needs async_unroll, whose AsyncUnroller "
             "(alf/algorithms/async_unroller.py) steps the env in a spawned process built from "
             "a conf file, on its own timing; stated arrivals cannot be imposed"
-        )
-    if not isinstance(sc.preprocess, Identity):
-        return (
-            f"preprocessing {type(sc.preprocess).__name__}: ALF stores every unrolled step "
-            "(observe_for_replay); it has no store-time hook (PR 1768 is unmerged) and its data "
-            "transformers run on sampled batches"
         )
     if not cfg.whole_buffer:
         s = sc.sampling
@@ -396,7 +408,7 @@ def _classes() -> dict[str, Any]:
             return int(self._spec.num_envs)
 
         def env_info_spec(self) -> dict[str, Any]:
-            return {}
+            return {"task_id": alf.TensorSpec((), torch.int64)}
 
         def observation_spec(self) -> Any:
             vector = alf.TensorSpec((3,), torch.float32)
@@ -424,7 +436,7 @@ def _classes() -> dict[str, Any]:
                 observation=obs,
                 prev_action=prev_action,
                 env_id=ts.env_id.to(torch.int32),
-                env_info={},
+                env_info={"task_id": ts.task_id.to(torch.int64)},
             )
 
         def _reset(self) -> Any:
@@ -439,7 +451,8 @@ def _classes() -> dict[str, Any]:
     class CountingAlgorithm(RLAlgorithm):
         """Off-policy: the rollout state counts steps since FIRST and the action is
         ``state % num_actions`` (the reference policy); one scalar weight trains on a loss
-        of shape [T, B] so that ALF's LAST masking applies."""
+        of shape [T, B] so that ALF's LAST masking applies. The rollout info is the stored
+        experience's annotation (0.0; an episode-delayed hook overwrites it on release)."""
 
         def __init__(
             self,
@@ -471,7 +484,8 @@ def _classes() -> dict[str, Any]:
             return AlgStep(output=state % self._num_actions, state=state + 1, info=())
 
         def rollout_step(self, time_step: Any, state: torch.Tensor) -> Any:
-            return AlgStep(output=state % self._num_actions, state=state + 1, info=())
+            annotation = torch.zeros(state.shape, dtype=torch.float32)
+            return AlgStep(output=state % self._num_actions, state=state + 1, info=annotation)
 
         def train_step(self, time_step: Any, state: Any, rollout_info: Any) -> Any:
             return AlgStep(output=(), state=(), info=self._weight * time_step.reward)
@@ -525,6 +539,28 @@ def _wrap(owner: Any, name: str, before: Callable[..., Any]) -> None:
     setattr(owner, name, wrapped)
 
 
+def _wrap_after(owner: Any, name: str, after: Callable[..., Any]) -> None:
+    """Replace ``owner.name`` by a function that calls ``after(*args)`` once it returned."""
+    original = getattr(owner, name)
+
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        result = original(*args, **kwargs)
+        after(*args, **kwargs)
+        return result
+
+    setattr(owner, name, wrapped)
+
+
+_STORED_FIELDS = (
+    "time_step.observation",
+    "time_step.step_type",
+    "time_step.reward",
+    "time_step.discount",
+    "rollout_info",
+)
+"""What a ``Store`` reports of each stored item, read back from ALF's replay buffer."""
+
+
 # -- trainer ---------------------------------------------------------------------------------
 class _TrainerRun:
     """One ``RLTrainer`` run of a trainer scenario, recorded at ALF's seams."""
@@ -545,6 +581,7 @@ class _TrainerRun:
         self._sampled = False
         self._updates = 0
         self._batch: torch.Tensor | None = None
+        self._staged: list[tuple[torch.Tensor, ...]] = []  # items written, not yet reported
 
     # -- configuration ----------------------------------------------------------------
     def run(self) -> Trace:
@@ -586,7 +623,7 @@ class _TrainerRun:
         # RLTrainer writes the configuration as a TensorBoard text once training starts, after
         # walking every attribute of the algorithm (0.25 s a run): a summary, no experience.
         RLTrainer._summarize_training_setting = lambda trainer: None
-        _wrap(ReplayBuffer, "add_batch", self._on_store)
+        _wrap_after(ReplayBuffer, "add_batch", self._on_store)
         _wrap(ReplayBuffer, "get_batch", self._on_sample)
         _wrap(ReplayBuffer, "gather_all", self._on_sample)
         try:
@@ -602,7 +639,10 @@ class _TrainerRun:
                 raise ALFRaised(described) from exc
             return self._stopped(described)
         env_steps = self._env_steps()
-        self.events.append(RunEnd(self.iteration, env_steps, cfg.pending_at_end, (), (), ()))
+        if cfg.pending_at_end == "flush" and hasattr(self.alg, "flush_pending"):
+            self.alg.flush_pending()  # the user's script, once RLTrainer.train has returned
+        pending = _items(self._pending()) if cfg.pending_at_end == "report" else ((), (), ())
+        self.events.append(RunEnd(self.iteration, env_steps, cfg.pending_at_end, *pending))
         events = tuple(e for e in self.events if e is not None)
         return Trace(events, {"producer": "alf", "seed": sc.seed})
 
@@ -623,7 +663,15 @@ class _TrainerRun:
         return Trace(tuple(events), header)
 
     def _algorithm(self, **kwargs: Any) -> Any:
-        alg = self.alg = _classes()["algorithm"](**kwargs)
+        cls = preprocessing_algorithm(_classes()["algorithm"], self.sc.preprocess)
+        alg = self.alg = cls(**kwargs)
+        if hasattr(alg, "journal"):
+            alg.journal = self
+        # A Store is what one call of the store seam wrote (a vector step's rows), or one
+        # release of an episode, or the end-of-run flush.
+        for name in ("observe_for_replay", "release", "flush_pending"):
+            if hasattr(alg, name):
+                _wrap_after(alg, name, lambda *a, **k: self._report_stored())
         for name in ("train_iter", "unroll", "train_from_replay_buffer"):
             setattr(alg, name, getattr(self, f"_recorded_{name}")(getattr(alg, name)))
         _wrap(alg, "_process_unroll_step", self._on_env_step)
@@ -658,7 +706,13 @@ class _TrainerRun:
             assert self._counter is not None
             self.events[self._start] = IterationStart(self.iteration, self._counter, self._unroll)
             self.events.append(
-                IterationEnd(self.iteration, self._counter_now(), self._env_steps(), self.stored, 0)
+                IterationEnd(
+                    self.iteration,
+                    self._counter_now(),
+                    self._env_steps(),
+                    self.stored,
+                    int(self._pending().shape[0]),
+                )
             )
             return result
 
@@ -689,22 +743,52 @@ class _TrainerRun:
             )
         )
 
-    def _on_store(self, buffer: Any, batch: Any, *args: Any, **kwargs: Any) -> None:
-        ts = batch.time_step
-        env, episode, t = _items(ts.observation)
-        self.stored += len(env)
+    def _pending(self) -> torch.Tensor:
+        """The observations the user's hook still holds (``[N, 3]``)."""
+        held = getattr(self.alg, "pending_observations", None)
+        return held() if held is not None else torch.zeros(0, 3)
+
+    def _on_store(
+        self, buffer: Any, batch: Any, env_ids: Any = None, *args: Any, **kwargs: Any
+    ) -> None:
+        """After ``add_batch``: read the items just written back from ALF's buffer."""
+        ids = buffer.check_convert_env_ids(env_ids)
+        positions = buffer.get_current_position()[ids] - 1
+        stored = buffer.get_field(_STORED_FIELDS, ids, positions)
+        self._staged.append(tuple(stored))
+        self.stored += int(ids.shape[0])
+
+    def _report_stored(self) -> None:
+        """One ``Store`` event of the items written since the last one (if any)."""
+        if not self._staged:
+            return
+        observation, step_type, reward, discount, annotation = (
+            torch.cat([item[i].reshape(item[i].shape[0], -1) for item in self._staged])
+            for i in range(len(_STORED_FIELDS))
+        )
+        self._staged = []
+        env, episode, t = _items(observation)
         self.events.append(
             Store(
                 self.iteration,
                 env,
                 episode,
                 t,
-                _ints(ts.step_type),
-                _floats(ts.reward),
-                _floats(ts.discount),
-                (0.0,) * len(env),
+                _ints(step_type),
+                _floats(reward),
+                _floats(discount),
+                _floats(annotation),
             )
         )
+
+    # -- the user's hook tells what it decided (adapters.alf_preprocess.Journal) ------
+    def exclude(self, observation: torch.Tensor, reason: str) -> None:
+        env, episode, t = _items(observation)
+        self.events.append(Exclude(self.iteration, env, episode, t, reason))
+
+    def hold(self, observation: torch.Tensor) -> None:
+        env, episode, t = _items(observation)
+        self.events.append(Hold(self.iteration, env, episode, t))
 
     # -- training ---------------------------------------------------------------------
     def _recorded_train_from_replay_buffer(

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from fractions import Fraction
 from typing import Any
 
 import pytest
+import torch
 
 alf_adapter = pytest.importorskip("adapters.alf")  # ModuleNotFoundError without ALF
 
@@ -19,7 +21,7 @@ from conformance.outcomes import AdapterUnavailable  # noqa: E402
 from conformance.protocol import Unsupported  # noqa: E402
 from conformance.scenario import RelabelScenario, ReplayScenario, TrainerScenario  # noqa: E402
 from refimpl.config import DrainSpec, TrainerConfig  # noqa: E402
-from refimpl.preprocess import ExcludeSteps  # noqa: E402
+from refimpl.preprocess import EpisodeDelayed, ExcludeSteps, RewardTransform  # noqa: E402
 from refimpl.replay import SamplingSpec  # noqa: E402
 from refimpl.toy_envs.schedule import CycleSchedule, EpisodePlan, FixedSchedule  # noqa: E402
 from refimpl.toy_envs.spec import EnvSpec  # noqa: E402
@@ -249,13 +251,98 @@ def test_inexpressible_scenarios_are_unsupported(
         adapter.run_trainer(scenario)
 
 
-def test_preprocessing_is_unsupported_but_identity_runs(adapter: Any) -> None:
-    with pytest.raises(Unsupported, match="no store-time hook"):
-        adapter.run_trainer(
-            TrainerScenario(EnvSpec(), TrainerConfig(num_iterations=2), ExcludeSteps(2, 0))
-        )
+def test_relabel_strategies_other_than_future_are_unsupported(adapter: Any) -> None:
     with pytest.raises(Unsupported, match="future goals only"):
         adapter.run_relabel(RelabelScenario(EnvSpec(goals=True), fill_steps=4, strategy="final"))
+
+
+def _stored(trace: Trace) -> list[tuple[int, tuple[int, ...], tuple[float, ...]]]:
+    return [(e.iteration, e.t, e.annotation) for e in trace.of_kind("store")]
+
+
+def test_a_reward_transform_is_stored_as_alf_holds_it(adapter: Any) -> None:
+    # The user's observe_for_replay scales the reward before ALF's own store: what ALF's buffer
+    # holds (read back) is 2r + 1 of what was unrolled, every other field unchanged.
+    trace = _trainer(adapter, EnvSpec(2, (FixedSchedule(2),)), num_iterations=3)
+    scenario = TrainerScenario(
+        EnvSpec(2, (FixedSchedule(2),)),
+        TrainerConfig(num_iterations=3),
+        RewardTransform(Fraction(2), Fraction(1)),
+    )
+    scaled = adapter.run_trainer(scenario)
+    for plain, store in zip(trace.of_kind("store"), scaled.of_kind("store"), strict=True):
+        assert store.reward == tuple(2 * r + 1 for r in plain.reward)
+        assert (store.t, store.step_type, store.discount) == (
+            plain.t,
+            plain.step_type,
+            plain.discount,
+        )
+
+
+def test_exclusion_stores_the_other_rows_and_trains_every_iteration(adapter: Any) -> None:
+    # Episodes of 2 transitions, t = 0, 1, 2, 0 over 4 iterations; rows with even t are dropped
+    # by the user's hook. Iteration 1 stores nothing, so ALF has no buffer and makes no call;
+    # from iteration 2 on it makes one call per iteration, whatever was stored.
+    scenario = TrainerScenario(
+        EnvSpec(2, (FixedSchedule(2),)), TrainerConfig(num_iterations=4), ExcludeSteps(2, 0)
+    )
+    trace = adapter.run_trainer(scenario)
+    assert [(e.iteration, e.env, e.t) for e in trace.of_kind("store")] == [(2, (0, 1), (1, 1))]
+    excluded = [(e.iteration, e.t, e.reason) for e in trace.of_kind("exclude")]
+    assert excluded == [(1, (0, 0), "step"), (3, (2, 2), "step"), (4, (0, 0), "step")]
+    assert _calls(trace) == [0, 1, 1, 1]
+
+
+def test_an_episode_is_released_at_its_last_annotated_by_outcome(adapter: Any) -> None:
+    # One env, episodes of 2 transitions that terminate: t = 0, 1 are held, the LAST of
+    # iteration 3 releases (0, 0, 0..2) as one store annotated 1.0; (0, 1, 0) is still held
+    # at the end and named by the run end.
+    scenario = TrainerScenario(
+        EnvSpec(1, (FixedSchedule(2),)), TrainerConfig(num_iterations=4), EpisodeDelayed()
+    )
+    trace = adapter.run_trainer(scenario)
+    assert [e.t for e in trace.of_kind("hold")] == [(0,), (1,), (2,), (0,)]
+    assert _stored(trace) == [(3, (0, 1, 2), (1.0, 1.0, 1.0))]
+    assert [e.pending for e in trace.of_kind("iteration_end")] == [1, 2, 0, 1]
+    assert _calls(trace) == [0, 0, 1, 1]
+    end = trace.events[-1]
+    assert (end.env, end.episode, end.t) == ((0,), (1,), (0,))
+    # Only failures kept, and the held step flushed at the end: excluded by outcome instead,
+    # and the flush stores (0, 1, 0) unannotated after the last iteration.
+    scenario = replace(scenario, preprocess=EpisodeDelayed("failure"))
+    scenario = replace(scenario, trainer=replace(scenario.trainer, pending_at_end="flush"))
+    trace = adapter.run_trainer(scenario)
+    assert [(e.iteration, e.t, e.reason) for e in trace.of_kind("exclude")] == [
+        (3, (0, 1, 2), "outcome")
+    ]
+    assert _stored(trace) == [(4, (0,), (0.0,))]
+    assert trace.events[-1].t == ()
+
+
+def test_finding_an_env_with_nothing_stored_stops_sampling() -> None:
+    # ALF alone: a hook that stores env 0's rows only (add_batch with env_ids) leaves env 1's
+    # ring empty, and the uniform sampler refuses every draw however much env 0 holds.
+    import alf
+    from alf.experience_replayers.replay_buffer import ReplayBuffer
+
+    buffer = ReplayBuffer({"x": alf.TensorSpec(())}, num_environments=2, max_length=8)
+    for x in range(4):
+        buffer.add_batch({"x": torch.tensor([float(x)])}, env_ids=torch.tensor([0]))
+    assert int(buffer.total_size) == 4
+    with pytest.raises(AssertionError, match="Not all environments have enough data"):
+        buffer.get_batch(2, 1)
+
+
+def test_delayed_release_in_one_env_ends_the_run(adapter: Any) -> None:
+    # Two envs with episodes of 2 and 3 transitions: env 0 releases its first episode in
+    # iteration 3 while env 1 still holds all of its own; ALF's first train call then raises.
+    env = EnvSpec(2, (FixedSchedule(2), FixedSchedule(3)))
+    trace = adapter.run_trainer(
+        TrainerScenario(env, TrainerConfig(num_iterations=6), EpisodeDelayed())
+    )
+    assert "Not all environments have enough data" in trace.header["stopped"]
+    assert "iteration 3" in trace.header["stopped"]
+    assert [e.iteration for e in trace.of_kind("iteration_end")] == [1, 2]
 
 
 def test_replay_balances_envs_and_stays_in_the_ring(adapter: Any) -> None:
