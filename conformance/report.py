@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import html
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -195,14 +195,17 @@ def build_compliance(
             }
         )
         worst: dict[str, dict[str, Any]] = {}
+        why_not: dict[str, Counter[str]] = {}
         named = {c for r in results for c in r["clauses"]}
         for r in results:
             for clause in _folded(r["clauses"], named, aliases):
+                if r["status"] == "not-applicable":
+                    why_not.setdefault(clause, Counter())[_first_line(r["message"])] += 1
                 cell = {
                     "status": r["status"],
                     "check": r["check"],
                     "scenario": r["scenario"],
-                    "message": r["message"].splitlines()[0] if r["message"] else "",
+                    "message": _first_line(r["message"]),
                     "variant": r.get("variant", ""),
                     "level": r.get("level", "MUST"),
                 }
@@ -213,10 +216,16 @@ def build_compliance(
                 cur = worst.get(clause)
                 if cur is None or _severity(cell) > _severity(cur):
                     worst[clause] = cell
+        for clause, cell in worst.items():
+            if cell["status"] == "not-applicable":
+                cell["reasons"] = [why for why, _ in why_not[clause].most_common(_REASONS)]
         cells[name] = worst
     matrix = {
         cid: {
-            name: cells[name].get(cid, {"status": "not-applicable", "message": "no check ran"})
+            name: cells[name].get(
+                cid,
+                {"status": "not-applicable", "message": _NO_CHECK, "reasons": [_NO_CHECK]},
+            )
             for name in cells
         }
         for cid in clause_ids
@@ -227,6 +236,15 @@ def build_compliance(
         "clauses": matrix,
         "pages": dict(pages or {}),
     }
+
+
+_REASONS = 3
+"""How many of an n/a cell's reasons the matrix keeps (the most frequent first)."""
+_NO_CHECK = "no check of this clause ran on this implementation"
+
+
+def _first_line(message: str) -> str:
+    return message.splitlines()[0] if message else ""
 
 
 def _folded(clauses: list[str], named: set[str], aliases: dict[str, tuple[str, ...]]) -> list[str]:
@@ -308,12 +326,40 @@ def render_markdown(doc: dict[str, Any], *, links: bool = False) -> str:
             f"- **{i['adapter']}**: {i['framework']} {i['framework_version']} (suite {i['suite']}, spec {i['spec']}, profile {i['profile']}){notes}"
         )
     lines += ["", "| clause | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    notes: dict[tuple[str, tuple[str, ...]], int] = {}
     for cid, row in doc["clauses"].items():
-        cells = [_cell(row[n]) for n in names]
+        cells = []
+        for n in names:
+            text = _cell(row[n])
+            if row[n]["status"] == "not-applicable" and row[n].get("reasons"):
+                key = (n, tuple(row[n]["reasons"]))
+                text += f" [{notes.setdefault(key, len(notes) + 1)}]"
+            cells.append(text)
         page = doc.get("pages", {}).get(cid)
         label = f"[`{cid}`](spec/{page}.md#{cid})" if page and links else f"`{cid}`"
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    if notes:
+        lines += [
+            "",
+            "## Why not applicable",
+            "",
+            "`n/a [k]`: no check of the clause could run on that implementation, for the "
+            "reasons of note k (the most frequent first, at most "
+            f"{_REASONS}; the run report has every scenario's).",
+            "",
+        ]
+        for (name, reasons), k in notes.items():
+            lines.append(f"{k}. **{name}**: " + "; ".join(_escape_md(r) for r in reasons))
     return "\n".join(lines) + "\n"
+
+
+def _escape_md(text: str) -> str:
+    return text.replace("|", "\\|").replace("*", "\\*").replace("_", "\\_")
+
+
+def _title(cell: dict[str, Any]) -> str:
+    """A cell's hover text: its message, or an n/a cell's reasons."""
+    return "\n".join(cell.get("reasons") or [cell.get("message", "")])
 
 
 def render_html(doc: dict[str, Any]) -> str:
@@ -321,7 +367,7 @@ def render_html(doc: dict[str, Any]) -> str:
     rows = []
     for cid, row in doc["clauses"].items():
         tds = "".join(
-            f'<td class="{row[n]["status"]}" title="{html.escape(row[n].get("message", ""))}">{_cell(row[n])}</td>'
+            f'<td class="{row[n]["status"]}" title="{html.escape(_title(row[n]))}">{_cell(row[n])}</td>'
             for n in names
         )
         rows.append(f"<tr><th>{html.escape(cid)}</th>{tds}</tr>")

@@ -62,9 +62,50 @@ def test_worst_outcome_per_clause_and_schema(tmp_path: Path) -> None:
     assert doc["clauses"]["x.two"]["a"]["status"] == "deviation"
     assert doc["clauses"]["x.three"]["b"]["status"] == "not-applicable"
     md = render_markdown(doc)
-    assert "| `x.one` | FAIL | n/a |" in md  # a report elsewhere does not link the spec
-    assert "| [`x.one`](spec/area.md#x.one) | FAIL | n/a |" in render_markdown(doc, links=True)
+    assert "| `x.one` | FAIL | n/a [1] |" in md  # a report elsewhere does not link the spec
+    assert "| [`x.one`](spec/area.md#x.one) | FAIL | n/a [1] |" in render_markdown(doc, links=True)
     assert 'class="fail"' in render_html(doc)
+
+
+def test_a_not_applicable_cell_states_its_reasons(tmp_path: Path) -> None:
+    path = _run(tmp_path / "a.jsonl", "a", [])
+    lines = path.read_text().splitlines()
+    why = ["unsupported: no hook (fw 1)", "unsupported: no hook (fw 1)", "declares no 'state'"]
+    results = [
+        {
+            "type": "result",
+            "check": "c",
+            "clauses": ["x.one"],
+            "scenario": f"s{i}",
+            "status": "not-applicable",
+            "message": m + "\nmore",
+            "variant": "",
+        }
+        for i, m in enumerate(why)
+    ] + [
+        {
+            "type": "result",
+            "check": "c",
+            "clauses": ["x.two"],
+            "scenario": "s",
+            "status": "pass",
+            "message": "",
+            "variant": "",
+        }
+    ]
+    path.write_text("\n".join([lines[0], *map(json.dumps, results), lines[-1]]) + "\n")
+    doc = build_compliance([path], ["x.one", "x.two", "x.three"])
+    jsonschema.validate(doc, SCHEMA)
+    # the most frequent reason first, first lines only; a clause no check ran on says so
+    assert doc["clauses"]["x.one"]["a"]["reasons"] == why[1:]
+    assert doc["clauses"]["x.three"]["a"]["reasons"] == [
+        "no check of this clause ran on this implementation"
+    ]
+    assert "reasons" not in doc["clauses"]["x.two"]["a"]
+    md = render_markdown(doc)
+    assert "| `x.one` | n/a [1] |" in md and "| `x.three` | n/a [2] |" in md
+    assert "1. **a**: unsupported: no hook (fw 1); declares no 'state'" in md
+    assert 'title="unsupported: no hook (fw 1)\ndeclares no &#x27;state&#x27;"' in render_html(doc)
 
 
 def test_findings_are_named_in_the_matrix(tmp_path: Path) -> None:
