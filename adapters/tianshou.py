@@ -21,11 +21,11 @@ terminated), any other MID.
   time steps (action ``-1``: none is taken at them; policy state ``t``).
 - ``run_trainer`` and ``run_replay`` name a row by ``obs``, the time step the policy acted on
   (``EnvStep``) and the buffer stored (``Store``), with its step type and the reward into it
-  (the previous transition's ``rew``, 0 at FIRST). A trainer run reads its stores back from
-  the buffer after each ``add`` (:func:`_record_stores`): a row is FIRST when its env's
-  sub-buffer was empty or its newest row done, else MID with that row's ``rew``. An episode of ``L`` transitions is ``L``
-  rows ``t = 0 .. L - 1`` and takes ``L`` vector steps, where the spec's auto-reset takes
-  ``L + 1`` (clause ``timestep.auto-reset``, variant ``same-step``).
+  (the previous transition's ``rew``, 0 at FIRST), read back from the buffer after each
+  ``add`` (:func:`_record_stores`): a row is FIRST when its env's sub-buffer was empty or its
+  newest row done, else MID with that row's ``rew``. An episode of ``L`` transitions is
+  ``L`` rows ``t = 0 .. L - 1`` and takes ``L`` vector steps, where the spec's auto-reset
+  takes ``L + 1`` (clause ``timestep.auto-reset``, variant ``same-step``).
 - ``run_relabel`` names the same rows and, for a transition that is done, also the LAST it
   holds as ``obs_next`` (relabeled goals and rewards come from ``obs_next``).
 
@@ -572,6 +572,21 @@ class _Stored:
     annotation: float
 
 
+def _stored_event(iteration: int, rows: Sequence[_Stored]) -> Store:
+    """The store of rows read back from the buffer; none is LAST, so every discount is 1."""
+    env, episode, t = _columns([r.item for r in rows])
+    return Store(
+        iteration,
+        env,
+        episode,
+        t,
+        tuple(r.step_type for r in rows),
+        tuple(r.reward for r in rows),
+        (1.0,) * len(rows),
+        tuple(r.annotation for r in rows),
+    )
+
+
 def _record_stores(buffer: Any, cached: bool, on_store: Callable[[list[_Stored]], None]) -> None:
     """Call ``on_store(rows)`` after every ``add`` of this ``ReplayBufferManager`` instance,
     with the rows it added read back from the buffer: the item is the ``obs`` at the index
@@ -799,19 +814,7 @@ class _TrainerRun:
         self.env_steps += len(rows)
 
     def _add(self, rows: list[_Stored]) -> None:
-        env, episode, t = _columns([r.item for r in rows])
-        self.events.append(
-            Store(
-                self.iteration,
-                env,
-                episode,
-                t,
-                tuple(r.step_type for r in rows),
-                tuple(r.reward for r in rows),
-                (1.0,) * len(rows),
-                tuple(r.annotation for r in rows),
-            )
-        )
+        self.events.append(_stored_event(self.iteration, rows))
         self.stored += len(rows)
 
     def _update(self, batch: Any) -> None:
@@ -1276,7 +1279,7 @@ class TianshouAdapter:
 
     def run_replay(self, scenario: ReplayScenario) -> Trace:
         """Fill: ``Collector.collect(n_step=fill_steps * B)`` into ``VectorReplayBuffer(capacity
-        * B, B)``, one store per ``add``. Draws: ``VectorReplayBuffer.sample(batch_size)``;
+        * B, B)``, one store per ``add``, read back from the buffer (:func:`_record_stores`). Draws: ``VectorReplayBuffer.sample(batch_size)``;
         windows longer than one item are frame stacks (see :func:`_stacking`). A draw Tianshou
         refuses with ``ValueError`` is recorded as an empty draw (``replay.no-window``): from an
         empty buffer ``sample_indices`` divides by the total length 0 and numpy rejects the NaN
@@ -1287,14 +1290,8 @@ class TianshouAdapter:
         with _seeded(scenario.seed):
             policy = _CountingPolicy(spec)
             envs = _vector_env(spec, scenario.seed)
-            stepper = _Stepper(envs, policy, lambda rows: None)
             buffer = _vector_buffer(spec.num_envs, scenario.capacity, stacking, scenario.seed)
-            _record_adds(
-                buffer,
-                lambda batch: events.append(
-                    _store(0, [stepper.rows[i] for i in _items(batch.obs)])
-                ),
-            )
+            _record_stores(buffer, False, lambda rows: events.append(_stored_event(0, rows)))
             if scenario.fill_steps:
                 collector = Collector(policy, envs, buffer)
                 collector.reset()
