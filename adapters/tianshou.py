@@ -58,8 +58,8 @@ the framework then stores is what the trace records:
   into the cache, the move to the main buffer stores nothing new, and the run end reports no
   pending items (nothing is held out of sampling). Under ``collect(n_step=...)``, the trainer's
   collection, the annotation hook raises ``ValueError`` at the first episode end; the run then
-  stops (header ``stopped``). ``keep`` other than ``all`` and pending policy ``flush`` are
-  Unsupported: nothing drops an ended episode or moves an unfinished one.
+  stops (header ``stopped``). With nothing held, pending policies ``report`` and ``flush`` are
+  the same run. ``keep`` other than ``all`` is Unsupported: nothing drops an ended episode.
 - Exclusion (``ExcludeSteps``, ``ExcludeEpisodes``, ``ExcludeTasks``) is Unsupported: the
   collector adds every stepped env's transition (step 6); ``on_step_hook`` edits a batch but
   cannot drop its rows, and an ``on_episode_done_hook`` only adds fields to stored rows.
@@ -525,12 +525,6 @@ def _preprocessing(sc: TrainerScenario) -> _Preprocessing:
             raise _unsupported(
                 f"EpisodeDelayed(keep={p.keep!r}): CachedReplayBuffer.add moves every ended "
                 "episode to the main buffer (data/buffer/cached.py), and " + _NO_EXCLUSION,
-                "data/buffer/cached.py",
-            )
-        if sc.trainer.pending_at_end == "flush":
-            raise _unsupported(
-                "pending policy 'flush': nothing moves an unfinished episode out of a "
-                "CachedReplayBuffer cache (CachedReplayBuffer.add moves a cache at done only)",
                 "data/buffer/cached.py",
             )
         return _Preprocessing(on_episode_done=_annotated_outcome, cached=True)

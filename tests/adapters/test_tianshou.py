@@ -195,7 +195,6 @@ def test_warm_up_already_open_at_the_first_call_is_expressible() -> None:
         (ExcludeSteps(2, 0), {}, "exclusion"),
         (ExcludeTasks((0,)), {}, "exclusion"),
         (EpisodeDelayed("success"), {}, "keep='success'"),
-        (EpisodeDelayed(), {"pending_at_end": "flush"}, "flush"),
         (OverwriteStepType("MID", "t", 1), {}, "step type"),
     ],
 )
@@ -393,3 +392,16 @@ def test_traces_are_deterministic() -> None:
     assert ADAPTER.run_relabel(scenario).to_jsonl() == ADAPTER.run_relabel(scenario).to_jsonl()
     replay = ReplayScenario(EnvSpec(2, (FixedSchedule(3),)), 4, 9, SamplingSpec(window_length=2))
     assert ADAPTER.run_replay(replay).to_jsonl() == ADAPTER.run_replay(replay).to_jsonl()
+
+
+def test_episode_delayed_flush_is_the_same_run_as_report() -> None:
+    # Nothing is held out of sampling, so there is nothing for the run end to name or flush.
+    runs = {
+        policy: ADAPTER.run_trainer(
+            _trainer_pre(EpisodeDelayed(), num_iterations=6, pending_at_end=policy)
+        )
+        for policy in ("report", "flush")
+    }
+    ends = {policy: next(iter(t.of_kind("run_end"))) for policy, t in runs.items()}
+    assert [(e.pending_policy, e.env) for e in ends.values()] == [("report", ()), ("flush", ())]
+    assert runs["report"].events[:-1] == runs["flush"].events[:-1]
