@@ -455,8 +455,8 @@ def _vector_buffer(num_envs: int, capacity: int, stacking: _Stacking, seed: int)
 
 
 # -- preprocessing ----------------------------------------------------------------------------
-StepHookFn = Callable[[Any, Any], None]
-EpisodeHookFn = Callable[[Any], "dict[str, np.ndarray] | None"]
+_StepHook = Callable[[Any, Any], None]
+_EpisodeHook = Callable[[Any], "dict[str, np.ndarray] | None"]
 
 
 @dataclass(frozen=True)
@@ -466,12 +466,12 @@ class _Preprocessing:
     ``data/collector.py:Collector._collect`` step 4), its ``on_episode_done_hook`` (step 10)
     and whether the buffer is a ``CachedReplayBuffer`` (``data/buffer/cached.py``)."""
 
-    on_step: StepHookFn | None = None
-    on_episode_done: EpisodeHookFn | None = None
+    on_step: _StepHook | None = None
+    on_episode_done: _EpisodeHook | None = None
     cached: bool = False
 
 
-def _scaled_rewards(scale: float, shift: float) -> StepHookFn:
+def _scaled_rewards(scale: float, shift: float) -> _StepHook:
     """The user's reward transform: a new ``rew`` array for the batch the collector adds."""
 
     def hook(action_batch: Any, rollout: Any) -> None:
