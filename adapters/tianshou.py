@@ -21,9 +21,11 @@ terminated), any other MID.
   time steps (action ``-1``: none is taken at them; policy state ``t``).
 - ``run_trainer`` and ``run_replay`` name a row by ``obs``, the time step the policy acted on
   (``EnvStep``) and the buffer stored (``Store``), with its step type and the reward into it
-  (the previous transition's ``rew``, 0 at FIRST). An episode of ``L`` transitions is ``L``
-  rows ``t = 0 .. L - 1`` and takes ``L`` vector steps, where the spec's auto-reset takes
-  ``L + 1`` (clause ``timestep.auto-reset``, variant ``same-step``).
+  (the previous transition's ``rew``, 0 at FIRST), read back from the buffer after each
+  ``add`` (:func:`_record_stores`): a row is FIRST when its env's sub-buffer was empty or its
+  newest row done, else MID with that row's ``rew``. An episode of ``L`` transitions is
+  ``L`` rows ``t = 0 .. L - 1`` and takes ``L`` vector steps, where the spec's auto-reset
+  takes ``L + 1`` (clause ``timestep.auto-reset``, variant ``same-step``).
 - ``run_relabel`` names the same rows and, for a transition that is done, also the LAST it
   holds as ``obs_next`` (relabeled goals and rewards come from ``obs_next``).
 
@@ -37,11 +39,36 @@ of one episode for boundary ``forbid`` (and for ``cross``, which it cannot expre
 filled at the front by repetition for ``pad``. Sampling with no valid window raises inside
 Tianshou; the trainer run then stops (header ``stopped``).
 
+**Preprocessing** is written as a Tianshou user writes it (:func:`_preprocessing`), and what
+the framework then stores is what the trace records:
+
+- ``RewardTransform``: an ``on_step_hook`` (``data/collector.py:Collector._collect`` step 4,
+  before the ``add`` of step 6) assigns ``rew * scale + shift``. No row holds the reward into
+  an episode's first observation, so a FIRST keeps reward 0.
+- ``OverwriteStepType(to='MID', when='truncated-last')``: the hook assigns an all-false
+  ``truncated`` (a new array: the batch's ``done`` is the collector's ``done_R``, and writing
+  it in place would also stop the reset). ``ReplayBuffer.add`` recomputes ``done``
+  (``data/buffer/buffer_base.py``), so the next episode's first row follows a row that is not
+  done: it is stored MID. Other overwrites are Unsupported (a row has no step-type field).
+- ``EpisodeDelayed(keep='all')``: a ``CachedReplayBuffer`` (``data/buffer/cached.py``: one
+  cache per env, moved to a main buffer of ``capacity * B`` transitions shared by all envs when
+  the env's episode ends) and an ``on_episode_done_hook`` returning the ``annotation`` field
+  (step 10). "Stored" means sampleable: ``ReplayBufferManager.sample_indices``
+  (``data/buffer/manager.py``) draws from the caches too, so a row is stored at its ``add``
+  into the cache, the move to the main buffer stores nothing new, and the run end reports no
+  pending items (nothing is held out of sampling). Under ``collect(n_step=...)``, the trainer's
+  collection, the annotation hook raises ``ValueError`` at the first episode end; the run then
+  stops (header ``stopped``). With nothing held, pending policies ``report`` and ``flush`` are
+  the same run. ``keep`` other than ``all`` is Unsupported: nothing drops an ended episode.
+- Exclusion (``ExcludeSteps``, ``ExcludeEpisodes``, ``ExcludeTasks``) is Unsupported: the
+  collector adds every stepped env's transition (step 6); ``on_step_hook`` edits a batch but
+  cannot drop its rows, and an ``on_episode_done_hook`` only adds fields to stored rows.
+
 **Trainer** (``run_trainer``): :class:`_TrainerRun`; the counter is the trainer's training
 step number (observable ``counter``). Tianshou calls nothing after a training step, so the
 adapter does not declare the ``hooks`` observable (the ``after_update`` events it records come
 from ``Algorithm._postprocess_batch``). **Learner**: :class:`_LearnerRun`. **Relabel**:
-:class:`_RelabelRun`. Preprocessing other than identity, fractional unroll lengths, on-policy
+:class:`_RelabelRun`. Preprocessing without a route (above), fractional unroll lengths, on-policy
 and whole-buffer training, drain mode, warm-up gates still shut at the first train call, a
 per-mini-batch counter, period grids and other sampling distributions, several learners and
 the ``final`` and ``episode`` relabeling strategies are :class:`Unsupported`, each with the
@@ -72,6 +99,7 @@ try:
     from tianshou.algorithm.optim import TorchOptimizerFactory
     from tianshou.data import (
         Batch,
+        CachedReplayBuffer,
         Collector,
         HERVectorReplayBuffer,
         ReplayBuffer,
@@ -98,7 +126,12 @@ from conformance.scenario import (
     ReplayScenario,
     TrainerScenario,
 )
-from refimpl.preprocess import Identity
+from refimpl.preprocess import (
+    EpisodeDelayed,
+    Identity,
+    OverwriteStepType,
+    RewardTransform,
+)
 from refimpl.replay import SamplingSpec
 from refimpl.step_type import StepType
 from refimpl.toy_envs.gym_env import make_env_fns, toy_action_space, toy_observation_space
@@ -421,11 +454,178 @@ def _vector_buffer(num_envs: int, capacity: int, stacking: _Stacking, seed: int)
     )
 
 
+# -- preprocessing ----------------------------------------------------------------------------
+_StepHook = Callable[[Any, Any], None]
+_EpisodeHook = Callable[[Any], "dict[str, np.ndarray] | None"]
+
+
+@dataclass(frozen=True)
+class _Preprocessing:
+    """A scenario's preprocessing written as Tianshou user code: the collector's
+    ``on_step_hook`` (called on each vector step's rollout batch before its ``add``,
+    ``data/collector.py:Collector._collect`` step 4), its ``on_episode_done_hook`` (step 10)
+    and whether the buffer is a ``CachedReplayBuffer`` (``data/buffer/cached.py``)."""
+
+    on_step: _StepHook | None = None
+    on_episode_done: _EpisodeHook | None = None
+    cached: bool = False
+
+
+def _scaled_rewards(scale: float, shift: float) -> _StepHook:
+    """The user's reward transform: a new ``rew`` array for the batch the collector adds."""
+
+    def hook(action_batch: Any, rollout: Any) -> None:
+        rollout.rew = np.asarray(rollout.rew, dtype=np.float64) * scale + shift
+
+    return hook
+
+
+def _truncation_cleared(action_batch: Any, rollout: Any) -> None:
+    """The user's "a truncated end is no end": a new, all-false ``truncated`` array. Assigned,
+    not written in place: the batch's ``done`` is the collector's own ``done_R``, which decides
+    the resets (``Collector._collect`` step 8); ``ReplayBuffer.add`` recomputes ``done`` from
+    ``terminated | truncated`` (``data/buffer/buffer_base.py``)."""
+    rollout.truncated = np.zeros_like(np.asarray(rollout.truncated))
+
+
+def _annotated_outcome(episode: Any) -> dict[str, np.ndarray]:
+    """The user's episode annotation: 1.0 on every transition of a terminated episode, 0.0
+    on those of a truncated one, returned for the collector to write into the buffer."""
+    success = bool(np.asarray(episode.terminated).reshape(-1)[-1])
+    return {"annotation": np.full(len(episode), float(success))}
+
+
+_NO_EXCLUSION = (
+    "the collector adds every transition of every stepped env (Collector._collect step 6, "
+    "buffer.add(batch, buffer_ids=ready_env_ids_R)); on_step_hook may edit the batch but not "
+    "drop rows, and an on_episode_done_hook's return only adds fields to rows already stored"
+)
+
+
+def _preprocessing(sc: TrainerScenario) -> _Preprocessing:
+    """The user code of ``sc.preprocess``; raises Unsupported where Tianshou has no route."""
+    p = sc.preprocess
+    collector_py = "data/collector.py"
+    if isinstance(p, Identity):
+        return _Preprocessing()
+    if isinstance(p, RewardTransform):
+        return _Preprocessing(on_step=_scaled_rewards(float(p.scale), float(p.shift)))
+    if isinstance(p, OverwriteStepType):
+        if (p.to, p.when) != ("MID", "truncated-last"):
+            raise _unsupported(
+                f"OverwriteStepType(to={p.to!r}, when={p.when!r}): a buffer row has no step "
+                "type, only the terminated/truncated flags of its transition "
+                "(data/buffer/buffer_base.py:ReplayBuffer.add); clearing truncated (a truncated "
+                "LAST becomes MID) is the one step-type edit on_step_hook can make",
+                collector_py,
+            )
+        return _Preprocessing(on_step=_truncation_cleared)
+    if isinstance(p, EpisodeDelayed):
+        if p.keep != "all":
+            raise _unsupported(
+                f"EpisodeDelayed(keep={p.keep!r}): CachedReplayBuffer.add moves every ended "
+                "episode to the main buffer (data/buffer/cached.py), and " + _NO_EXCLUSION,
+                "data/buffer/cached.py",
+            )
+        return _Preprocessing(on_episode_done=_annotated_outcome, cached=True)
+    raise _unsupported(
+        f"exclusion ({type(p).__name__}): {_NO_EXCLUSION}; no hook returns the rows to add",
+        collector_py,
+    )
+
+
+_NSTEP_HOOK = "not supported for n_step collection"
+"""The ``ValueError`` ``Collector._collect`` (step 10) raises when an ``on_episode_done_hook``
+returns fields while collecting ``n_step`` (the only collection a trainer of ``u`` vector steps
+per training step makes)."""
+
+
+def _cached_buffer(
+    num_envs: int, capacity: int, stacking: _Stacking, seed: int, longest: int
+) -> Any:
+    """``CachedReplayBuffer(ReplayBuffer(capacity * B), B, longest)``: one cache per env,
+    holding up to ``longest`` transitions (the run's vector steps, so no cache wraps), and a
+    main buffer of ``capacity * B`` transitions shared by all envs that receives an env's
+    cached episode when its last transition is added (``data/buffer/cached.py``)."""
+    main = ReplayBuffer(
+        capacity * num_envs,
+        stack_num=stacking.stack_num,
+        sample_avail=stacking.sample_avail,
+        random_seed=seed,
+    )
+    return CachedReplayBuffer(main, num_envs, max(1, longest))
+
+
+@dataclass(frozen=True)
+class _Stored:
+    """A row as the buffer holds it right after the ``add`` that stored it."""
+
+    item: Item
+    step_type: int
+    reward: float
+    annotation: float
+
+
+def _stored_event(iteration: int, rows: Sequence[_Stored]) -> Store:
+    """The store of rows read back from the buffer; none is LAST, so every discount is 1."""
+    env, episode, t = _columns([r.item for r in rows])
+    return Store(
+        iteration,
+        env,
+        episode,
+        t,
+        tuple(r.step_type for r in rows),
+        tuple(r.reward for r in rows),
+        (1.0,) * len(rows),
+        tuple(r.annotation for r in rows),
+    )
+
+
+def _record_stores(buffer: Any, cached: bool, on_store: Callable[[list[_Stored]], None]) -> None:
+    """Call ``on_store(rows)`` after every ``add`` of this ``ReplayBufferManager`` instance,
+    with the rows it added read back from the buffer: the item is the ``obs`` at the index
+    ``add`` returned (one frame, whatever ``stack_num``); it is FIRST when its env's sub-buffer was empty or its newest row was
+    done before the add (how ``prev``/``next`` delimit episodes, ``data/buffer/manager.py``),
+    else MID with that newest row's ``rew`` as the reward into it; the annotation is the
+    buffer's ``annotation`` at that index (0 while it has none). An env's sub-buffer is its
+    own (``VectorReplayBuffer``) or its cache (``CachedReplayBuffer``, ``buffer_ids + 1``)."""
+    add = buffer.add
+    shift = 1 if cached else 0
+
+    def recorded_add(batch: Any, buffer_ids: Any = None) -> Any:
+        envs = range(len(batch)) if buffer_ids is None else np.asarray(buffer_ids).tolist()
+        into: list[float | None] = []
+        for e in envs:
+            sub = int(e) + shift
+            newest = int(buffer.last_index[sub])
+            running = len(buffer.buffers[sub]) > 0 and not bool(buffer.done[newest])
+            into.append(float(buffer.rew[newest]) if running else None)
+        out = add(batch, buffer_ids=buffer_ids)
+        index = np.asarray(out[0])
+        obs = buffer.get(index, "obs", stack_num=1)
+        try:
+            annotation = buffer.get(index, "annotation", stack_num=1)
+        except KeyError:  # no field of that name in the buffer (yet)
+            annotation = np.zeros(len(into))
+        notes = [float(a) for a in np.asarray(annotation).reshape(-1)]
+        on_store(
+            [
+                _Stored(item, _MID if r is not None else _FIRST, 0.0 if r is None else r, a)
+                for item, r, a in zip(_items(obs), into, notes)
+            ]
+        )
+        return out
+
+    buffer.add = recorded_add
+
+
 # -- trainer ----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class _TrainerPlan:
-    """``OffPolicyTrainerParams`` of a trainer scenario."""
+    """``OffPolicyTrainerParams`` of a trainer scenario, and the user code its preprocessing
+    is written as."""
 
+    preprocessing: _Preprocessing
     collect_steps: int
     epoch_steps: int
     batch_size: int
@@ -447,15 +647,6 @@ def _trainer_plan(sc: TrainerScenario) -> _TrainerPlan:
         )
     if cfg.drain is not None:
         raise _unsupported("drain mode: no scheduled asynchronous unroller", trainer_py)
-    if not isinstance(sc.preprocess, Identity):
-        raise _unsupported(
-            f"preprocessing {type(sc.preprocess).__name__}: the collector adds every "
-            "transition (Collector._collect step 6); on_step_hook only edits a transition "
-            "before its add, and an on_episode_done_hook may return per-step additions only "
-            "under collect(n_episode=...) (step 10 raises ValueError under n_step), which "
-            "drops finished envs: no exclusion, hold or release of items",
-            "data/collector.py",
-        )
     u = cfg.unroll_length
     if u.denominator != 1:
         raise _unsupported(
@@ -487,6 +678,7 @@ def _trainer_plan(sc: TrainerScenario) -> _TrainerPlan:
     _check_gate(sc, per_iteration)
     stacking = _stacking(sc.sampling)
     return _TrainerPlan(
+        preprocessing=_preprocessing(sc),
         collect_steps=per_iteration,
         epoch_steps=steps,
         batch_size=cfg.mini_batch_size or b,
@@ -522,14 +714,15 @@ class _TrainerRun:
     Translation: ``collection_step_num_env_steps = u * B`` (``u`` vector steps per training
     step), ``update_step_num_gradient_steps_per_sample = n / (u * B)`` so that
     ``round(r * collected)`` (``OffPolicyTrainer._update_step``) is ``n`` gradient steps,
-    ``batch_size = mini_batch_size`` (default ``B``), ``VectorReplayBuffer(capacity * B, B)``,
+    ``batch_size = mini_batch_size`` (default ``B``), ``VectorReplayBuffer(capacity * B, B)``
+    (``CachedReplayBuffer`` under episode-delayed preprocessing, :func:`_cached_buffer`),
     one epoch of ``epoch_num_steps = num_iterations * u * B`` (or ``num_env_steps``), i.e.
     ``ceil(s / c)`` training steps, no test collector. ``run()`` resets the collector (the
     envs start episode 0) and keeps the buffer.
 
     Recording: one spec iteration is one training step (``Trainer._training_step``, counter
     ``_current_update_step``); its env steps come from the vector env, its stores from the
-    buffer's ``add``; the train call is ``OffPolicyTrainer._update_step``; each update is one
+    buffer, read back after each ``add`` (:func:`_record_stores`); the train call is ``OffPolicyTrainer._update_step``; each update is one
     ``Algorithm.update``: the windows of its sampled batch (``_update_with_batch``), then
     ``after_update`` when ``Algorithm._update`` calls ``_postprocess_batch``. Tianshou calls
     nothing after a training step (``training_fn`` runs before it), so no ``after_train_iter``
@@ -551,11 +744,25 @@ class _TrainerRun:
         self.algorithm = _RecordingAlgorithm(self.policy, self._update, self._after_update)
         envs = _vector_env(spec, self.sc.seed)
         self.stepper = _Stepper(envs, self.policy, self._env_rows)
-        self.buffer = _vector_buffer(
-            spec.num_envs, self.sc.trainer.capacity, self.plan.stacking, self.sc.seed
+        pre = self.plan.preprocessing
+        if pre.cached:
+            steps = math.ceil(self.plan.epoch_steps / self.plan.collect_steps)
+            longest = steps * self.plan.collect_steps // spec.num_envs
+            self.buffer = _cached_buffer(
+                spec.num_envs, self.sc.trainer.capacity, self.plan.stacking, self.sc.seed, longest
+            )
+        else:
+            self.buffer = _vector_buffer(
+                spec.num_envs, self.sc.trainer.capacity, self.plan.stacking, self.sc.seed
+            )
+        _record_stores(self.buffer, pre.cached, self._add)
+        collector = Collector(
+            self.algorithm,
+            envs,
+            self.buffer,
+            on_episode_done_hook=pre.on_episode_done,
+            on_step_hook=pre.on_step,
         )
-        _record_adds(self.buffer, self._add)
-        collector = Collector(self.algorithm, envs, self.buffer)
         params = OffPolicyTrainerParams(
             training_collector=collector,
             test_collector=None,
@@ -600,9 +807,8 @@ class _TrainerRun:
         self.events.append(_env_step(self.iteration, rows))
         self.env_steps += len(rows)
 
-    def _add(self, batch: Any) -> None:
-        rows = [self.stepper.rows[item] for item in _items(batch.obs)]
-        self.events.append(_store(self.iteration, rows))
+    def _add(self, rows: list[_Stored]) -> None:
+        self.events.append(_stored_event(self.iteration, rows))
         self.stored += len(rows)
 
     def _update(self, batch: Any) -> None:
@@ -621,9 +827,12 @@ class _TrainerRun:
         try:
             self.trainer.run()
         except ValueError as exc:
-            if _NO_WINDOW not in str(exc):
+            if _NO_WINDOW in str(exc):
+                header["stopped"] = f"ValueError: {exc} (no valid frame-stack window to sample)"
+            elif _NSTEP_HOOK in str(exc):
+                header["stopped"] = f"ValueError: {exc}"
+            else:
                 raise
-            header["stopped"] = f"ValueError: {exc} (no valid frame-stack window to sample)"
         policy = self.sc.trainer.pending_at_end
         self.events.append(RunEnd(self.iteration, self.env_steps, policy, (), (), ()))
         return Trace(tuple(self.events), header)
@@ -1064,7 +1273,7 @@ class TianshouAdapter:
 
     def run_replay(self, scenario: ReplayScenario) -> Trace:
         """Fill: ``Collector.collect(n_step=fill_steps * B)`` into ``VectorReplayBuffer(capacity
-        * B, B)``, one store per ``add``. Draws: ``VectorReplayBuffer.sample(batch_size)``;
+        * B, B)``, one store per ``add``, read back from the buffer (:func:`_record_stores`). Draws: ``VectorReplayBuffer.sample(batch_size)``;
         windows longer than one item are frame stacks (see :func:`_stacking`). A draw Tianshou
         refuses with ``ValueError`` is recorded as an empty draw (``replay.no-window``): from an
         empty buffer ``sample_indices`` divides by the total length 0 and numpy rejects the NaN
@@ -1075,14 +1284,8 @@ class TianshouAdapter:
         with _seeded(scenario.seed):
             policy = _CountingPolicy(spec)
             envs = _vector_env(spec, scenario.seed)
-            stepper = _Stepper(envs, policy, lambda rows: None)
             buffer = _vector_buffer(spec.num_envs, scenario.capacity, stacking, scenario.seed)
-            _record_adds(
-                buffer,
-                lambda batch: events.append(
-                    _store(0, [stepper.rows[i] for i in _items(batch.obs)])
-                ),
-            )
+            _record_stores(buffer, False, lambda rows: events.append(_stored_event(0, rows)))
             if scenario.fill_steps:
                 collector = Collector(policy, envs, buffer)
                 collector.reset()

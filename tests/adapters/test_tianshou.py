@@ -21,9 +21,16 @@ from conformance.scenario import (
     TrainerScenario,
 )
 from refimpl.config import TrainerConfig
-from refimpl.preprocess import RewardTransform
+from refimpl.preprocess import (
+    EpisodeDelayed,
+    ExcludeSteps,
+    ExcludeTasks,
+    OverwriteStepType,
+    PreprocessorSpec,
+    RewardTransform,
+)
 from refimpl.replay import SamplingSpec
-from refimpl.toy_envs.schedule import FixedSchedule
+from refimpl.toy_envs.schedule import CycleSchedule, EpisodePlan, FixedSchedule
 from refimpl.toy_envs.spec import EnvSpec
 from refimpl.trace import Trace
 
@@ -34,6 +41,14 @@ ADAPTER = TianshouAdapter()
 
 def _items(trace: Trace, kind: str) -> list[list[tuple[int, int, int]]]:
     return [list(zip(e.env, e.episode, e.t)) for e in trace.of_kind(kind)]
+
+
+def _trainer_pre(
+    preprocess: PreprocessorSpec, ending: Ending = "terminated", **knobs: Any
+) -> TrainerScenario:
+    """One env of episodes of 3 transitions with ``preprocess``."""
+    spec = EnvSpec(1, (CycleSchedule((EpisodePlan(3, ending),)),))
+    return TrainerScenario(spec, TrainerConfig(**knobs), preprocess=preprocess)
 
 
 def _trainer(spec: EnvSpec, sampling: SamplingSpec | None = None, **knobs: Any) -> TrainerScenario:
@@ -174,12 +189,63 @@ def test_warm_up_already_open_at_the_first_call_is_expressible() -> None:
     assert [c.status for c in calls] == ["trained", "trained"]
 
 
-def test_preprocessing_is_unsupported() -> None:
+@pytest.mark.parametrize(
+    ("preprocess", "knobs", "match"),
+    [
+        (ExcludeSteps(2, 0), {}, "exclusion"),
+        (ExcludeTasks((0,)), {}, "exclusion"),
+        (EpisodeDelayed("success"), {}, "keep='success'"),
+        (OverwriteStepType("MID", "t", 1), {}, "step type"),
+    ],
+)
+def test_preprocessing_without_a_route_is_unsupported(
+    preprocess: PreprocessorSpec, knobs: dict[str, Any], match: str
+) -> None:
     scenario = TrainerScenario(
-        EnvSpec(), TrainerConfig(num_iterations=2), preprocess=RewardTransform(Fraction(2))
+        EnvSpec(), TrainerConfig(num_iterations=2, **knobs), preprocess=preprocess
     )
-    with pytest.raises(Unsupported, match="preprocessing"):
+    with pytest.raises(Unsupported, match=match):
         ADAPTER.run_trainer(scenario)
+
+
+def _stored(trace: Trace) -> dict[tuple[int, int, int], tuple[int, float]]:
+    return {
+        item: (st, r)
+        for s in trace.of_kind("store")
+        for item, st, r in zip(zip(s.env, s.episode, s.t), s.step_type, s.reward)
+    }
+
+
+def test_reward_transform_is_stored_except_at_first() -> None:
+    # FixedSchedule(3): rewards into t = 1, 2 are 1, 2; the buffer holds them halved minus 1
+    # and has no reward into t = 0.
+    trace = ADAPTER.run_trainer(
+        _trainer_pre(RewardTransform(Fraction(1, 2), Fraction(-1)), num_iterations=4)
+    )
+    stored = _stored(trace)
+    assert stored[(0, 0, 1)] == (1, -0.5) and stored[(0, 0, 2)] == (1, 0.0)
+    assert stored[(0, 0, 0)] == stored[(0, 1, 0)] == (0, 0.0)
+
+
+def test_cleared_truncation_stores_the_next_first_as_mid() -> None:
+    trace = ADAPTER.run_trainer(
+        _trainer_pre(OverwriteStepType("MID", "truncated-last"), "truncated", num_iterations=4)
+    )
+    stored = _stored(trace)
+    assert stored[(0, 0, 0)] == (0, 0.0)
+    assert stored[(0, 1, 0)] == (1, 3.0)  # after (0, 0, 2), whose step out earned 3
+
+
+def test_episode_delayed_stores_into_the_caches_and_stops_at_the_first_end() -> None:
+    trace = ADAPTER.run_trainer(_trainer_pre(EpisodeDelayed(), num_iterations=6))
+    assert "not supported for n_step collection" in trace.header["stopped"]
+    assert _items(trace, "store") == [[(0, 0, 0)], [(0, 0, 1)], [(0, 0, 2)]]
+    # an update after each of the first two steps; the first drew the one row there was,
+    # in the env's cache (the main buffer receives the episode only at its end)
+    updates = list(trace.of_kind("update"))
+    assert len(updates) == 2 and updates[0].windows == (((0, 0, 0),),)
+    (end,) = trace.of_kind("run_end")
+    assert end.env == ()
 
 
 def test_replay_samples_stored_rows_only() -> None:
@@ -326,3 +392,16 @@ def test_traces_are_deterministic() -> None:
     assert ADAPTER.run_relabel(scenario).to_jsonl() == ADAPTER.run_relabel(scenario).to_jsonl()
     replay = ReplayScenario(EnvSpec(2, (FixedSchedule(3),)), 4, 9, SamplingSpec(window_length=2))
     assert ADAPTER.run_replay(replay).to_jsonl() == ADAPTER.run_replay(replay).to_jsonl()
+
+
+def test_episode_delayed_flush_is_the_same_run_as_report() -> None:
+    # Nothing is held out of sampling, so there is nothing for the run end to name or flush.
+    runs = {
+        policy: ADAPTER.run_trainer(
+            _trainer_pre(EpisodeDelayed(), num_iterations=6, pending_at_end=policy)
+        )
+        for policy in ("report", "flush")
+    }
+    ends = {policy: next(iter(t.of_kind("run_end"))) for policy, t in runs.items()}
+    assert [(e.pending_policy, e.env) for e in ends.values()] == [("report", ()), ("flush", ())]
+    assert runs["report"].events[:-1] == runs["flush"].events[:-1]
