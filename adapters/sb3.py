@@ -754,7 +754,7 @@ class SB3Adapter:
         events: list[Event] = []
         with _quiet():
             model = _dqn(_vec_env(scenario.env, scenario.seed), scenario.env, config, scenario.seed)
-            _record_adds(model, _RowMapper(b, with_last=False), events)
+            _record_stored(model, events)
             if total:
                 model.learn(total)
             buffer = model.replay_buffer
@@ -842,6 +842,25 @@ def _env_event(
     return EnvStep(
         0, env, episode, t, tuple(types), tuple(rewards), tuple(discounts), t, (0,) * len(items)
     )
+
+
+def _record_stored(model: DQN, events: list[Event]) -> None:
+    """Record every ``add`` of ``model``'s ``ReplayBuffer`` as a Store event (iteration 0),
+    read back from the buffer's arrays (:class:`_StoredRows`)."""
+    buffer = model.replay_buffer
+    assert buffer is not None
+    add, rows = buffer.add, _StoredRows(buffer.n_envs)
+
+    def add_row(obs: Any, next_obs: Any, action: Any, reward: Any, done: Any, infos: Any) -> None:
+        add(obs, next_obs, action, reward, done, infos)
+        items, types, rewards, notes = rows.read(buffer)
+        env, episode, t = _columns(items)
+        n = len(items)
+        events.append(
+            Store(0, env, episode, t, tuple(types), tuple(rewards), (1.0,) * n, tuple(notes))
+        )
+
+    _patch(buffer, "add", add_row)
 
 
 def _record_adds(model: DQN, rows: _RowMapper, events: list[Event]) -> None:

@@ -175,15 +175,21 @@ def test_reward_transform_is_read_back_from_the_buffer() -> None:
     assert [s.step_type for s in stores] == [(F,), (M,), (F,), (M,)]
 
 
-def test_excluded_rows_never_reach_the_buffer_and_still_earn_calls() -> None:
-    # One env, episodes of 2 rows; the odd episodes are excluded: 4 of 8 rows stored, and
-    # learn() still trains after each of the 8 collections.
-    spec = EnvSpec(1, (FixedSchedule(2),))
-    trace = ADAPTER.run_trainer(_preprocessed(spec, ExcludeEpisodes(2, 1), num_iterations=8))
+@pytest.mark.parametrize(
+    ("preprocess", "reason"), [(ExcludeEpisodes(2, 1), "episode"), (ExcludeTasks((1,)), "task")]
+)
+def test_excluded_rows_never_reach_the_buffer_and_still_earn_calls(
+    preprocess: Any, reason: str
+) -> None:
+    # One env, episodes of 2 rows, task id k % 2: the odd episodes are excluded (by number,
+    # or by the task id the step's info names): 4 of 8 rows stored, and learn() still
+    # trains after each of the 8 collections.
+    spec = EnvSpec(1, (FixedSchedule(2),), num_tasks=2)
+    trace = ADAPTER.run_trainer(_preprocessed(spec, preprocess, num_iterations=8))
     assert _items(trace, "store") == [[(0, 0, 0)], [(0, 0, 1)], [(0, 2, 0)], [(0, 2, 1)]]
     excluded = list(trace.of_kind("exclude"))
     assert [(e.episode, e.t, e.reason) for e in excluded] == [
-        ((k,), (t,), "episode") for k in (1, 3) for t in (0, 1)
+        ((k,), (t,), reason) for k in (1, 3) for t in (0, 1)
     ]
     calls = list(trace.of_kind("train_call"))
     assert [c.status for c in calls] == ["trained"] * 8
