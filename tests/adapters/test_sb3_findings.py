@@ -75,6 +75,29 @@ def test_no_row_holds_the_reward_of_an_episode_first_observation() -> None:
     assert buffer.rewards[:2, 0].tolist() == [0.0, 1.0]  # r_1 - 1 and r_2 - 1: no -1 anywhere
 
 
+class _WithoutSecondStep(ReplayBuffer):
+    """A user's step exclusion: the row of observation 1 is left out."""
+
+    def add(self, obs: Any, *rest: Any) -> None:
+        if float(np.asarray(obs).reshape(-1)[0]) != 1.0:
+            super().add(obs, *rest)
+
+
+def test_leaving_out_a_row_drops_the_next_steps_reward_and_boundary() -> None:
+    # preprocess.exclusion: an episode 0 -> 1 -> 2 (done), then the next episode's 0. The
+    # row of 1 holds r_2 and the episode's done flag: without it no stored row ends the
+    # episode, and the reward into 2 is nowhere, so the next episode's first row follows a
+    # row that is not done.
+    box = spaces.Box(0.0, 10.0, (1,), np.float32)
+    buffer = _WithoutSecondStep(4, box, spaces.Discrete(2), device="cpu")
+    for t, nxt, reward, done in ((0, 1, 1.0, False), (1, 2, 2.0, True), (0, 1, 1.0, False)):
+        obs, new = np.array([[t]], np.float32), np.array([[nxt]], np.float32)
+        buffer.add(obs, new, np.array([0]), np.array([reward]), np.array([done]), [{}])
+    assert buffer.observations[: buffer.pos, 0, 0].tolist() == [0.0, 0.0]
+    assert buffer.dones[: buffer.pos, 0].tolist() == [0.0, 0.0]
+    assert buffer.rewards[: buffer.pos, 0].tolist() == [1.0, 1.0]
+
+
 def test_rows_left_out_earn_the_same_train_calls() -> None:
     # train.synced-schedule, train.excluded-earn-nothing: 8 vector steps, 4 rows stored, and
     # 8 gradient steps (one train call per collected step, learning_starts 0).
