@@ -48,6 +48,30 @@ per-iteration) or ``_n_updates`` (per-mini-batch, which ``DQN.train`` increments
 loop). SB3 has no ``after_update`` or ``after_train_iter`` hook, so no hook event is recorded.
 Its policies are stateless; the ``policy_state`` column holds the reference counting state
 ``t`` (clause ``timestep.state-reset`` holds trivially).
+
+**Preprocessing** (clauses ``preprocess.*``). SB3's route is a ``ReplayBuffer`` subclass
+passed as ``replay_buffer_class`` whose ``add`` does the work
+(``common/off_policy_algorithm.py:OffPolicyAlgorithm._setup_model`` builds it,
+``_store_transition`` calls its ``add`` once per vector step); the subclasses are in
+:mod:`adapters.sb3_preprocess`. What the user's ``add`` decides is recorded as it decides it
+(Exclude with the rule's reason, Hold); what SB3 stored is read back from the buffer's arrays
+after each ``ReplayBuffer.add`` (``observations``, ``rewards``, ``dones`` at ``pos - 1``, and
+the subclass's ``annotations``), named as above, one Store event per ``add`` call; the RunEnd's
+``pending`` items are the rows the subclass still holds. ``RewardTransform``: rewards scaled
+and shifted before ``ReplayBuffer.add``; a row carries ``r_{t+1}``, so the transformed reward
+shows as the next item's, and a FIRST's reward (no row holds one) stays 0. Exclusions
+(``ExcludeSteps``, ``ExcludeEpisodes``, ``ExcludeTasks``, the task id from the step's
+``info``; a stored row takes its step type and reward from the row stored before it, so
+when the rule left out that row, which alone held them, it is named from the one before) and
+``EpisodeDelayed`` (rows held until the ``done`` row, then added, annotated 1.0
+unless ``TimeLimit.truncated``, or dropped when ``keep`` rejects the outcome; ``flush`` adds
+what is held after ``learn``) run with one env only: ``ReplayBuffer.add`` writes every env's
+row at one shared ``pos`` (``common/buffers.py:ReplayBuffer.add``), so with ``B > 1`` they
+raise Unsupported. ``OverwriteStepType`` raises Unsupported: the buffer stores no step type,
+only the ``done``/``timeouts`` of a transition's end. ``learn`` still trains once per
+``collect_rollouts`` whatever was stored (the ``plain`` train accounting), and a train call
+on a buffer that holds no row yet raises ``ValueError`` in ``ReplayBuffer.sample``: the run
+stops there (header ``stopped``).
 """
 
 from __future__ import annotations
@@ -74,6 +98,14 @@ import gymnasium
 import numpy as np
 import torch
 
+from adapters.sb3_preprocess import (
+    EpisodeDelayedBuffer,
+    ExcludingBuffer,
+    HookedBuffer,
+    RewardScalingBuffer,
+    Row,
+    TaskSelector,
+)
 from adapters.transition_rings import rows_within_capacity
 from conformance.protocol import PROTOCOL_VERSION, AdapterInfo, Unsupported
 from conformance.scenario import (
@@ -83,7 +115,14 @@ from conformance.scenario import (
     ReplayScenario,
     TrainerScenario,
 )
-from refimpl.preprocess import Identity
+from refimpl.preprocess import (
+    EpisodeDelayed,
+    ExcludeEpisodes,
+    ExcludeSteps,
+    ExcludeTasks,
+    Identity,
+    RewardTransform,
+)
 from refimpl.step_type import StepType
 from refimpl.toy_envs.gym_env import make_env_fns
 from refimpl.toy_envs.spec import EnvSpec
@@ -91,6 +130,8 @@ from refimpl.trace import (
     Advantages,
     EnvStep,
     Event,
+    Exclude,
+    Hold,
     Item,
     IterationEnd,
     IterationStart,
@@ -303,11 +344,6 @@ def _dqn_config(scenario: TrainerScenario) -> _DQNConfig:
     cfg, b = scenario.trainer, scenario.env.num_envs
     if cfg.mode != "off-policy":
         raise _unsupported("on-policy mode: the adapter drives SB3's off-policy DQN loop")
-    if not isinstance(scenario.preprocess, Identity):
-        raise _unsupported(
-            f"preprocessing {type(scenario.preprocess).__name__}: SB3 stores every collected "
-            "transition as it is (off_policy_algorithm.py:_store_transition), with no hook"
-        )
     if cfg.drain is not None:
         raise _unsupported("drain mode: SB3 collects synchronously (no asynchronous unroller)")
     u = cfg.unroll_length
@@ -346,6 +382,59 @@ def _dqn_config(scenario: TrainerScenario) -> _DQNConfig:
     )
 
 
+@dataclass(frozen=True)
+class _UserBuffer:
+    """The ``replay_buffer_class`` and ``replay_buffer_kwargs`` a user passes to ``DQN`` for
+    a preprocessing (no class: SB3's own ``ReplayBuffer``)."""
+
+    cls: type[HookedBuffer] | None = None
+    kwargs: tuple[tuple[str, Any], ...] = ()
+
+    def dqn_kwargs(self) -> dict[str, Any]:
+        if self.cls is None:
+            return {}
+        return {"replay_buffer_class": self.cls, "replay_buffer_kwargs": dict(self.kwargs)}
+
+
+def _one_env_only(name: str, b: int, what: str) -> None:
+    if b != 1:
+        raise _unsupported(
+            f"{name} with {b} envs: ReplayBuffer.add writes the rows of all envs at one shared "
+            f"position pos (common/buffers.py:ReplayBuffer.add), so a replay_buffer_class "
+            f"overriding add cannot {what} one env's row while adding the others'"
+        )
+
+
+def _user_buffer(scenario: TrainerScenario) -> _UserBuffer:
+    """The ``ReplayBuffer`` subclass (:mod:`adapters.sb3_preprocess`) that does the scenario's
+    preprocessing; raises Unsupported for what no ``add`` override can express."""
+    p, b = scenario.preprocess, scenario.env.num_envs
+    name = type(p).__name__
+    if isinstance(p, Identity):
+        return _UserBuffer()
+    if isinstance(p, RewardTransform):
+        return _UserBuffer(
+            RewardScalingBuffer, (("scale", float(p.scale)), ("shift", float(p.shift)))
+        )
+    if isinstance(p, (ExcludeSteps, ExcludeEpisodes, ExcludeTasks)):
+        _one_env_only(name, b, "leave out")
+        if isinstance(p, ExcludeTasks):
+            rule = TaskSelector("task", task_ids=tuple(p.task_ids))
+        else:
+            what = "step" if isinstance(p, ExcludeSteps) else "episode"
+            rule = TaskSelector(what, p.every, p.offset)
+        return _UserBuffer(ExcludingBuffer, (("rule", rule),))
+    if isinstance(p, EpisodeDelayed):
+        _one_env_only(name, b, "hold back")
+        return _UserBuffer(EpisodeDelayedBuffer, (("keep", p.keep),))
+    raise _unsupported(
+        f"preprocessing {name}: SB3's ReplayBuffer stores no step type, only the done and "
+        "timeouts flags of a transition's end (common/buffers.py:ReplayBuffer.add); a row's "
+        "done ends its episode and makes the next row a FIRST, and a LAST is never a row of "
+        "its own, so no add override changes the step type of one time step alone"
+    )
+
+
 def _dqn(venv: Any, spec: EnvSpec, config: _DQNConfig, seed: int, **kwargs: Any) -> DQN:
     return DQN(
         _policy(spec),
@@ -364,11 +453,37 @@ def _dqn(venv: Any, spec: EnvSpec, config: _DQNConfig, seed: int, **kwargs: Any)
 
 
 # -- recording a train run --------------------------------------------------------------------
+class _StoredRows:
+    """Reads back the row SB3 has just written into a ``ReplayBuffer``, from its arrays
+    (index ``(pos - 1) % buffer_size``): row ``o_t`` of env ``e`` names item ``t``, FIRST if it
+    is the env's first stored row or the env's previous stored row is ``done``, else MID with
+    that row's reward (the reward into ``t``); its annotation is the buffer's ``annotations``
+    entry where the user's buffer keeps one, else 0."""
+
+    def __init__(self, num_envs: int) -> None:
+        self.first = np.ones(num_envs, dtype=bool)
+        self.reward = np.zeros(num_envs)
+
+    def read(self, buffer: Any) -> tuple[list[Item], list[int], list[float], list[float]]:
+        row = (buffer.pos - 1) % buffer.buffer_size
+        items = _items(buffer.observations[row])
+        types = [_FIRST if f else _MID for f in self.first]
+        rewards = [0.0 if f else float(r) for f, r in zip(self.first, self.reward)]
+        annotations = getattr(buffer, "annotations", None)
+        notes = [0.0] * len(items) if annotations is None else annotations[row].tolist()
+        self.first = buffer.dones[row].astype(bool)
+        self.reward = buffer.rewards[row].astype(np.float64)
+        return items, types, rewards, [float(a) for a in notes]
+
+
 class _TrainerRun:
     """Wraps one DQN instance (``collect_rollouts``, ``train``, the buffer's ``add`` and
-    ``sample``) and turns what it does into trainer events."""
+    ``sample``; with a user's buffer class also its ``store_row``, ``drop`` and ``hold``) and
+    turns what it does into trainer events. One ``add`` call of ``_store_transition`` is one
+    vector step: the rows it wrote into the buffer (read back from the buffer) are one Store
+    event, after the Exclude and Hold events the user's ``add`` decided."""
 
-    def __init__(self, scenario: TrainerScenario, config: _DQNConfig) -> None:
+    def __init__(self, scenario: TrainerScenario, config: _DQNConfig, user: _UserBuffer) -> None:
         self.scenario, self.config = scenario, config
         self.num_envs = scenario.env.num_envs
         self.per_update = scenario.trainer.counter_mode == "per-mini-batch"
@@ -380,19 +495,26 @@ class _TrainerRun:
         self.update_index = 0
         self.stored = 0
         self.env_steps = 0
-        self.rows = _RowMapper(self.num_envs, with_last=False)
+        self.rows = _StoredRows(self.num_envs)
+        self.written: list[tuple[Item, int, float, float]] = []
         venv = _StepRecorder(_vec_env(scenario.env, scenario.seed), self._on_env_step)
-        self.model = _dqn(venv, scenario.env, config, scenario.seed)
+        self.model = _dqn(venv, scenario.env, config, scenario.seed, **user.dqn_kwargs())
         self._wrap()
 
     def _counter(self) -> int:
         return int(self.model._n_updates if self.per_update else self.model.num_timesteps)
 
-    def _wrap(self) -> None:
-        model, buffer = self.model, self.model.replay_buffer
+    @property
+    def buffer(self) -> Any:
+        buffer = self.model.replay_buffer
         assert buffer is not None
+        return buffer
+
+    def _wrap(self) -> None:
+        model, buffer = self.model, self.buffer
         collect, train = model.collect_rollouts, model.train
         add, sample = buffer.add, buffer.sample
+        hooked = isinstance(buffer, HookedBuffer)
 
         def collect_rollouts(*args: Any, **kwargs: Any) -> Any:
             self._close_iteration()
@@ -413,13 +535,13 @@ class _TrainerRun:
             self.trained = True
             self.calls += 1
 
-        def add_row(
+        def add_rows(
             obs: Any, next_obs: Any, action: Any, reward: Any, done: Any, infos: Any
         ) -> None:
-            store = self.rows.store(self.iteration, obs, next_obs, reward, done, infos)
-            self.events.append(store)
-            self.stored += len(store.env)
             add(obs, next_obs, action, reward, done, infos)
+            if not hooked:
+                self._read_row()
+            self._flush_store()
 
         def sample_batch(batch_size: int, env: Any = None) -> Any:
             samples = sample(batch_size, env=env)
@@ -439,8 +561,55 @@ class _TrainerRun:
 
         _patch(model, "collect_rollouts", collect_rollouts)
         _patch(model, "train", train_call)
-        _patch(buffer, "add", add_row)
+        _patch(buffer, "add", add_rows)
         _patch(buffer, "sample", sample_batch)
+        if hooked:
+            self._wrap_hooks(buffer)
+
+    def _wrap_hooks(self, buffer: HookedBuffer) -> None:
+        store_row, drop, hold = buffer.store_row, buffer.drop, buffer.hold
+
+        def stored(row: Row) -> None:
+            store_row(row)
+            self._read_row()
+
+        def dropped(rows: list[Row], reason: str) -> None:
+            drop(rows, reason)
+            items = [item for row in rows for item in _items(row.obs)]
+            env, episode, t = _columns(items)
+            self.events.append(Exclude(self.iteration, env, episode, t, reason))
+
+        def held(row: Row) -> None:
+            hold(row)
+            env, episode, t = _columns(_items(row.obs))
+            self.events.append(Hold(self.iteration, env, episode, t))
+
+        _patch(buffer, "store_row", stored)
+        _patch(buffer, "drop", dropped)
+        _patch(buffer, "hold", held)
+
+    def _read_row(self) -> None:
+        """Read the row just written, before a later write can overwrite it."""
+        self.written.extend(zip(*self.rows.read(self.buffer)))
+
+    def _flush_store(self) -> None:
+        """One Store event for the rows the current ``add`` call wrote (none: no event)."""
+        if not self.written:
+            return
+        items, types, rewards, notes = zip(*self.written)
+        self.written = []
+        env, episode, t = _columns(items)
+        n = len(items)
+        self.events.append(
+            Store(self.iteration, env, episode, t, types, rewards, (1.0,) * n, notes)
+        )
+        self.stored += n
+
+    def _pending(self) -> list[Item]:
+        buffer = self.buffer
+        if not isinstance(buffer, HookedBuffer):
+            return []
+        return [item for row in buffer.held() for item in _items(row.obs)]
 
     def _on_env_step(self, row: _StepStart) -> None:
         self.events.append(row.event(self.iteration))
@@ -456,17 +625,35 @@ class _TrainerRun:
                 TrainCall(self.iteration, self.calls, self._counter(), "warmup", self.stored)
             )
             self.calls += 1
+        pending = len(self._pending())
         self.events.append(
-            IterationEnd(self.iteration, self._counter(), self.env_steps, self.stored, 0)
+            IterationEnd(self.iteration, self._counter(), self.env_steps, self.stored, pending)
         )
         self.open = False
 
     def run(self) -> Trace:
-        self.model.learn(self.config.total_timesteps)
-        self._close_iteration()
+        header: dict[str, Any] = {"producer": f"sb3 {_VERSION}"}
+        try:
+            self.model.learn(self.config.total_timesteps)
+        except ValueError as exc:  # BaseBuffer.sample on an empty buffer: numpy randint(0, 0)
+            if "high <= 0" not in str(exc):
+                raise
+            header["stopped"] = (
+                f"ValueError: {exc} (ReplayBuffer.sample with no row stored, "
+                "common/buffers.py:ReplayBuffer.sample; the trace ends in iteration "
+                f"{self.iteration})"
+            )
+        else:
+            self._close_iteration()
         policy = self.scenario.trainer.pending_at_end
-        self.events.append(RunEnd(self.iteration, self.env_steps, policy, (), (), ()))
-        return Trace(tuple(self.events), {"producer": f"sb3 {_VERSION}"})
+        if policy == "flush" and "stopped" not in header:
+            buffer = self.buffer
+            if isinstance(buffer, EpisodeDelayedBuffer):
+                buffer.flush()
+                self._flush_store()
+        env, episode, t = _columns(self._pending())
+        self.events.append(RunEnd(self.iteration, self.env_steps, policy, env, episode, t))
+        return Trace(tuple(self.events), header)
 
 
 # -- relabeling -------------------------------------------------------------------------------
@@ -547,8 +734,9 @@ class SB3Adapter:
     def run_trainer(self, scenario: TrainerScenario) -> Trace:
         """One ``DQN.learn`` run (see the module docstring for the mapping)."""
         config = _dqn_config(scenario)
+        user = _user_buffer(scenario)
         with _quiet():
-            return _TrainerRun(scenario, config).run()
+            return _TrainerRun(scenario, config, user).run()
 
     # -- replay -------------------------------------------------------------------------------
     def run_replay(self, scenario: ReplayScenario) -> Trace:
@@ -566,7 +754,7 @@ class SB3Adapter:
         events: list[Event] = []
         with _quiet():
             model = _dqn(_vec_env(scenario.env, scenario.seed), scenario.env, config, scenario.seed)
-            _record_adds(model, _RowMapper(b, with_last=False), events)
+            _record_stored(model, events)
             if total:
                 model.learn(total)
             buffer = model.replay_buffer
@@ -654,6 +842,25 @@ def _env_event(
     return EnvStep(
         0, env, episode, t, tuple(types), tuple(rewards), tuple(discounts), t, (0,) * len(items)
     )
+
+
+def _record_stored(model: DQN, events: list[Event]) -> None:
+    """Record every ``add`` of ``model``'s ``ReplayBuffer`` as a Store event (iteration 0),
+    read back from the buffer's arrays (:class:`_StoredRows`)."""
+    buffer = model.replay_buffer
+    assert buffer is not None
+    add, rows = buffer.add, _StoredRows(buffer.n_envs)
+
+    def add_row(obs: Any, next_obs: Any, action: Any, reward: Any, done: Any, infos: Any) -> None:
+        add(obs, next_obs, action, reward, done, infos)
+        items, types, rewards, notes = rows.read(buffer)
+        env, episode, t = _columns(items)
+        n = len(items)
+        events.append(
+            Store(0, env, episode, t, tuple(types), tuple(rewards), (1.0,) * n, tuple(notes))
+        )
+
+    _patch(buffer, "add", add_row)
 
 
 def _record_adds(model: DQN, rows: _RowMapper, events: list[Event]) -> None:

@@ -223,6 +223,9 @@ CATALOG: dict[str, Scenario] = {
     "exclude-tasks-fractional": _t(
         _RANDOM4, unroll_length=Fraction(1, 3), num_iterations=30, preprocess=ExcludeTasks((1,))
     ),
+    # One env: a buffer that writes every env's row at one shared position can leave rows
+    # out only when there is one env, so selective exclusion needs a B = 1 form too.
+    "exclude-episodes-b1": _t(_ENV1, num_iterations=16, preprocess=ExcludeEpisodes(2, 1)),
     "delayed-b1": _t(_ENV1, num_iterations=14, preprocess=EpisodeDelayed()),
     "delayed-mixed-b3": _t(_ENV3, num_iterations=14, preprocess=EpisodeDelayed()),
     "delayed-success-only": _t(

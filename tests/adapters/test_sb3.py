@@ -24,7 +24,14 @@ from conformance.scenario import (
     TrainerScenario,
 )
 from refimpl.config import TrainerConfig
-from refimpl.preprocess import ExcludeSteps
+from refimpl.preprocess import (
+    EpisodeDelayed,
+    ExcludeEpisodes,
+    ExcludeSteps,
+    ExcludeTasks,
+    OverwriteStepType,
+    RewardTransform,
+)
 from refimpl.replay import SamplingSpec
 from refimpl.toy_envs.schedule import CycleSchedule, EpisodePlan, FixedSchedule
 from refimpl.toy_envs.spec import EnvSpec
@@ -146,12 +153,118 @@ def test_trainer_knobs_sb3_lacks_are_unsupported(knobs: dict[str, Any]) -> None:
         ADAPTER.run_trainer(_trainer(EnvSpec(2, (FixedSchedule(3),)), num_iterations=4, **knobs))
 
 
-def test_preprocessing_is_unsupported() -> None:
-    scenario = TrainerScenario(
-        EnvSpec(), TrainerConfig(num_iterations=2), preprocess=ExcludeSteps(2, 0)
+def _preprocessed(spec: EnvSpec, preprocess: Any, **knobs: Any) -> TrainerScenario:
+    return TrainerScenario(spec, TrainerConfig(**knobs), preprocess=preprocess)
+
+
+_TWO_ENDINGS = EnvSpec(
+    1, (CycleSchedule((EpisodePlan(2, "terminated"), EpisodePlan(2, "truncated"))),)
+)
+
+
+def test_reward_transform_is_read_back_from_the_buffer() -> None:
+    # Rows hold r_{t+1} * 1/2 - 1; the reward into (0, k, 1) is that of row (0, k, 0), i.e.
+    # 1 * 1/2 - 1. A FIRST has no row holding its reward: 0.
+    spec = EnvSpec(1, (FixedSchedule(2),))
+    trace = ADAPTER.run_trainer(
+        _preprocessed(spec, RewardTransform(Fraction(1, 2), Fraction(-1)), num_iterations=4)
     )
-    with pytest.raises(Unsupported, match="preprocessing"):
-        ADAPTER.run_trainer(scenario)
+    stores = list(trace.of_kind("store"))
+    assert _items(trace, "store") == [[(0, 0, 0)], [(0, 0, 1)], [(0, 1, 0)], [(0, 1, 1)]]
+    assert [s.reward for s in stores] == [(0.0,), (-0.5,), (0.0,), (-0.5,)]
+    assert [s.step_type for s in stores] == [(F,), (M,), (F,), (M,)]
+
+
+@pytest.mark.parametrize(
+    ("preprocess", "reason"), [(ExcludeEpisodes(2, 1), "episode"), (ExcludeTasks((1,)), "task")]
+)
+def test_excluded_rows_never_reach_the_buffer_and_still_earn_calls(
+    preprocess: Any, reason: str
+) -> None:
+    # One env, episodes of 2 rows, task id k % 2: the odd episodes are excluded (by number,
+    # or by the task id the step's info names): 4 of 8 rows stored, and learn() still
+    # trains after each of the 8 collections.
+    spec = EnvSpec(1, (FixedSchedule(2),), num_tasks=2)
+    trace = ADAPTER.run_trainer(_preprocessed(spec, preprocess, num_iterations=8))
+    assert _items(trace, "store") == [[(0, 0, 0)], [(0, 0, 1)], [(0, 2, 0)], [(0, 2, 1)]]
+    excluded = list(trace.of_kind("exclude"))
+    assert [(e.episode, e.t, e.reason) for e in excluded] == [
+        ((k,), (t,), reason) for k in (1, 3) for t in (0, 1)
+    ]
+    calls = list(trace.of_kind("train_call"))
+    assert [c.status for c in calls] == ["trained"] * 8
+    assert calls[-1].stored_total == 4
+
+
+def test_episode_delayed_releases_annotated_episodes_at_their_done_row() -> None:
+    # Episodes of 2 rows, terminated then truncated; learning_starts 5 keeps training off
+    # until the buffer holds rows. Each row is held; the done row releases its episode with
+    # annotation 1.0 (terminated) or 0.0 (truncated); the fifth row is still held at the end.
+    trace = ADAPTER.run_trainer(
+        _preprocessed(_TWO_ENDINGS, EpisodeDelayed(), num_iterations=5, initial_collect_steps=5)
+    )
+    assert _items(trace, "hold") == [
+        [(0, 0, 0)],
+        [(0, 0, 1)],
+        [(0, 1, 0)],
+        [(0, 1, 1)],
+        [(0, 2, 0)],
+    ]
+    stores = list(trace.of_kind("store"))
+    assert [(s.iteration, list(zip(s.episode, s.t))) for s in stores] == [
+        (2, [(0, 0), (0, 1)]),
+        (4, [(1, 0), (1, 1)]),
+    ]
+    assert [s.annotation for s in stores] == [(1.0, 1.0), (0.0, 0.0)]
+    assert [s.step_type for s in stores] == [(F, M), (F, M)]
+    (end,) = trace.of_kind("run_end")
+    assert list(zip(end.env, end.episode, end.t)) == [(0, 2, 0)]
+    assert [e.pending for e in trace.of_kind("iteration_end")] == [1, 0, 1, 0, 1]
+
+
+def test_episode_delayed_keep_and_flush() -> None:
+    # keep="success": the truncated episode is dropped with reason outcome; flush adds the
+    # held row after the last iteration, unannotated, and leaves nothing pending.
+    trace = ADAPTER.run_trainer(
+        _preprocessed(
+            _TWO_ENDINGS,
+            EpisodeDelayed("success"),
+            num_iterations=5,
+            initial_collect_steps=5,
+            pending_at_end="flush",
+        )
+    )
+    assert _items(trace, "store") == [[(0, 0, 0), (0, 0, 1)], [(0, 2, 0)]]
+    (excluded,) = trace.of_kind("exclude")
+    assert (list(zip(excluded.episode, excluded.t)), excluded.reason) == (
+        [(1, 0), (1, 1)],
+        "outcome",
+    )
+    assert list(trace.of_kind("store"))[-1].annotation == (0.0,)
+    (end,) = trace.of_kind("run_end")
+    assert end.t == ()
+
+
+def test_training_before_any_release_stops_the_run() -> None:
+    # learning_starts 0: the first train call samples a buffer whose only row is held.
+    trace = ADAPTER.run_trainer(_preprocessed(_TWO_ENDINGS, EpisodeDelayed(), num_iterations=3))
+    assert "high <= 0" in trace.header["stopped"]
+    assert [e.kind for e in trace.events][-2:] == ["train_call", "run_end"]
+
+
+@pytest.mark.parametrize(
+    ("preprocess", "match"),
+    [
+        (ExcludeSteps(2, 0), "shared position"),
+        (ExcludeTasks((1,)), "shared position"),
+        (EpisodeDelayed(), "shared position"),
+        (OverwriteStepType("MID", "truncated-last"), "no step type"),
+    ],
+)
+def test_preprocessing_sb3_cannot_express_is_unsupported(preprocess: Any, match: str) -> None:
+    spec = EnvSpec(2 if match == "shared position" else 1, (FixedSchedule(2),))
+    with pytest.raises(Unsupported, match=match):
+        ADAPTER.run_trainer(_preprocessed(spec, preprocess, num_iterations=2))
 
 
 def test_replay_samples_stored_rows_only() -> None:
