@@ -263,8 +263,9 @@ class Session:
         """Why ``trace`` is not what refimpl run as ``model`` allows ("" if it is). A check
         that concerns the model scenario is verified on it; one that does not (it is about the
         default behaviour the variant replaces) gives way to every check of its capability
-        that concerns the model, the exact comparisons with refimpl run as the model
-        included."""
+        that concerns the model and that the adapter's observables let run (a check of an
+        undeclared observable would compare the adapter's stand-in), the exact comparisons with
+        refimpl run as the model included."""
         from conformance.checks import ALL_CHECKS
 
         if check.applies(model):
@@ -274,6 +275,7 @@ class Session:
                 c
                 for c in ALL_CHECKS
                 if c.capability == check.capability
+                and all(needed in self.info.capabilities for needed in c.requires)
                 and c.applies(model)
                 and not c.name.startswith("deterministic")
                 and c.name != "excluded-earn-nothing"  # compares two adapter runs, not a model

@@ -183,6 +183,27 @@ def test_declared_variants_together_model_the_framework(tmp_path) -> None:  # ty
     assert partial.evaluate(check, "warmup-boundary", CATALOG["warmup-boundary"]).status == "fail"
 
 
+def test_a_variant_model_is_not_judged_by_checks_of_undeclared_observables(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The plain model explains an exclusion run of a framework without a global counter:
+    global-counter (n/a for that adapter) does not reject the model on the stand-in counters,
+    while a check the adapter can run still does."""
+    toml = tmp_path / "plain.toml"
+    toml.write_text(
+        '[[deviation]]\nclause = "train.synced-schedule"\nvariant = "plain"\nreason = "r"\n'
+    )
+    session = Session(
+        load_adapter("tests.conformance.third_party:PlainWithoutCounter"),
+        "p",
+        Expectations.load(toml),
+    )
+    name = "exclude-episodes"
+    check = next(c for c in ALL_CHECKS if c.name == "synced-schedule")
+    outcome = session.evaluate(check, name, CATALOG[name])
+    assert outcome.status == "deviation", outcome.message
+    counter = next(c for c in ALL_CHECKS if c.name == "global-counter")
+    assert session.evaluate(counter, name, CATALOG[name]).status == "not-applicable"
+
+
 def test_undeclared_observable_makes_its_checks_not_applicable() -> None:
     """An adapter without ``hooks`` (the framework has none) gets no verdict on
     train.after-train-iter."""

@@ -61,3 +61,19 @@ class SameStepStrict(External):
         env = replace(scenario.env, autoreset="same-step")
         trainer = replace(scenario.trainer, warmup_gate="stored>")
         return super().run_trainer(replace(scenario, env=env, trainer=trainer))
+
+
+class PlainWithoutCounter(External):
+    """A framework with plain train accounting and no global counter: refimpl run as the
+    ``plain`` variant of train.synced-schedule, its counters left at 0 (a stand-in the
+    adapter would record, and does not declare as the observable ``counter``)."""
+
+    def run_trainer(self, scenario: TrainerScenario) -> Trace:
+        from dataclasses import replace
+
+        from conformance.variants import variant_scenario
+
+        model = variant_scenario("train.synced-schedule", "plain", scenario)
+        trace = super().run_trainer(scenario if model is None else model)
+        events = tuple(replace(e, counter=0) if hasattr(e, "counter") else e for e in trace.events)
+        return Trace(events, trace.header)
