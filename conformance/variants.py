@@ -21,6 +21,7 @@ from conformance.scenario import (
     TrainerScenario,
 )
 from refimpl.errors import ConfigError
+from refimpl.preprocess import RewardTransform
 from refimpl.replay import Rounding, per_env_capacity
 
 __all__ = ["UNDECLARABLE", "VARIANTS", "model_scenario", "undeclarable", "variant_scenario"]
@@ -93,8 +94,19 @@ def _total_capacity(rounding: Rounding) -> Transform:
     return apply
 
 
+def _unheld_first_reward(s: Scenario) -> Scenario | None:
+    """preprocess.transform ``transition-rows``: a reward transform leaves FIRST items'
+    reward as unrolled (:class:`~refimpl.preprocess.RewardTransform` ``first="unheld"``)."""
+    if not isinstance(s, TrainerScenario) or not isinstance(s.preprocess, RewardTransform):
+        return None
+    return replace(s, preprocess=replace(s.preprocess, first="unheld"))
+
+
 VARIANTS: dict[tuple[str, str], Transform] = {
     ("timestep.auto-reset", "same-step"): _env(autoreset="same-step"),
+    # SB3 2.9.2, Tianshou 2.0.1, TorchRL 0.14.1: a row is a transition holding the reward out
+    # of its observation, so no row holds the reward into a first observation.
+    ("preprocess.transform", "transition-rows"): _unheld_first_reward,
     ("unroll.fractional-schedule", "alf-float-carry"): _trainer(unroll_carry="alf-float"),
     ("unroll.num-env-steps", "non-first"): _trainer(env_step_count="non-first"),
     ("train.synced-schedule", "plain"): _trainer(train_accounting="plain"),

@@ -100,21 +100,30 @@ class Identity:
 
 @dataclass(frozen=True)
 class RewardTransform:
-    """Store every row with ``reward * scale + shift`` (exact rationals)."""
+    """Store every row with ``reward * scale + shift`` (exact rationals). ``first="unheld"``
+    is the variant ``transition-rows`` of ``preprocess.transform``: a FIRST's reward (the
+    reward into a first observation, 0) is stored unchanged, as in a framework whose rows are
+    transitions and hold no such reward for a transform to reach."""
 
     scale: Fraction = Fraction(1)
     shift: Fraction = Fraction(0)
+    first: Literal["transform", "unheld"] = "transform"
     kind: Literal["reward_transform"] = "reward_transform"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "scale", parse_fraction("scale", self.scale))
         object.__setattr__(self, "shift", parse_fraction("shift", self.shift))
+        if self.first not in ("transform", "unheld"):
+            raise ConfigError("first", self.first, "'transform' or 'unheld'")
 
     def build(self) -> Runtime:
-        scale, shift = float(self.scale), float(self.shift)
+        scale, shift, unheld = float(self.scale), float(self.shift), self.first == "unheld"
 
         def step(rows: Rows) -> list[Verdict]:
-            return [Verdict("store", {**rows, "reward": rows["reward"] * scale + shift})]
+            reward = rows["reward"] * scale + shift
+            if unheld:
+                reward = torch.where(rows["step_type"] == StepType.FIRST, rows["reward"], reward)
+            return [Verdict("store", {**rows, "reward": reward})]
 
         return _Stateless(step)
 

@@ -369,12 +369,13 @@ def check_exclusion(scenario: Scenario, trace: Trace, ctx: Context) -> None:
 
 def check_transform(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     """preprocess.transform: the transformed field as the clause says, every other field
-    (the discount included) as unrolled."""
+    (the discount included) as unrolled; under the variant ``transition-rows``
+    (``first="unheld"``) a FIRST's reward as unrolled too."""
     sc = trainer_scenario(scenario)
     p = sc.preprocess
 
     def want(item: Item, st: int, reward: float, discount: float) -> tuple[int, float, float]:
-        if isinstance(p, RewardTransform):
+        if isinstance(p, RewardTransform) and not (p.first == "unheld" and st == StepType.FIRST):
             reward = float(Fraction(reward) * p.scale + p.shift)
         if isinstance(p, OverwriteStepType):
             hit = item[2] == p.t if p.when == "t" else (st == StepType.LAST and discount != 0)
