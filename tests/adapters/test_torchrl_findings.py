@@ -107,11 +107,27 @@ def test_the_trainer_trains_every_batch_however_few_frames_the_mask_keeps() -> N
         return batch
 
     buffer = ReplayBuffer(storage=LazyTensorStorage(64), sampler=RandomSampler(), batch_size=1)
+    writes: list[int] = []
+    extend = buffer.extend
+
+    def counted_extend(data: TensorDictBase) -> Any:
+        writes.append(data.numel())
+        return extend(data)
+
+    buffer.extend = counted_extend
     calls: list[int] = []
     trainer = _trainer(_collector(4, 5, postproc=keep_first), buffer, calls)
     ReplayBufferTrainer(buffer, batch_size=1, flatten_tensordicts=True).register(trainer)
     trainer.train()
-    assert len(buffer) == 5  # one frame stored per batch: 5 of 20
+    assert writes == [1] * 5  # one write per batch, after the batch: 5 of 20 frames
+    # roots of the batches: [0 1 2 0], [1 2 0 1], [2 0 1 2], [0 1 2 0], [1 2 0 1]
+    assert buffer.storage[torch.arange(5)].get("observation").flatten().tolist() == [
+        0.0,
+        1.0,
+        2.0,
+        0.0,
+        1.0,
+    ]
     assert trainer.collected_frames == 5
     assert len(calls) == 5  # one optimisation step per batch all the same
 
