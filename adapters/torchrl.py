@@ -37,6 +37,29 @@ the counter is the collector's batch count (per iteration) or the Trainer's ``_o
 (``pad_output``). When no stored trajectory holds a slice, ``SliceSampler`` raises and
 ``Trainer.train`` stops: the trace ends there (header ``stopped``).
 
+**Preprocessing** (``run_trainer`` with a preprocessor), written as a TorchRL user writes it;
+the stores are read back from the storage at the indices ``extend`` returns. Per-step
+transforms and exclusions are the collector's ``postproc`` (``collectors/_single.py``,
+``_postproc``): a reward transform rescales ``("next", "reward")`` (a frame holds no reward
+into its root, so a FIRST keeps 0); a step-type overwrite at ``t`` sets or clears ``is_init``,
+one of truncated ends to MID clears ``("next", "truncated")`` and ``("next", "done")``
+(overwrites to a LAST root, or of a truncated end to FIRST, are refused: no frame holds
+them); an exclusion sets ``("collector", "mask")``, which
+``ReplayBufferTrainer(flatten_tensordicts=True).extend`` applies (``trainers/trainers.py``)
+before one write per batch into a 1-D ``LazyTensorStorage(capacity * B)``, env after env;
+task ids come from the env's info (``default_info_dict_reader``, ``envs/gym_like.py``). The
+hook records what it excluded, with its reason. Episode-delayed writes are
+``Collector(trajs_per_batch=1, trajs_per_write=1, replay_buffer=...)`` (``collectors/_base.py``,
+``_iter_by_trajectories``): each finished trajectory is one write of its ``L`` frames into a
+1-D storage, after the collector batch that finished it, through a replay-buffer transform
+whose inverse (run by ``ReplayBuffer.extend``, ``data/replay_buffers/replay_buffers/base.py``)
+sets the annotation and drops the episodes ``keep`` rejects; the Trainer gets ``None``
+batches and gates on the buffer's write count (``Trainer(replay_buffer=...)``,
+``Trainer.train``). What the collector still holds is its partial trajectories
+(``_traj_assembly``): the iteration ends count them and the run end names them, under either
+pending policy (TorchRL never writes them). A write with no frame, or a sample from a buffer
+nothing was written to, raises in TorchRL; the trace ends there (header ``stopped``).
+
 **Replay, learner, relabel.** ``run_replay`` fills the same storage one collector step at a
 time and samples as above; a draw TorchRL refuses (``RuntimeError`` from an empty storage or
 when no trajectory holds a slice) is recorded as an empty draw, TorchRL's way of saying there
@@ -78,7 +101,15 @@ with warnings.catch_warnings():  # TorchRL's import warns of its own deprecated 
             Unbounded,
         )
         from torchrl.data.postprocs import MultiStep
-        from torchrl.envs import Compose, GymWrapper, InitTracker, TensorDictPrimer, TransformedEnv
+        from torchrl.envs import (
+            Compose,
+            GymWrapper,
+            InitTracker,
+            TensorDictPrimer,
+            Transform,
+            TransformedEnv,
+        )
+        from torchrl.envs.gym_like import default_info_dict_reader
         from torchrl.objectives.value import GAE, TD0Estimator
         from torchrl.trainers import ReplayBufferTrainer, Trainer
     except ImportError as exc:  # pragma: no cover - exercised only without the framework
@@ -96,7 +127,16 @@ from conformance.scenario import (
     ReplayScenario,
     TrainerScenario,
 )
-from refimpl.preprocess import Identity
+from refimpl.preprocess import (
+    EpisodeDelayed,
+    ExcludeEpisodes,
+    ExcludeSteps,
+    ExcludeTasks,
+    Identity,
+    OverwriteStepType,
+    PreprocessorSpec,
+    RewardTransform,
+)
 from refimpl.replay import SamplingSpec
 from refimpl.step_type import StepType
 from refimpl.toy_envs.gym_env import ToyEnv, make_env_fns
@@ -105,6 +145,7 @@ from refimpl.trace import (
     Advantages,
     EnvStep,
     Event,
+    Exclude,
     Hook,
     IterationEnd,
     IterationStart,
@@ -130,6 +171,17 @@ trajectory holds a slice (``data/replay_buffers/samplers/slice.py``, ``_sample_s
 _EMPTY = "Cannot sample from an empty storage"
 """The ``RuntimeError`` TorchRL 0.14.1's samplers raise on an empty storage
 (``data/replay_buffers/samplers/random.py``, ``slice.py``)."""
+
+_EMPTY_WRITE = "Expected at least one element in extend"
+"""The start of the ``RuntimeError`` TorchRL 0.14.1's ``RoundRobinWriter.extend`` raises on a
+write with no frame (``data/replay_buffers/writers/round_robin.py``)."""
+_UNINITIALIZED = "Cannot get elements out of a non-initialized storage"
+"""The ``RuntimeError`` TorchRL 0.14.1's ``TensorStorage.get`` raises before the first write
+(``data/replay_buffers/storages/tensor.py``), e.g. when ``SliceSampler`` reads its
+trajectory ids from a buffer nothing was written to."""
+_STOPS = (_NO_SLICE, _EMPTY, _EMPTY_WRITE, _UNINITIALIZED)
+_TASK_ID = "task_id"
+_MASK = ("collector", "mask")
 
 Item = tuple[int, int, int]
 
@@ -178,10 +230,16 @@ def _with_transforms(base: Any) -> TransformedEnv:
     return TransformedEnv(base, Compose(InitTracker(), primer))
 
 
-def _vector_env(spec: EnvSpec, seed: int) -> TransformedEnv:
-    """All envs of ``spec`` as one batched TorchRL env, reset by TorchRL itself."""
+def _vector_env(spec: EnvSpec, seed: int, task_ids: bool = False) -> TransformedEnv:
+    """All envs of ``spec`` as one batched TorchRL env, reset by TorchRL itself; with
+    ``task_ids``, the toy env's ``info["task_id"]`` is read into each frame
+    (``default_info_dict_reader``, ``envs/gym_like.py``)."""
     vector = SyncVectorEnv(make_env_fns(spec, seed), autoreset_mode=AutoresetMode.DISABLED)
-    return _with_transforms(GymWrapper(vector, categorical_action_encoding=True))
+    base = GymWrapper(vector, categorical_action_encoding=True)
+    if task_ids:
+        shape = Unbounded(shape=base.batch_size, dtype=torch.int64)
+        base.set_info_dict_reader(default_info_dict_reader([_TASK_ID], spec={_TASK_ID: shape}))
+    return _with_transforms(base)
 
 
 def _single_env(spec: EnvSpec, env: int, seed: int) -> TransformedEnv:
@@ -357,7 +415,187 @@ def _sampler(sampling: SamplingSpec) -> Any:
     )
 
 
+# -- preprocessing: the user's hooks ----------------------------------------------------------------
+_Exclusion = tuple[list[Item], str]
+
+
+def _flat_buffer(capacity: int, sampler: Any, seed: int, batch: int, **kwargs: Any) -> Any:
+    """``ReplayBuffer`` over a 1-D ``LazyTensorStorage(capacity)``, written in write order:
+    what a masked ``[B, T]`` batch (flattened by the mask) and whole trajectories need."""
+    return ReplayBuffer(
+        storage=LazyTensorStorage(capacity),
+        sampler=sampler,
+        batch_size=batch,
+        generator=torch.Generator().manual_seed(seed),
+        **kwargs,
+    )
+
+
+def _selected(spec: PreprocessorSpec, batch: TensorDictBase) -> torch.Tensor:
+    """The frames an exclusion selects, by their root observation ``(env, episode, t)`` or
+    the task id read from the env's info."""
+    observation = batch.get("observation")
+    episode, t = observation[..., 1].to(torch.int64), observation[..., 2].to(torch.int64)
+    if isinstance(spec, ExcludeSteps):
+        return t % spec.every == spec.offset
+    if isinstance(spec, ExcludeEpisodes):
+        return episode % spec.every == spec.offset
+    assert isinstance(spec, ExcludeTasks)
+    return torch.isin(batch.get(_TASK_ID), torch.tensor(spec.task_ids, dtype=torch.int64))
+
+
+_REASONS = {ExcludeSteps: "step", ExcludeEpisodes: "episode", ExcludeTasks: "task"}
+
+
+class _StepHook:
+    """The user's collector ``postproc`` (``collectors/_single.py``, ``_postproc``): it edits
+    each collector batch before the Trainer's ``batch_process`` ops see it. A reward
+    transform rescales ``("next", "reward")``; a step-type overwrite at ``t`` sets
+    ``is_init`` of those roots (FIRST) or clears it (MID), and at truncated ends clears
+    ``("next", "truncated")`` and ``("next", "done")`` so the episode reads as going on; an
+    exclusion sets ``("collector", "mask")`` to the frames it keeps, which
+    ``ReplayBufferTrainer(flatten_tensordicts=True).extend`` applies before writing
+    (``trainers/trainers.py``), and notes what it dropped, with its reason."""
+
+    def __init__(self, spec: PreprocessorSpec, excluded: list[_Exclusion]) -> None:
+        self.spec = spec
+        self.excluded = excluded
+
+    def __call__(self, batch: TensorDictBase) -> TensorDictBase:
+        spec = self.spec
+        if isinstance(spec, RewardTransform):
+            reward = batch.get(("next", "reward"))
+            batch.set(("next", "reward"), reward * float(spec.scale) + float(spec.shift))
+        elif isinstance(spec, OverwriteStepType) and spec.when == "t":
+            hit = batch.get("observation")[..., 2:3].to(torch.int64) == spec.t
+            batch.set("is_init", torch.where(hit, spec.to == "FIRST", batch.get("is_init")))
+        elif isinstance(spec, OverwriteStepType):
+            hit = batch.get(("next", "truncated"))
+            for key in (("next", "truncated"), ("next", "done")):
+                batch.set(key, batch.get(key) & ~hit)
+        else:
+            selected = _selected(spec, batch)
+            batch.set(_MASK, ~selected)
+            if bool(selected.any()):
+                dropped = _items(batch.get("observation")[selected])
+                self.excluded.append((dropped, _REASONS[type(spec)]))
+        return batch
+
+
+class _Annotate(Transform):
+    """The user's replay-buffer transform for episode-delayed writes. Its inverse runs on
+    every write (``ReplayBuffer.extend``, ``data/replay_buffers/replay_buffers/base.py``),
+    which ``Collector(trajs_per_batch=..., trajs_per_write=1, replay_buffer=...)`` makes once
+    per completed trajectory (``collectors/_base.py``, ``_iter_by_trajectories``): it sets
+    ``annotation`` to 1.0 if the trajectory terminated, else 0.0, and drops a trajectory
+    whose outcome ``keep`` rejects, noting it excluded (reason ``outcome``)."""
+
+    def __init__(self, keep: str, excluded: list[_Exclusion]) -> None:
+        super().__init__(in_keys_inv=[("next", "terminated")], out_keys_inv=["annotation"])
+        self.keep = keep
+        self.excluded = excluded
+
+    def _inv_call(self, tensordict: TensorDictBase) -> TensorDictBase:
+        success = bool(tensordict.get(("next", "terminated"))[-1].all())
+        annotation = torch.full(tensordict.shape, float(success), dtype=torch.float32)
+        tensordict.set("annotation", annotation)
+        if self.keep != "all" and (self.keep == "success") != success:
+            self.excluded.append((_items(tensordict.get("observation")), "outcome"))
+            return tensordict[:0]
+        return tensordict
+
+
+def _partial_items(collector: Collector) -> list[Item]:
+    """The items of the trajectories the collector still assembles (``_traj_assembly``, set
+    by ``_iter_by_trajectories``): frames it holds and never wrote, in env, then unroll
+    order."""
+    assembly = getattr(collector, "_traj_assembly", None)
+    if assembly is None:
+        return []
+    items = [i for chunks in assembly[0].values() for c in chunks for i in _items(c["observation"])]
+    return sorted(items)
+
+
+@dataclass(frozen=True)
+class _StoredRow:
+    """A frame read back from the buffer's storage, as a spec row."""
+
+    item: Item
+    step_type: int
+    reward: float
+    annotation: float
+
+
+@dataclass
+class _StoredView:
+    """Reads frames back from the storage as rows: the step type from the stored
+    ``is_init``; the reward into a root is the stored ``("next", "reward")`` of the env's
+    previous stored frame when that frame's next observation is this root (0 at FIRST);
+    when that frame was not stored (excluded), the storage holds no reward into the root
+    and the unrolled one is named."""
+
+    last: dict[int, tuple[Item, float]] = field(default_factory=dict)
+
+    def rows(self, frames: TensorDictBase, unrolled: dict[Item, _Row]) -> list[_StoredRow]:
+        items = _items(frames.get("observation"))
+        first = _flags(frames, "is_init")
+        nexts = _items(frames.get(("next", "observation")))
+        reward_next = _values(frames, ("next", "reward"))
+        keys = frames.keys()
+        annotation = _values(frames, "annotation") if "annotation" in keys else [0.0] * len(items)
+        out = []
+        for i, item in enumerate(items):
+            previous = self.last.get(item[0])
+            if first[i]:
+                reward = 0.0
+            elif previous is not None and previous[0] == item:
+                reward = previous[1]
+            else:
+                reward = unrolled[item].reward
+            self.last[item[0]] = (nexts[i], reward_next[i])
+            out.append(_StoredRow(item, _FIRST if first[i] else _MID, reward, annotation[i]))
+        return out
+
+
+def _stored_event(iteration: int, rows: Sequence[_StoredRow]) -> Store:
+    return Store(
+        iteration,
+        tuple(r.item[0] for r in rows),
+        tuple(r.item[1] for r in rows),
+        tuple(r.item[2] for r in rows),
+        tuple(r.step_type for r in rows),
+        tuple(r.reward for r in rows),
+        (1.0,) * len(rows),
+        tuple(r.annotation for r in rows),
+    )
+
+
+def _read_back(buffer: Any, index: torch.Tensor) -> TensorDictBase:
+    """The frames a write put in the storage, read from it at the indices ``extend``
+    returned (``(time, env)`` pairs for the ``ndim=2`` storage, in time-major order)."""
+    if index.ndim == 2:
+        return buffer.storage[tuple(index.unbind(-1))]
+    return buffer.storage[index]
+
+
 # -- trainer ----------------------------------------------------------------------------------------
+def _preprocess_support(spec: PreprocessorSpec) -> None:
+    """Raise :class:`Unsupported` for the step-type overwrites a frame cannot hold: a root is
+    FIRST (``is_init``) or MID, never LAST, and the final observation of a truncated episode
+    lives only under ``"next"``, where nothing marks a FIRST."""
+    if not isinstance(spec, OverwriteStepType):
+        return
+    if (spec.when == "t" and spec.to == "LAST") or (
+        spec.when == "truncated-last" and spec.to == "FIRST"
+    ):
+        raise Unsupported(
+            f"OverwriteStepType(to={spec.to!r}, when={spec.when!r}): a TorchRL 0.14.1 frame's "
+            "root is marked reset (is_init) or not, never LAST, and a truncated episode's "
+            "last observation is only the ('next', 'observation') of its last frame",
+            f"{_SOURCE}/envs/transforms/transforms.py",
+        )
+
+
 def _trainer_support(sc: TrainerScenario) -> None:
     """Raise :class:`Unsupported` for every knob TorchRL's Collector + Trainer loop cannot
     express."""
@@ -378,13 +616,7 @@ def _trainer_support(sc: TrainerScenario) -> None:
             "_setup_frames_per_batch); only integer u >= 1 is expressible",
             f"{_SOURCE}/collectors/_single.py",
         )
-    if not isinstance(sc.preprocess, Identity):
-        raise Unsupported(
-            f"preprocessing {type(sc.preprocess).__name__}: the Trainer's batch_process ops "
-            "see the whole [B, T] collector batch, which the replay buffer writes column by "
-            "column: no per-item exclusion, hold or release",
-            trainer_py,
-        )
+    _preprocess_support(sc.preprocess)
     if cfg.num_env_steps and cfg.num_iterations:
         raise Unsupported(
             "num_env_steps with num_iterations: the Trainer stops training when the "
@@ -407,15 +639,21 @@ def _trainer_support(sc: TrainerScenario) -> None:
 
 class _TrainerRecorder:
     """Records a Trainer run: iterations at ``collector.rollout``, env steps and stores at
-    the replay buffer's ``extend``, train calls at ``trainer.optim_steps``, updates in the
-    loss, hooks at the Trainer's ``post_optim`` and ``post_steps`` ops."""
+    the replay buffer's ``extend`` (the stores read back from its storage), exclusions
+    where the user's hook noted them, train calls at ``trainer.optim_steps``, updates in the
+    loss, hooks at the Trainer's ``post_optim`` and ``post_steps`` ops, and what the
+    collector still holds (its partial trajectories) at every iteration end and the run
+    end."""
 
     def __init__(self, sc: TrainerScenario) -> None:
         self.sc = sc
         self.length = sc.trainer.mini_batch_length
+        self.delayed = isinstance(sc.preprocess, EpisodeDelayed)
         self.events: list[Event] = []
         self.view = _RowView()
+        self.stored_view = _StoredView()
         self.pending: list[list[_Row]] = []
+        self.excluded: list[_Exclusion] = []
         self.iteration = 0
         self.calls = 0
         self.updates = 0
@@ -432,6 +670,12 @@ class _TrainerRecorder:
             return int(self.trainer._optim_count)
         return int(self.collector._iter) + 1
 
+    def frames(self) -> int:
+        """Frames the collector produced (the Trainer's ``collected_frames`` counts what
+        the mask kept or the buffer's writes instead)."""
+        assert self.collector is not None
+        return int(self.collector._frames)
+
     def attach(self, collector: Collector, trainer: Trainer, buffer: Any) -> None:
         self.collector, self.trainer = collector, trainer
         rollout, extend, optim_steps = collector.rollout, buffer.extend, trainer.optim_steps
@@ -443,12 +687,19 @@ class _TrainerRecorder:
             self.events.append(IterationStart(self.iteration, self.counter(), unroll))
             batch = rollout()
             self.pending = [self.view.roots(batch[..., j]) for j in range(batch.shape[-1])]
+            if self.delayed:  # trajectories are written once the whole batch is in
+                self.events.extend(_env_step(self.iteration, rows) for rows in self.pending)
+                self.pending = []
             return batch
 
         def recorded_extend(data: TensorDictBase, *args: Any, **kwargs: Any) -> Any:
-            out = extend(data, *args, **kwargs)
-            self._stores(data)
-            return out
+            try:
+                index = extend(data, *args, **kwargs)
+            except RuntimeError:
+                self._exclusions()  # what the hook dropped before the write failed
+                raise
+            self._stores(data, _read_back(buffer, index))
+            return index
 
         def recorded_optim_steps(batch: TensorDictBase) -> None:
             self.trained = True
@@ -467,24 +718,41 @@ class _TrainerRecorder:
         trainer.register_op("post_optim", self._after_update)
         trainer.register_op("post_steps", self._after_iteration)
 
-    def _stores(self, data: TensorDictBase) -> None:
-        """Env steps and stores of one ``extend`` of the rollout's ``[B, T]`` batch: vector
-        step ``j``, then the frames written from column ``j``. The buffer writes the batch
-        in one call and nothing samples in between, so this order is the write's own. Data of
-        another shape is recorded as the pending steps, then one store in write order."""
-        columns = [data[..., j] for j in range(data.shape[-1])] if data.ndim == 2 else [data]
-        if len(columns) == len(self.pending):
-            for rows, column in zip(self.pending, columns):
-                self.events.append(_env_step(self.iteration, rows))
-                self._store(_items(column.get("observation")))
-        else:
-            self.events.extend(_env_step(self.iteration, rows) for rows in self.pending)
-            self._store(_items(data.get("observation")))
+    def _exclusions(self) -> None:
+        """Env steps not yet recorded, then what the user's hook excluded since."""
+        self.events.extend(_env_step(self.iteration, rows) for rows in self.pending)
         self.pending = []
+        for items, reason in self.excluded:
+            self.events.append(
+                Exclude(
+                    self.iteration,
+                    tuple(i[0] for i in items),
+                    tuple(i[1] for i in items),
+                    tuple(i[2] for i in items),
+                    reason,
+                )
+            )
+        self.excluded.clear()
 
-    def _store(self, items: list[Item]) -> None:
-        self.events.append(_store(self.iteration, [self.view.rows[i] for i in items]))
-        self.stored += len(items)
+    def _stores(self, data: TensorDictBase, stored: TensorDictBase) -> None:
+        """Stores of one ``extend``, read back from the storage. A ``[B, T]`` batch into the
+        ``ndim=2`` storage is written column by column (vector step ``j``, then the frames of
+        column ``j``; nothing samples in between, so this order is the write's own): its env
+        steps were held back to interleave. Any other write is one store in write order."""
+        rows = self.stored_view.rows(stored, self.view.rows)
+        if data.ndim == 2 and len(self.pending) == data.shape[-1]:
+            width = data.shape[0]
+            for j, unrolled in enumerate(self.pending):
+                self.events.append(_env_step(self.iteration, unrolled))
+                self._store(rows[j * width : (j + 1) * width])
+            self.pending = []
+        else:
+            self._exclusions()
+            self._store(rows)
+
+    def _store(self, rows: Sequence[_StoredRow]) -> None:
+        self.events.append(_stored_event(self.iteration, rows))
+        self.stored += len(rows)
 
     def loss(self, batch: TensorDictBase) -> TensorDictBase:
         """The trivial loss: records the sampled windows and returns a zero loss."""
@@ -500,21 +768,34 @@ class _TrainerRecorder:
         self.updates += 1
 
     def _after_iteration(self) -> None:
-        assert self.trainer is not None
+        assert self.trainer is not None and self.collector is not None
+        self._exclusions()
         if not self.trained:
             self.events.append(
                 TrainCall(self.iteration, self.calls, self.counter(), "warmup", self.stored)
             )
             self.calls += 1
         self.events.append(Hook(self.iteration, "after_train_iter"))
-        frames = int(self.trainer.collected_frames)
-        self.events.append(IterationEnd(self.iteration, self.counter(), frames, self.stored, 0))
+        held = len(_partial_items(self.collector))
+        self.events.append(
+            IterationEnd(self.iteration, self.counter(), self.frames(), self.stored, held)
+        )
 
     def trace(self, stopped: str = "") -> Trace:
-        assert self.trainer is not None
-        frames = int(self.trainer.collected_frames)
+        assert self.collector is not None
+        held = _partial_items(self.collector)
         policy = self.sc.trainer.pending_at_end
-        events = [*self.events, RunEnd(self.iteration, frames, policy, (), (), ())]
+        events = [
+            *self.events,
+            RunEnd(
+                self.iteration,
+                self.frames(),
+                policy,
+                tuple(i[0] for i in held),
+                tuple(i[1] for i in held),
+                tuple(i[2] for i in held),
+            ),
+        ]
         header: dict[str, Any] = {"producer": "torchrl", "seed": self.sc.seed}
         if stopped:
             header["stopped"] = stopped
@@ -523,7 +804,7 @@ class _TrainerRecorder:
 
 def _run_trainer(sc: TrainerScenario) -> Trace:
     _trainer_support(sc)
-    cfg, spec = sc.trainer, sc.env
+    cfg, spec, hook = sc.trainer, sc.env, sc.preprocess
     sampler = _sampler(sc.sampling)
     num_envs, u = spec.num_envs, int(cfg.unroll_length)
     frames_per_batch = u * num_envs
@@ -532,16 +813,26 @@ def _run_trainer(sc: TrainerScenario) -> Trace:
     # "stored > n" is "stored >= n + 1".
     warmup = cfg.initial_collect_steps + (1 if cfg.warmup_gate == "stored>" else 0)
     batch = (cfg.mini_batch_size or num_envs) * cfg.mini_batch_length
+    masked = isinstance(hook, (ExcludeSteps, ExcludeEpisodes, ExcludeTasks))
     recorder = _TrainerRecorder(sc)
     with _seeded(sc.seed):
+        env = _vector_env(spec, sc.seed, task_ids=isinstance(hook, ExcludeTasks))
+        writes: dict[str, Any] = {}
+        if isinstance(hook, EpisodeDelayed):
+            transform = _Annotate(hook.keep, recorder.excluded)
+            buffer = _flat_buffer(
+                cfg.capacity * num_envs, sampler, sc.seed, batch, transform=transform
+            )
+            writes = {"trajs_per_batch": 1, "trajs_per_write": 1, "replay_buffer": buffer}
+        elif masked:
+            buffer = _flat_buffer(cfg.capacity * num_envs, sampler, sc.seed, batch)
+        else:
+            buffer = _buffer(cfg.capacity, num_envs, sampler, sc.seed, batch)
+        if not isinstance(hook, (Identity, EpisodeDelayed)):
+            writes = {"postproc": _StepHook(hook, recorder.excluded)}
         collector = _collector(
-            _vector_env(spec, sc.seed),
-            spec,
-            frames_per_batch,
-            total,
-            init_random_frames=warmup or None,
+            env, spec, frames_per_batch, total, init_random_frames=warmup or None, **writes
         )
-        buffer = _buffer(cfg.capacity, num_envs, sampler, sc.seed, batch)
         trainer = Trainer(
             collector=collector,
             total_frames=total,
@@ -553,13 +844,14 @@ def _run_trainer(sc: TrainerScenario) -> Trace:
             save_trainer_interval=2**62,
             log_interval=2**62,
             auto_log_optim_steps=False,
+            replay_buffer=buffer if "replay_buffer" in writes else None,
         )
-        ReplayBufferTrainer(buffer, batch_size=batch).register(trainer)
+        ReplayBufferTrainer(buffer, batch_size=batch, flatten_tensordicts=masked).register(trainer)
         recorder.attach(collector, trainer, buffer)
         try:
             trainer.train()
         except RuntimeError as exc:
-            if _NO_SLICE not in str(exc):
+            if not any(stop in str(exc) for stop in _STOPS):
                 raise
             collector.shutdown()
             return recorder.trace(stopped=f"RuntimeError: {exc}")
@@ -961,7 +1253,8 @@ class TorchRLAdapter:
     def run_trainer(self, scenario: TrainerScenario) -> Trace:
         """``Trainer`` with ``ReplayBufferTrainer`` over a ``Collector`` of ``u*B`` frames per
         batch and a ``LazyTensorStorage(capacity*B, ndim=2)`` (one ring of ``capacity``
-        frames per env)."""
+        frames per env); a 1-D ``LazyTensorStorage(capacity*B)`` for exclusions and
+        episode-delayed writes (see the module docstring)."""
         return _run_trainer(scenario)
 
     def run_replay(self, scenario: ReplayScenario) -> Trace:

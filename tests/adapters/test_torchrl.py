@@ -22,7 +22,7 @@ from conformance.scenario import (
     TrainerScenario,
 )
 from refimpl.config import TrainerConfig
-from refimpl.preprocess import ExcludeSteps
+from refimpl.preprocess import EpisodeDelayed, ExcludeSteps, OverwriteStepType, RewardTransform
 from refimpl.replay import SamplingSpec
 from refimpl.toy_envs.schedule import CycleSchedule, EpisodePlan, FixedSchedule
 from refimpl.toy_envs.spec import EnvSpec
@@ -164,16 +164,85 @@ def test_trainer_knobs_torchrl_cannot_express(knobs: dict[str, Any]) -> None:
         _trainer(EnvSpec(1, (FixedSchedule(3),)), num_iterations=2, **knobs)
 
 
-def test_preprocessing_and_periods_are_unsupported() -> None:
+def test_unexpressible_overwrites_and_periods_are_unsupported() -> None:
     env = EnvSpec(1, (FixedSchedule(3),))
-    with pytest.raises(Unsupported, match="ExcludeSteps"):
+    with pytest.raises(Unsupported, match="never LAST"):
         ADAPTER.run_trainer(
-            TrainerScenario(env, TrainerConfig(num_iterations=2), preprocess=ExcludeSteps(2, 0))
+            TrainerScenario(
+                env, TrainerConfig(num_iterations=2), preprocess=OverwriteStepType("LAST", "t", 1)
+            )
         )
     with pytest.raises(Unsupported, match="period"):
         ADAPTER.run_replay(
             ReplayScenario(env, 8, 4, SamplingSpec(window_length=2, period=2), batch_size=2)
         )
+
+
+def _preprocessed(preprocess: Any, env: EnvSpec, **knobs: Any) -> Trace:
+    scenario = TrainerScenario(env, TrainerConfig(**knobs), preprocess=preprocess)
+    return ADAPTER.run_trainer(scenario)
+
+
+def test_exclusion_masks_frames_and_still_trains_every_batch() -> None:
+    # One env, u = 2, episodes of 3 transitions, ExcludeSteps(2, 1): batches of roots
+    # [t0, t1], [t2, t0'], [t1', t2']; the mask drops every t = 1. Stores are read back from
+    # the storage, one write per batch.
+    trace = _preprocessed(
+        ExcludeSteps(2, 1),
+        EnvSpec(1, (FixedSchedule(3),)),
+        unroll_length=Fraction(2),
+        num_iterations=3,
+    )
+    assert _items(trace, "store") == [[(0, 0, 0)], [(0, 0, 2), (0, 1, 0)], [(0, 1, 2)]]
+    assert _items(trace, "exclude") == [[(0, 0, 1)], [(0, 1, 1)]]
+    assert [e.reason for e in trace.of_kind("exclude")] == ["step", "step"]
+    # the reward into t = 2 was in the excluded frame: the storage holds none, the unroll's
+    # (2) is named
+    assert [e.reward for e in trace.of_kind("store")] == [(0.0,), (2.0, 0.0), (2.0,)]
+    # TorchRL's Trainer trains on every batch, however few frames the mask kept
+    assert [c.status for c in trace.of_kind("train_call")] == ["trained"] * 3
+    assert [e.stored_total for e in trace.of_kind("iteration_end")] == [1, 3, 4]
+
+
+def test_a_batch_the_mask_empties_stops_the_run() -> None:
+    trace = _preprocessed(ExcludeSteps(2, 0), EnvSpec(1, (FixedSchedule(3),)), num_iterations=3)
+    assert "Expected at least one element in extend" in trace.header["stopped"]
+    assert _items(trace, "exclude") == [[(0, 0, 0)]]
+    assert list(trace.of_kind("store")) == []
+
+
+def test_reward_transform_rescales_the_stored_next_reward() -> None:
+    # reward into t is t; stored 1/2 * t - 1 except at FIRST, where no reward is stored
+    trace = _preprocessed(
+        RewardTransform(Fraction(1, 2), Fraction(-1)),
+        EnvSpec(1, (FixedSchedule(3),)),
+        num_iterations=4,
+    )
+    assert [e.reward for e in trace.of_kind("env_step")] == [(0.0,), (1.0,), (2.0,), (0.0,)]
+    assert [e.reward for e in trace.of_kind("store")] == [(0.0,), (-0.5,), (0.0,), (0.0,)]
+
+
+def test_delayed_episodes_are_written_whole_and_annotated() -> None:
+    # Episodes of 2 transitions; warm-up 1 so that the Trainer does not sample the empty
+    # buffer. Iteration 2 ends episode 0: its 2 frames are written, annotated 1 (terminated);
+    # episode 1's first frame is still in the collector's partial trajectories at the end.
+    trace = _preprocessed(
+        EpisodeDelayed(), EnvSpec(1, (FixedSchedule(2),)), num_iterations=3, initial_collect_steps=1
+    )
+    stores = list(trace.of_kind("store"))
+    assert _items(trace, "store") == [[(0, 0, 0), (0, 0, 1)]]
+    assert [(e.iteration, e.annotation) for e in stores] == [(2, (1.0, 1.0))]
+    assert [c.status for c in trace.of_kind("train_call")] == ["warmup", "trained", "trained"]
+    assert [e.pending for e in trace.of_kind("iteration_end")] == [1, 0, 1]
+    ((end,),) = [list(trace.of_kind("run_end"))]
+    assert list(zip(end.env, end.episode, end.t)) == [(0, 1, 0)]
+
+
+def test_delayed_without_warmup_samples_the_empty_buffer() -> None:
+    trace = _preprocessed(EpisodeDelayed(), EnvSpec(1, (FixedSchedule(2),)), num_iterations=3)
+    assert "Cannot sample from an empty storage" in trace.header["stopped"]
+    ((end,),) = [list(trace.of_kind("run_end"))]
+    assert list(zip(end.env, end.episode, end.t)) == [(0, 0, 0)]
 
 
 def test_replay_slices_are_uniform_over_trajectories() -> None:

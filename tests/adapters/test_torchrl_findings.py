@@ -1,0 +1,179 @@
+"""Minimal reproductions, with TorchRL 0.14.1 alone (no xpspec), of the findings that
+adapters/torchrl.expectations.toml declares for its preprocessing routes. Each test drives a
+three-step gymnasium episode through TorchRL's own Collector, Trainer and replay buffer,
+written as a TorchRL user would, and asserts what TorchRL does. Skipped without TorchRL."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+import pytest
+
+torchrl = pytest.importorskip("torchrl")
+
+import gymnasium as gym  # noqa: E402
+import torch  # noqa: E402
+from tensordict import TensorDict, TensorDictBase  # noqa: E402
+from torchrl.collectors import Collector  # noqa: E402
+from torchrl.data import LazyTensorStorage, RandomSampler, ReplayBuffer  # noqa: E402
+from torchrl.envs import GymWrapper  # noqa: E402
+from torchrl.trainers import ReplayBufferTrainer, Trainer  # noqa: E402
+
+EPISODE = 3
+
+
+class _Count(gym.Env[np.ndarray, np.int64]):
+    """Observation: steps since the reset; reward: that count; terminates after EPISODE
+    steps."""
+
+    observation_space = gym.spaces.Box(0.0, 100.0, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action: np.int64) -> Any:
+        self.t += 1
+        return np.full(1, self.t, np.float32), float(self.t), self.t == EPISODE, False, {}
+
+
+def _collector(frames_per_batch: int, batches: int, **kwargs: Any) -> Collector:
+    torch.manual_seed(0)
+    return Collector(
+        GymWrapper(_Count(), categorical_action_encoding=True),
+        policy=None,
+        frames_per_batch=frames_per_batch,
+        total_frames=frames_per_batch * batches,
+        **kwargs,
+    )
+
+
+def _trainer(collector: Collector, buffer: ReplayBuffer, calls: list[int], **kwargs: Any) -> Any:
+    weight = torch.nn.Parameter(torch.zeros(()))
+
+    def loss(sample: TensorDictBase) -> TensorDictBase:
+        calls.append(sample.numel())
+        return TensorDict({"loss": (weight * 0.0).sum()}, [])
+
+    trainer = Trainer(
+        collector=collector,
+        total_frames=collector.total_frames,
+        frame_skip=1,
+        optim_steps_per_batch=1,
+        loss_module=loss,
+        optimizer=torch.optim.SGD([weight], lr=0.0),
+        progress_bar=False,
+        save_trainer_interval=2**62,
+        log_interval=2**62,
+        **kwargs,
+    )
+    return trainer
+
+
+@pytest.fixture(autouse=True)
+def _quiet() -> Any:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+def test_a_reward_postproc_has_no_reward_into_a_reset_observation() -> None:
+    # preprocess.transform: the frames carry ("next", "reward") only, the reward of the step
+    # out of the root; no entry holds a reward into a reset observation, so a transform
+    # r * scale + shift never gives a FIRST item the reward `shift`.
+    def rescale(batch: TensorDictBase) -> TensorDictBase:
+        batch.set(("next", "reward"), batch.get(("next", "reward")) * 0.5 - 1.0)
+        return batch
+
+    collector = _collector(4, 1, postproc=rescale)
+    batch = next(iter(collector))
+    collector.shutdown()
+    assert "reward" not in batch.keys()  # noqa: SIM118 (a TensorDict has no __contains__)
+    assert batch.get(("next", "reward")).flatten().tolist() == [-0.5, 0.0, 0.5, -0.5]
+    assert batch.get("observation").flatten().tolist() == [0.0, 1.0, 2.0, 0.0]
+
+
+def test_the_trainer_trains_every_batch_however_few_frames_the_mask_keeps() -> None:
+    # train.excluded-earn-nothing: the postproc keeps one frame of each batch of 4; the
+    # Trainer counts the kept frames (collected_frames) but runs optim_steps for every batch.
+    def keep_first(batch: TensorDictBase) -> TensorDictBase:
+        mask = torch.zeros(batch.shape, dtype=torch.bool)
+        mask[0] = True
+        batch.set(("collector", "mask"), mask)
+        return batch
+
+    buffer = ReplayBuffer(storage=LazyTensorStorage(64), sampler=RandomSampler(), batch_size=1)
+    writes: list[int] = []
+    extend = buffer.extend
+
+    def counted_extend(data: TensorDictBase) -> Any:
+        writes.append(data.numel())
+        return extend(data)
+
+    buffer.extend = counted_extend
+    calls: list[int] = []
+    trainer = _trainer(_collector(4, 5, postproc=keep_first), buffer, calls)
+    ReplayBufferTrainer(buffer, batch_size=1, flatten_tensordicts=True).register(trainer)
+    trainer.train()
+    assert writes == [1] * 5  # one write per batch, after the batch: 5 of 20 frames
+    # roots of the batches: [0 1 2 0], [1 2 0 1], [2 0 1 2], [0 1 2 0], [1 2 0 1]
+    assert buffer.storage[torch.arange(5)].get("observation").flatten().tolist() == [
+        0.0,
+        1.0,
+        2.0,
+        0.0,
+        1.0,
+    ]
+    assert trainer.collected_frames == 5
+    assert len(calls) == 5  # one optimisation step per batch all the same
+
+
+def test_a_batch_the_mask_empties_ends_the_trainer() -> None:
+    # preprocess.exclusion: a mask that keeps no frame of a batch reaches the buffer as an
+    # empty write, which RoundRobinWriter.extend refuses; Trainer.train raises.
+    def drop_all(batch: TensorDictBase) -> TensorDictBase:
+        batch.set(("collector", "mask"), torch.zeros(batch.shape, dtype=torch.bool))
+        return batch
+
+    buffer = ReplayBuffer(storage=LazyTensorStorage(64), sampler=RandomSampler(), batch_size=1)
+    trainer = _trainer(_collector(2, 3, postproc=drop_all), buffer, [])
+    ReplayBufferTrainer(buffer, batch_size=1, flatten_tensordicts=True).register(trainer)
+    with pytest.raises(RuntimeError, match="Expected at least one element in extend"):
+        trainer.train()
+
+
+def test_trajectory_writes_hold_frames_and_keep_open_episodes_unwritten() -> None:
+    # preprocess.delayed-per-env / pending-at-end: with trajs_per_batch and a replay buffer
+    # the Collector writes each finished episode as its EPISODE frames (roots t = 0..2; the
+    # final observation is only ("next", "observation") of the last); the open episode stays
+    # in the collector's partial trajectories and is never written, not even at the end.
+    buffer = ReplayBuffer(storage=LazyTensorStorage(64))
+    collector = _collector(2, 4, trajs_per_batch=1, trajs_per_write=1, replay_buffer=buffer)
+    for _ in collector:
+        pass
+    assert buffer.write_count == 2 * EPISODE  # 8 frames collected, 2 episodes written
+    stored = buffer.storage[torch.arange(len(buffer))]
+    assert stored.get("observation").flatten().tolist() == [0.0, 1.0, 2.0] * 2
+    assert stored.get(("next", "observation")).flatten().tolist() == [1.0, 2.0, 3.0] * 2
+    partial = collector._traj_assembly[0]
+    assert [c.get("observation").flatten().tolist() for p in partial.values() for c in p] == [
+        [0.0, 1.0]
+    ]
+    collector.shutdown()
+
+
+def test_the_trainer_samples_before_any_trajectory_was_written() -> None:
+    # train.insufficient-data: with trajectory writes the Trainer's batch is None and its
+    # gate reads the buffer's write count; with init_random_frames 0 it samples the buffer
+    # before the first episode ended, and the sampler raises.
+    buffer = ReplayBuffer(storage=LazyTensorStorage(64), sampler=RandomSampler(), batch_size=1)
+    collector = _collector(1, 6, trajs_per_batch=1, trajs_per_write=1, replay_buffer=buffer)
+    trainer = _trainer(collector, buffer, [], replay_buffer=buffer)
+    ReplayBufferTrainer(buffer, batch_size=1).register(trainer)
+    with pytest.raises(RuntimeError, match="Cannot sample from an empty storage"):
+        trainer.train()
+    assert buffer.write_count == 0
