@@ -561,3 +561,22 @@ def test_auto_rollout_fragment_length_overshoots_the_batch() -> None:
     )
     lengths = [config.get_rollout_fragment_length(i) for i in (1, 2)]
     assert lengths == [13, 13] and sum(lengths) * 20 == 520
+
+
+def test_finding_a_buffer_of_one_timestep_keeps_a_whole_episode() -> None:
+    """Finding replay.eviction (trainer): capacity counts transitions over all stored episodes
+    and eviction removes whole episodes only while over it, so a buffer of capacity 1 keeps
+    both observations of a one-transition episode and samples its first."""
+    observations = [np.array([0.0, 0.0, 0.0]), np.array([0.0, 0.0, 1.0])]
+    episode = SingleAgentEpisode(
+        observations=observations,
+        actions=[0],
+        rewards=[1.0],
+        terminated=True,
+        len_lookback_buffer=0,
+    )
+    buffer = EpisodeReplayBuffer(capacity=1)
+    buffer.add([episode])
+    assert buffer.get_num_timesteps() == 1 and len(buffer.episodes) == 1
+    drawn = buffer.sample(num_items=4, n_step=1, gamma=0.99, sample_episodes=True)
+    assert {int(item.get_observations(0)[2]) for item in drawn} == {0}
