@@ -103,8 +103,9 @@ what that copy holds before and after the call (``caller_episode``).
 whole-buffer training, windows longer than one item, period grids and non-uniform
 distributions; per-step exclusion (a chunk with steps cut out is no episode, and
 ``SingleAgentEpisode.concat_episode`` requires the chunk to start where the stored episode
-ends) and episode-delayed release (``training_step`` adds every returned chunk in the same
-step); in replay, period grids and non-uniform distributions, same-step env specs, and
+ends); episode-delayed release is not driven yet (it would be user code in
+``on_sample_end`` that holds chunks across ``sample()`` calls and puts them back later, as the
+reason says); in replay, period grids and non-uniform distributions, same-step env specs, and
 samplers that do not terminate: n-step sampling (the batch counter of ``_sample_episodes``
 can decrease for ``n_step >= 4``) and ``forbid`` windows no stored episode can hold (redrawn
 for ever). The adapter bounds their random draws (:class:`_BoundedRng`) and reports the

@@ -245,9 +245,12 @@ def _not_expressed(spec: PreprocessorSpec) -> tuple[str, str]:
             "env/single_agent_episode.py",
         )
     return (
-        f"{name}: DQN.training_step adds every episode chunk the env runners return to "
-        "the buffer in the same training_step (local_replay_buffer.add(episodes)); no "
-        "documented hook holds chunks back across iterations and releases them later",
+        f"{name}: not driven by this adapter yet. DQN.training_step adds every chunk that "
+        "on_sample_end leaves in the sampled list to the buffer in the same step "
+        "(local_replay_buffer.add(episodes)); a hold-and-release would be user code in that "
+        "callback that keeps removed chunks across sample() calls, glues their "
+        "continuations (SingleAgentEpisode.concat_episode), annotates them "
+        "(set_extra_model_outputs) and puts them back into a later list",
         "algorithms/dqn/dqn.py",
     )
 

@@ -486,7 +486,7 @@ def test_trainer_updates_on_stored_transition_starts(trainer_trace: Trace) -> No
         ({"mode": "on-policy"}, Identity(), "on-policy"),
         ({"mini_batch_length": 2}, Identity(), "n-step"),
         ({}, ExcludeSteps(2, 0), "concat_episode"),
-        ({}, EpisodeDelayed(), "holds chunks back"),
+        ({}, EpisodeDelayed(), "not driven by this adapter"),
     ],
 )
 def test_trainer_refuses_what_dqn_cannot_express(
