@@ -1,9 +1,9 @@
 """Adapter for RLlib 2.60.0 (``ray[rllib]``, new API stack): its ``SingleAgentEnvRunner``, the
 PPO learner connector pipeline with ``Learner.update``, ``TrainingData.shard`` and the
-``EpisodeReplayBuffer``, driven in-process on the toy env. No Ray cluster is started: none of
-these components needs one (building an ``Algorithm`` is what starts a Ray instance). Sources
-are cited as ``file:function`` under ``ray/rllib`` of the installed wheel (commit
-``b7f4259e``).
+``EpisodeReplayBuffer``, driven in-process on the toy env; and, for ``run_trainer``, DQN's own
+train loop (``Algorithm.train``) on a local Ray instance that the operation starts and shuts
+down (:mod:`adapters.rllib_trainer`; every operation runs in a fresh process). Sources are
+cited as ``file:function`` under ``ray/rllib`` of the installed wheel (commit ``b7f4259e``).
 
 **The env.** The toy env's Gymnasium face goes in as RLlib's vector env: a callable env whose
 vector entry point returns ``gymnasium.vector.SyncVectorEnv(make_env_fns(spec, seed))``
@@ -69,13 +69,47 @@ splits episodes; n-step items bootstrap with ``gamma ** n`` for the requested ``
 more step, truncated flag): the adapter hands ``Learner.update`` a copy of its own and reports
 what that copy holds before and after the call (``caller_episode``).
 
-**Not expressed** (:class:`~conformance.protocol.Unsupported`): the trainer loop (it runs only
-inside an ``Algorithm``, whose ``build_algo`` starts Ray), period grids and non-uniform
-distributions in replay, same-step env specs, and samplers that do not terminate: n-step
-sampling (the batch counter of ``_sample_episodes`` can decrease for ``n_step >= 4``) and
-``forbid`` windows no stored episode can hold (redrawn for ever). The adapter bounds their
-random draws (:class:`_BoundedRng`) and reports the scenario unsupported when the bound is
-hit.
+- ``run_trainer``: one spec iteration is one ``Algorithm.train()`` of a DQN built with
+  ``num_env_runners=0``, ``num_learners=0`` and ``min_*_per_iteration = 0``, so one
+  ``DQN._training_step_new_api_stack`` (``algorithms/dqn/dqn.py``): ``store_weight`` sampling
+  rounds of ``rollout_fragment_length = u`` per sub-env, each added to the buffer, then, once
+  ``NUM_ENV_STEPS_SAMPLED_LIFETIME >= num_steps_sampled_before_learning_starts``
+  (``initial_collect_steps``), ``sample_and_train_weight`` buffer samples each followed by
+  ``LearnerGroup.update``: the train call and its updates (``num_updates_per_train_iter`` k
+  -> ``training_intensity`` = k times the native ratio, ``dqn.py:calculate_rr_weights``;
+  ``mini_batch_size`` -> ``train_batch_size_per_learner``, default ``B``; ``capacity`` ->
+  buffer capacity ``capacity * B`` timesteps). Recorded: time steps from the chunks the runner
+  returned (a first ``on_sample_end`` callback reads them before any preprocessing, glued by
+  ``id_`` as in ``run_env``) plus the reset observation it still holds unreturned
+  (``SingleAgentEnvRunner._ongoing_episodes``); stores from the buffer class named in
+  ``replay_buffer_config["type"]`` (a subclass that reads back, after RLlib's ``add``, the steps
+  each chunk added to the stored episode, and seeds RLlib's ``default_rng(seed=None)``);
+  updates from the learner class of ``config.training(learner_class=...)`` (a
+  ``DQNTorchLearner`` whose ``_update`` keeps its batch's observations: a window of one item
+  per sampled transition); the counter is ``Algorithm.iteration``. A train call without an
+  update is ``warmup``. A sampler that raises on an empty buffer ends the run (header
+  ``stopped``). RLlib has no ``after_update`` / ``after_train_iter`` hook calls recorded
+  here (capability ``hooks`` not declared) and holds no item back at the end (``pending``
+  empty).
+- Preprocessing is the user's ``on_sample_end`` callback (``env/single_agent_env_runner.py:
+  sample`` calls it with the list it then returns; ``config.callbacks(on_sample_end=...)``):
+  ``RewardTransform`` rescales each chunk's rewards (``SingleAgentEpisode.set_rewards``; a
+  reset observation has no reward to rescale), ``OverwriteStepType(when='truncated-last')``
+  clears ``is_truncated``, ``ExcludeEpisodes`` / ``ExcludeTasks`` remove whole chunks from the
+  list (episode index from the first observation, task from its info) and record the Exclude.
+
+**Not expressed** (:class:`~conformance.protocol.Unsupported`): in the trainer, on-policy mode
+(only DQN's loop is driven), drain mode, fractional unroll lengths, ``num_env_steps`` budgets,
+whole-buffer training, windows longer than one item, period grids and non-uniform
+distributions; per-step exclusion (a chunk with steps cut out is no episode, and
+``SingleAgentEpisode.concat_episode`` requires the chunk to start where the stored episode
+ends); episode-delayed release is not driven yet (it would be user code in
+``on_sample_end`` that holds chunks across ``sample()`` calls and puts them back later, as the
+reason says); in replay, period grids and non-uniform distributions, same-step env specs, and
+samplers that do not terminate: n-step sampling (the batch counter of ``_sample_episodes``
+can decrease for ``n_step >= 4``) and ``forbid`` windows no stored episode can hold (redrawn
+for ever). The adapter bounds their random draws (:class:`_BoundedRng`) and reports the
+scenario unsupported when the bound is hit.
 """
 
 from __future__ import annotations
@@ -702,6 +736,9 @@ def _version(package: str) -> str:
 class RLlibAdapter:
     """RLlib 2.60.0 behind the xpspec protocol (capabilities env, trainer, replay, learner)."""
 
+    fresh_process_per_operation = True
+    """A trainer run starts and shuts down a Ray instance in its own process."""
+
     def info(self) -> AdapterInfo:
         return AdapterInfo(
             name="rllib",
@@ -713,8 +750,9 @@ class RLlibAdapter:
             issue_tracker="https://github.com/ray-project/ray/issues",
             notes=(
                 "SingleAgentEnvRunner, the PPO learner connector pipeline with Learner.update, "
-                "TrainingData.shard and EpisodeReplayBuffer, driven in-process without Ray; "
-                "episodes hold the final observation (NEXT_STEP autoreset)."
+                "TrainingData.shard and EpisodeReplayBuffer driven in-process; DQN's "
+                "Algorithm.train on a local Ray instance for trainer runs; episodes hold the "
+                "final observation (NEXT_STEP autoreset)."
             ),
             extra_versions={
                 "gymnasium": _version("gymnasium"),
@@ -732,15 +770,10 @@ class RLlibAdapter:
         return _run_env(scenario)
 
     def run_trainer(self, scenario: TrainerScenario) -> Trace:
-        """Not expressed: RLlib's step loop is ``Algorithm.training_step``."""
-        raise Unsupported(
-            "RLlib 2.60.0's train loop (sampling rounds, replay-buffer adds, the warm-up gate "
-            "num_steps_sampled_before_learning_starts and training_intensity's round-robin "
-            "weights) runs only inside Algorithm.training_step, and AlgorithmConfig.build_algo "
-            "starts a Ray instance; this adapter drives RLlib's components without Ray and does "
-            "not re-implement that loop",
-            f"{_SOURCE}/algorithms/dqn/dqn.py",
-        )
+        """``Algorithm.train()`` of a DQN on a local Ray instance (:mod:`adapters.rllib_trainer`)."""
+        from adapters.rllib_trainer import run_trainer
+
+        return run_trainer(scenario)
 
     def run_replay(self, scenario: ReplayScenario) -> Trace:
         """``EpisodeReplayBuffer`` filled from ``SingleAgentEnvRunner.sample(num_timesteps=1)``

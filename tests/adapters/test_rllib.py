@@ -34,6 +34,7 @@ from conformance.protocol import Unsupported
 from conformance.scenario import EnvScenario, LearnerScenario, ReplayScenario, TrainerScenario
 from refimpl import learner as lrn
 from refimpl.config import TrainerConfig
+from refimpl.preprocess import EpisodeDelayed, ExcludeSteps, Identity
 from refimpl.replay import SamplingSpec
 from refimpl.toy_envs.gym_env import make_env_fns
 from refimpl.toy_envs.schedule import FixedSchedule
@@ -412,10 +413,143 @@ def test_buffers_n_step_windows_at_episode_ends() -> None:
 
 
 # -- trainer and configuration ------------------------------------------------------------------
-def test_trainer_is_unsupported_without_a_ray_cluster() -> None:
-    scenario = TrainerScenario(EnvSpec(), TrainerConfig(num_iterations=2))
-    with pytest.raises(Unsupported, match="build_algo"):
+TRAINER = TrainerScenario(EnvSpec(1, (FixedSchedule(2),)), TrainerConfig(num_iterations=5))
+"""One env, episodes t = 0, 1, 2 (terminated); DQN with rollout_fragment_length 1, a batch of
+1 and no warm-up: one sampling round and one update per train() call."""
+
+
+@pytest.fixture(scope="module")
+def trainer_trace() -> Trace:
+    return ADAPTER.run_trainer(TRAINER)
+
+
+def test_trainer_rounds_take_a_vector_step_more_after_a_reset(trainer_trace: Trace) -> None:
+    # A round samples until one non-reset timestep was taken: iterations 3 and 5 begin with
+    # the step that returns the reset observation, which RLlib does not count.
+    steps = [
+        (e.iteration, e.env[0], e.episode[0], e.t[0]) for e in trainer_trace.of_kind("env_step")
+    ]
+    assert steps == [
+        (1, 0, 0, 0),
+        (2, 0, 0, 1),
+        (3, 0, 0, 2),
+        (3, 0, 1, 0),
+        (4, 0, 1, 1),
+        (5, 0, 1, 2),
+        (5, 0, 2, 0),
+    ]
+
+
+def test_trainer_stores_each_chunk_with_its_newest_observation(trainer_trace: Trace) -> None:
+    # The buffer receives the round's chunk, the observation the last step returned
+    # included; a new episode holding only its reset observation waits for the next round.
+    stores = [(e.iteration, list(zip(e.episode, e.t))) for e in trainer_trace.of_kind("store")]
+    assert stores == [
+        (1, [(0, 0), (0, 1)]),
+        (2, [(0, 2)]),
+        (3, [(1, 0), (1, 1)]),
+        (4, [(1, 2)]),
+        (5, [(2, 0), (2, 1)]),
+    ]
+    stored_types = [t for e in trainer_trace.of_kind("store") for t in e.step_type]
+    assert stored_types == [F, M, L, F, M, L, F, M]
+
+
+def test_trainer_updates_on_stored_transition_starts(trainer_trace: Trace) -> None:
+    calls = list(trainer_trace.of_kind("train_call"))
+    assert [(c.status, c.counter, c.stored_total) for c in calls] == [
+        ("trained", 1, 2),
+        ("trained", 2, 3),
+        ("trained", 3, 5),
+        ("trained", 4, 6),
+        ("trained", 5, 8),
+    ]
+    stored: set[tuple[int, int, int]] = set()
+    for event in trainer_trace.events:
+        if event.kind == "store":
+            stored |= {
+                i
+                for i, st in zip(zip(event.env, event.episode, event.t), event.step_type)
+                if st != L
+            }
+        if event.kind == "update":
+            (window,) = event.windows
+            assert window[0] in stored
+    assert sum(1 for _ in trainer_trace.of_kind("update")) == 5
+    assert trainer_trace.events[-1].kind == "run_end"
+
+
+@pytest.mark.parametrize(
+    ("knobs", "preprocess", "match"),
+    [
+        ({"unroll_length": Fraction(1, 2)}, Identity(), "rollout_fragment_length"),
+        ({"mode": "on-policy"}, Identity(), "on-policy"),
+        ({"mini_batch_length": 2}, Identity(), "n-step"),
+        ({}, ExcludeSteps(2, 0), "concat_episode"),
+        ({}, EpisodeDelayed(), "not driven by this adapter"),
+    ],
+)
+def test_trainer_refuses_what_dqn_cannot_express(
+    knobs: dict[str, Any], preprocess: Any, match: str
+) -> None:
+    scenario = TrainerScenario(
+        EnvSpec(1, (FixedSchedule(2),)), TrainerConfig(num_iterations=2, **knobs), preprocess
+    )
+    with pytest.raises(Unsupported, match=match):
         ADAPTER.run_trainer(scenario)
+
+
+# -- findings: RLlib 2.60.0 alone -----------------------------------------------------------------
+def test_finding_a_sampling_round_does_not_count_the_reset_step() -> None:
+    """Finding unroll.fractional-schedule: sample(num_timesteps=n) steps the vector env until
+    n non-reset timesteps were taken; the step that returns a reset observation adds none."""
+    calls: list[int] = []
+
+    class CountingVectorEnv(gymnasium.vector.SyncVectorEnv):
+        def step(self, actions: Any) -> Any:
+            calls.append(1)
+            return super().step(actions)
+
+    def make(config: Any) -> gymnasium.vector.SyncVectorEnv:
+        return CountingVectorEnv(make_env_fns(EnvSpec(1, (FixedSchedule(2),)), 0))
+
+    config = (
+        PPOConfig()
+        .environment(make)
+        .env_runners(
+            num_env_runners=0,
+            num_envs_per_env_runner=1,
+            gym_env_vectorize_mode="vector_entry_point",
+        )
+    )
+    runner = SingleAgentEnvRunner(config=config)
+    per_round = []
+    for _ in range(5):
+        before = len(calls)
+        runner.sample(num_timesteps=1)
+        per_round.append(len(calls) - before)
+    runner.stop()
+    assert per_round == [1, 1, 2, 1, 2]
+
+
+def test_finding_the_reset_observation_has_no_reward() -> None:
+    """Finding preprocess.transform: an episode holds one reward per transition, none for its
+    reset observation, so an on_sample_end reward transform cannot reach a FIRST step."""
+    runner = _runner(EnvSpec(1, (FixedSchedule(3),)))
+    (chunk,) = runner.sample(num_timesteps=2)
+    runner.stop()
+    assert chunk.t_started == 0
+    assert len(chunk.get_observations()) == 3 and len(chunk.get_rewards()) == 2
+
+
+def test_finding_sampling_an_empty_episode_buffer_raises() -> None:
+    """Finding (stopped run): DQN's gate compares sampled env steps with
+    num_steps_sampled_before_learning_starts (algorithms/dqn/dqn.py,
+    _training_step_new_api_stack), so it opens on an empty buffer when on_sample_end
+    dropped every chunk; the buffer's sampler then draws from no timestep."""
+    buffer = EpisodeReplayBuffer(capacity=10)
+    with pytest.raises(ValueError, match="high <= 0"):
+        buffer.sample(num_items=4, n_step=1, gamma=0.99, sample_episodes=True)
 
 
 def test_auto_rollout_fragment_length_overshoots_the_batch() -> None:
@@ -427,3 +561,22 @@ def test_auto_rollout_fragment_length_overshoots_the_batch() -> None:
     )
     lengths = [config.get_rollout_fragment_length(i) for i in (1, 2)]
     assert lengths == [13, 13] and sum(lengths) * 20 == 520
+
+
+def test_finding_a_buffer_of_one_timestep_keeps_a_whole_episode() -> None:
+    """Finding replay.eviction (trainer): capacity counts transitions over all stored episodes
+    and eviction removes whole episodes only while over it, so a buffer of capacity 1 keeps
+    both observations of a one-transition episode and samples its first."""
+    observations = [np.array([0.0, 0.0, 0.0]), np.array([0.0, 0.0, 1.0])]
+    episode = SingleAgentEpisode(
+        observations=observations,
+        actions=[0],
+        rewards=[1.0],
+        terminated=True,
+        len_lookback_buffer=0,
+    )
+    buffer = EpisodeReplayBuffer(capacity=1)
+    buffer.add([episode])
+    assert buffer.get_num_timesteps() == 1 and len(buffer.episodes) == 1
+    drawn = buffer.sample(num_items=4, n_step=1, gamma=0.99, sample_episodes=True)
+    assert {int(item.get_observations(0)[2]) for item in drawn} == {0}
