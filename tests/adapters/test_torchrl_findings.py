@@ -177,3 +177,22 @@ def test_the_trainer_samples_before_any_trajectory_was_written() -> None:
     with pytest.raises(RuntimeError, match="Cannot sample from an empty storage"):
         trainer.train()
     assert buffer.write_count == 0
+
+
+def test_one_ring_over_all_envs_evicts_across_envs_and_within_a_write() -> None:
+    """Finding replay.eviction (trajectory writes): a 1-D storage is one ring for every env,
+    so env 1's frames evict env 0's, and a write longer than the ring overwrites its own
+    first frames."""
+    rb = ReplayBuffer(storage=LazyTensorStorage(4))
+
+    def frames(env: int, ts: range) -> TensorDict:
+        return TensorDict(
+            {"env": torch.full((len(ts),), env), "t": torch.tensor(list(ts))}, [len(ts)]
+        )
+
+    rb.extend(frames(0, range(3)))
+    rb.extend(frames(1, range(2)))
+    held = {(int(e), int(t)) for e, t in zip(rb[:]["env"], rb[:]["t"])}
+    assert held == {(0, 1), (0, 2), (1, 0), (1, 1)}  # env 0's t = 0 evicted by env 1's write
+    rb.extend(frames(0, range(3, 9)))  # six frames into a ring of four
+    assert sorted(int(t) for t in rb[:]["t"]) == [5, 6, 7, 8]
