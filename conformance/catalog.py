@@ -220,6 +220,9 @@ CATALOG: dict[str, Scenario] = {
         _ENV3, unroll_length=Fraction(2), num_iterations=10, preprocess=ExcludeSteps(3, 1)
     ),
     "exclude-episodes": _t(_ENV3, num_iterations=16, preprocess=ExcludeEpisodes(2, 0)),
+    # Whole-episode exclusion by task at an integer unroll length, windows of one item: what a
+    # framework that filters whole episodes but unrolls whole steps can express.
+    "exclude-tasks": _t(_RANDOM4, num_iterations=24, preprocess=ExcludeTasks((1,))),
     "exclude-tasks-fractional": _t(
         _RANDOM4, unroll_length=Fraction(1, 3), num_iterations=30, preprocess=ExcludeTasks((1,))
     ),
