@@ -319,11 +319,11 @@ def render_markdown(doc: dict[str, Any], *, links: bool = False) -> str:
         "",
     ]
     for i in doc["implementations"]:
-        notes = f" — {i['notes']}" if i.get("notes") else ""
+        legend = f" — {i['notes']}" if i.get("notes") else ""
         if i.get("run", "complete") != "complete":
-            notes += f" — INCOMPLETE RUN ({i['run']})"
+            legend += f" — INCOMPLETE RUN ({i['run']})"
         lines.append(
-            f"- **{i['adapter']}**: {i['framework']} {i['framework_version']} (suite {i['suite']}, spec {i['spec']}, profile {i['profile']}){notes}"
+            f"- **{i['adapter']}**: {i['framework']} {i['framework_version']} (suite {i['suite']}, spec {i['spec']}, profile {i['profile']}){legend}"
         )
     lines += ["", "| clause | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
     notes: dict[tuple[str, tuple[str, ...]], int] = {}
