@@ -66,6 +66,7 @@ def _run(args: argparse.Namespace) -> int:
         f"--xpspec-run-timeout={args.timeout}",
         f"--xpspec-memory-limit={args.memory_limit}",
         *(["--xpspec-strict"] if args.strict else []),
+        "--xpspec-progress",
         "-q",
         "-rfE",
     ]
