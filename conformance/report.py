@@ -29,6 +29,7 @@ __all__ = [
     "IncompleteRun",
     "RunReport",
     "build_compliance",
+    "column_name",
     "diff_reports",
     "header_record",
     "read_run",
@@ -79,6 +80,13 @@ def header_record(adapter: str, described: dict[str, Any], **run: Any) -> dict[s
         **described,
         **run,
     }
+
+
+def column_name(header: dict[str, Any]) -> str:
+    """The name a run's column goes by: the name the adapter gives itself in ``info()``, not
+    the way the command line reached it (``package.module:Class``, ``exec:COMMAND``); the
+    command line's when the run never got an answer from ``info()``."""
+    return str(header.get("name") or header["adapter"])
 
 
 class IncompleteRun(ValueError):
@@ -175,13 +183,13 @@ def build_compliance(
     for path in runs:
         run = read_run(path, allow_incomplete)
         header, results = run.header, run.results
-        name = header["adapter"]
+        name = column_name(header)
         implementations.append(
             {
+                "adapter": name,
                 **{
                     k: header.get(k)
                     for k in (
-                        "adapter",
                         "framework",
                         "framework_version",
                         "suite",
