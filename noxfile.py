@@ -116,6 +116,7 @@ def report(session: nox.Session) -> None:
 
 @nox.session(python="3.11", default=False)
 def lint(session: nox.Session) -> None:
+    """ruff (format and rules) and mypy, at the versions the lint extra pins."""
     install(session, "lint")
     session.run("ruff", "format", "--check", ".")
     session.run("ruff", "check", ".")
