@@ -188,17 +188,30 @@ def _write_unavailable(report: Path, args: argparse.Namespace, message: str) -> 
 
 def _report(args: argparse.Namespace) -> int:
     from conformance.clauses import ClauseRegistry
-    from conformance.report import build_compliance, render_html, render_markdown
+    from conformance.report import build_compliance, read_run, render_html, render_markdown
 
     registry = ClauseRegistry.load()
     pages = {c.id: c.page for c in registry.clauses}
-    doc = build_compliance(
-        [Path(p) for p in args.runs],
-        registry.ids(),
-        pages,
-        allow_incomplete=args.allow_incomplete,
-        aliases=registry.aliases,
-    )
+    order = [n for n in (args.order or "").split(",") if n]
+    if args.runs_dir:
+        doc = _merged_compliance(args, registry, pages, order)
+    elif not args.runs:
+        raise ValueError("report: expected run reports, or --runs DIR with committed runs")
+    else:
+        runs = [Path(p) for p in args.runs]
+        if order:
+            known = {p: read_run(p, allow_incomplete=True).header for p in runs}
+            rank = {n: i for i, n in enumerate(order)}
+            runs.sort(
+                key=lambda p: rank.get(str(known[p].get("name") or known[p]["adapter"]), len(rank))
+            )
+        doc = build_compliance(
+            runs,
+            registry.ids(),
+            pages,
+            allow_incomplete=args.allow_incomplete,
+            aliases=registry.aliases,
+        )
     _validate(doc, "the compliance document")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -212,6 +225,36 @@ def _report(args: argparse.Namespace) -> int:
         Path(args.docs).write_text(render_markdown(doc, links=True), encoding="utf-8")
         print(f"xpspec: wrote the matrix page {args.docs}")
     return 0
+
+
+def _merged_compliance(
+    args: argparse.Namespace, registry: Any, pages: dict[str, str], order: list[str]
+) -> Any:
+    """The matrix of the committed runs of ``--runs DIR`` merged with the given run reports,
+    the newest run of each implementation winning; the winners are written back to DIR."""
+    from conformance.report import compliance_from_columns, read_run
+    from conformance.runs import from_report, load_runs, newest, ordered, write_runs
+
+    directory = Path(args.runs_dir)
+    committed = load_runs(directory)
+    fresh = [
+        from_report(read_run(Path(p), args.allow_incomplete), registry.aliases) for p in args.runs
+    ]
+    merged = newest(committed, fresh)
+    for run, path in zip(fresh, args.runs):
+        kept = committed.get(run.name)
+        if merged[run.name] is not run:
+            print(
+                f"xpspec: {path}: not used, the committed run of {run.name} is newer "
+                f"({kept.started if kept else '?'} > {run.started})",
+                file=sys.stderr,
+            )
+    for path in write_runs(directory, merged.values()):
+        print(f"xpspec: updated the committed run {path}")
+    columns = [dict(run.column) for run in ordered(merged, order)]
+    if not columns:
+        raise ValueError(f"report: no runs given and none committed in {directory}")
+    return compliance_from_columns(columns, registry.ids(), pages, registry.aliases)
 
 
 def _validate(doc: Any, what: str) -> None:
@@ -571,7 +614,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_run)
     p = sub.add_parser("report", help="fold run reports into the compliance matrix")
-    p.add_argument("runs", nargs="+", metavar="RUN", help="run reports (JSON Lines) to fold")
+    p.add_argument("runs", nargs="*", metavar="RUN", help="run reports (JSON Lines) to fold")
+    p.add_argument(
+        "--runs",
+        dest="runs_dir",
+        default=None,
+        metavar="DIR",
+        help="merge with the committed runs of DIR (NAME.json each), the newest run of each "
+        "adapter winning, and write the winners back to DIR",
+    )
+    p.add_argument(
+        "--order",
+        default=None,
+        metavar="NAMES",
+        help="the matrix's first columns, comma-separated (the others follow by name)",
+    )
     p.add_argument(
         "--out",
         default="reports",
