@@ -4,13 +4,14 @@ and never loses a column because that implementation was not run again."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from conformance.clauses import ClauseRegistry
 from conformance.cli import main
-from conformance.report import build_compliance, compliance_from_columns
+from conformance.report import build_compliance, compliance_from_columns, render_markdown
 from conformance.runs import load_runs, ordered, read_committed
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -114,3 +115,21 @@ def test_a_file_that_is_no_committed_run_is_named(tmp_path: Path) -> None:
     (tmp_path / "runs" / "x.json").write_text('{"format": "other"}')
     with pytest.raises(ValueError, match=r"x.json: expected a committed run of format"):
         load_runs(tmp_path / "runs")
+
+
+def test_the_compliance_page_is_the_committed_runs_matrix() -> None:
+    """docs/compliance.md is what `nox -s report` renders from docs/runs/: every committed run
+    is a column, and no column comes from anywhere else."""
+    page = (ROOT / "docs" / "compliance.md").read_text(encoding="utf-8")
+    header = re.search(r"^\| clause \| (.*) \|$", page, re.MULTILINE)
+    assert header is not None, "no matrix table in docs/compliance.md"
+    columns = header.group(1).split(" | ")
+    committed = load_runs(ROOT / "docs" / "runs")
+    assert sorted(columns) == sorted(committed), (columns, sorted(committed))
+    pages = {c.id: c.page for c in CLAUSES.clauses}
+    doc = compliance_from_columns(
+        [dict(r.column) for r in ordered(committed, columns)], CLAUSES.ids(), pages, CLAUSES.aliases
+    )
+    assert render_markdown(doc, links=True) == page, (
+        "docs/compliance.md is stale: regenerate it with `nox -s report`"
+    )
