@@ -188,7 +188,13 @@ def _write_unavailable(report: Path, args: argparse.Namespace, message: str) -> 
 
 def _report(args: argparse.Namespace) -> int:
     from conformance.clauses import ClauseRegistry
-    from conformance.report import build_compliance, read_run, render_html, render_markdown
+    from conformance.report import (
+        build_compliance,
+        column_name,
+        read_run,
+        render_html,
+        render_markdown,
+    )
 
     registry = ClauseRegistry.load()
     pages = {c.id: c.page for c in registry.clauses}
@@ -199,12 +205,10 @@ def _report(args: argparse.Namespace) -> int:
         raise ValueError("report: expected run reports, or --runs DIR with committed runs")
     else:
         runs = [Path(p) for p in args.runs]
-        if order:
-            known = {p: read_run(p, allow_incomplete=True).header for p in runs}
+        if order:  # the named first, in that order, then the others by name
+            names = {p: column_name(read_run(p, allow_incomplete=True).header) for p in runs}
             rank = {n: i for i, n in enumerate(order)}
-            runs.sort(
-                key=lambda p: rank.get(str(known[p].get("name") or known[p]["adapter"]), len(rank))
-            )
+            runs.sort(key=lambda p: (rank.get(names[p], len(rank)), names[p]))
         doc = build_compliance(
             runs,
             registry.ids(),

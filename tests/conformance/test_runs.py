@@ -99,6 +99,18 @@ def test_the_column_order_puts_the_named_first(tmp_path: Path) -> None:
     assert [i["adapter"] for i in doc["implementations"]] == ["ref", "b", "z"]
 
 
+def test_the_order_applies_to_reports_folded_without_committed_runs(tmp_path: Path) -> None:
+    runs = [
+        _report(tmp_path / f"{n}.jsonl", n, "2026-01-01T00:00:00+00:00", "pass")
+        for n in ("z", "b", "ref")
+    ]
+    out = tmp_path / "out"
+    assert main(["report", *map(str, runs), "--order", "ref", "--out", str(out)]) == 0
+    doc = json.loads((out / "compliance.json").read_text())
+    assert [i["adapter"] for i in doc["implementations"]] == ["ref", "b", "z"]
+    assert not (tmp_path / "runs").exists()  # nothing is committed without --runs
+
+
 def test_a_committed_run_rebuilds_the_column_of_its_report(tmp_path: Path) -> None:
     """The committed file holds everything the matrix takes from the report."""
     a = _report(tmp_path / "a.jsonl", "a", "2026-01-01T00:00:00+00:00", "not-applicable")
