@@ -10,7 +10,7 @@ from typing import Any
 
 from conformance.outcomes import STATUSES, AdapterUnavailable, ExitCode
 
-__all__ = ["main"]
+__all__ = ["build_parser", "main"]
 
 
 _STATUSES = (*STATUSES[:2], "should-miss", *STATUSES[2:])
@@ -66,6 +66,7 @@ def _run(args: argparse.Namespace) -> int:
         f"--xpspec-run-timeout={args.timeout}",
         f"--xpspec-memory-limit={args.memory_limit}",
         *(["--xpspec-strict"] if args.strict else []),
+        "--xpspec-progress",
         "-q",
         "-rfE",
     ]
@@ -187,17 +188,34 @@ def _write_unavailable(report: Path, args: argparse.Namespace, message: str) -> 
 
 def _report(args: argparse.Namespace) -> int:
     from conformance.clauses import ClauseRegistry
-    from conformance.report import build_compliance, render_html, render_markdown
+    from conformance.report import (
+        build_compliance,
+        column_name,
+        read_run,
+        render_html,
+        render_markdown,
+    )
 
     registry = ClauseRegistry.load()
     pages = {c.id: c.page for c in registry.clauses}
-    doc = build_compliance(
-        [Path(p) for p in args.runs],
-        registry.ids(),
-        pages,
-        allow_incomplete=args.allow_incomplete,
-        aliases=registry.aliases,
-    )
+    order = [n for n in (args.order or "").split(",") if n]
+    if args.runs_dir:
+        doc = _merged_compliance(args, registry, pages, order)
+    elif not args.runs:
+        raise ValueError("report: expected run reports, or --runs DIR with committed runs")
+    else:
+        runs = [Path(p) for p in args.runs]
+        if order:  # the named first, in that order, then the others by name
+            names = {p: column_name(read_run(p, allow_incomplete=True).header) for p in runs}
+            rank = {n: i for i, n in enumerate(order)}
+            runs.sort(key=lambda p: (rank.get(names[p], len(rank)), names[p]))
+        doc = build_compliance(
+            runs,
+            registry.ids(),
+            pages,
+            allow_incomplete=args.allow_incomplete,
+            aliases=registry.aliases,
+        )
     _validate(doc, "the compliance document")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -211,6 +229,36 @@ def _report(args: argparse.Namespace) -> int:
         Path(args.docs).write_text(render_markdown(doc, links=True), encoding="utf-8")
         print(f"xpspec: wrote the matrix page {args.docs}")
     return 0
+
+
+def _merged_compliance(
+    args: argparse.Namespace, registry: Any, pages: dict[str, str], order: list[str]
+) -> Any:
+    """The matrix of the committed runs of ``--runs DIR`` merged with the given run reports,
+    the newest run of each implementation winning; the winners are written back to DIR."""
+    from conformance.report import compliance_from_columns, read_run
+    from conformance.runs import from_report, load_runs, newest, ordered, write_runs
+
+    directory = Path(args.runs_dir)
+    committed = load_runs(directory)
+    fresh = [
+        from_report(read_run(Path(p), args.allow_incomplete), registry.aliases) for p in args.runs
+    ]
+    merged = newest(committed, fresh)
+    for run, path in zip(fresh, args.runs):
+        kept = committed.get(run.name)
+        if merged[run.name] is not run:
+            print(
+                f"xpspec: {path}: not used, the committed run of {run.name} is newer "
+                f"({kept.started if kept else '?'} > {run.started})",
+                file=sys.stderr,
+            )
+    for path in write_runs(directory, merged.values()):
+        print(f"xpspec: updated the committed run {path}")
+    columns = [dict(run.column) for run in ordered(merged, order)]
+    if not columns:
+        raise ValueError(f"report: no runs given and none committed in {directory}")
+    return compliance_from_columns(columns, registry.ids(), pages, registry.aliases)
 
 
 def _validate(doc: Any, what: str) -> None:
@@ -429,13 +477,59 @@ def _clauses(args: argparse.Namespace) -> int:
         print(f"xpspec: wrote {len(registry.clauses)} clauses to {target.name}")
         return 0
     registry = ClauseRegistry.load()
-    if args.json:
+    if args.json or args.format == "json":
         sys.stdout.write(registry.to_json())
-    else:
-        for c in registry.clauses:
-            print(f"{c.level:<6} {c.id:<40} {c.statement[:90]}")
-        for old, parts in registry.aliases.items():
-            print(f"{'alias':<6} {old:<40} -> {', '.join(parts)}")
+        return 0
+    for c in registry.clauses:
+        print(_wrapped(f"{c.level:<6} {c.id:<40} ", c.statement))
+    for old, parts in registry.aliases.items():
+        print(f"{'alias':<6} {old:<40} -> {', '.join(parts)}")
+    return 0
+
+
+def _wrapped(head: str, text: str, width: int = 100) -> str:
+    """``head`` then ``text`` filled to ``width`` columns on word boundaries, its continuation
+    lines indented under the first; a single word longer than a line is kept whole."""
+    import textwrap
+
+    return textwrap.fill(
+        " ".join(text.split()),
+        width=max(width, len(head) + 20),
+        initial_indent=head,
+        subsequent_indent=" " * len(head),
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+
+
+def _scenarios(args: argparse.Namespace) -> int:
+    """List the catalogue's scenarios with the clauses checked on each, or export each as
+    ``NAME.scenario.json`` in the format of the committed vectors (``/`` written ``_``)."""
+    from conformance.catalog import CATALOG
+    from conformance.vectors import clauses_of, scenario_text, stem
+
+    entries: list[dict[str, Any]] = [
+        {
+            "name": name,
+            "kind": scenario.kind,
+            "clauses": list(clauses_of(scenario)),
+            "file": f"{stem(name)}.scenario.json",
+        }
+        for name, scenario in CATALOG.items()
+    ]
+    if args.export:
+        out = Path(args.export)
+        out.mkdir(parents=True, exist_ok=True)
+        for entry in entries:
+            text = scenario_text(CATALOG[entry["name"]])
+            (out / entry["file"]).write_text(text, encoding="utf-8")
+        print(f"xpspec: wrote {len(entries)} scenario files to {out}", file=sys.stderr)
+    if args.format == "json":
+        sys.stdout.write(json.dumps(entries, indent=1) + "\n")
+    elif not args.export:
+        width = max(len(e["name"]) for e in entries)
+        for e in entries:
+            print(_wrapped(f"{e['name']:<{width}} {e['kind']:<8} ", " ".join(e["clauses"])))
     return 0
 
 
@@ -481,17 +575,38 @@ def _adapter_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The ``xpspec`` argument parser: every subcommand and option has a help text."""
+    from conformance import __version__
+
     parser = argparse.ArgumentParser(
         prog="xpspec", description="Conformance suite for RL experience pipelines."
     )
+    parser.add_argument(
+        "--version", action="version", version=f"xpspec {__version__}", help="print the version"
+    )
     parser.add_argument("--debug", action="store_true", help="show tracebacks of errors")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     p = sub.add_parser("run", help="run the suite against one adapter")
     _adapter_options(p)
-    p.add_argument("--profile", default="ci", choices=["ci", "thorough"])
-    p.add_argument("--report", default=None)
-    p.add_argument("--expectations", default=None)
+    p.add_argument(
+        "--profile",
+        default="ci",
+        choices=["ci", "thorough"],
+        help="Hypothesis profile: ci (default, quick) or thorough (more generated scenarios)",
+    )
+    p.add_argument(
+        "--report",
+        default=None,
+        metavar="PATH",
+        help="the JSON Lines report to write (default reports/ADAPTER.jsonl)",
+    )
+    p.add_argument(
+        "--expectations",
+        default=None,
+        metavar="TOML",
+        help="the adapter's expectations file (default adapters/NAME.expectations.toml)",
+    )
     p.add_argument(
         "--timeout",
         type=float,
@@ -503,16 +618,35 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.set_defaults(func=_run)
     p = sub.add_parser("report", help="fold run reports into the compliance matrix")
-    p.add_argument("runs", nargs="+")
-    p.add_argument("--out", default="reports")
+    p.add_argument("runs", nargs="*", metavar="RUN", help="run reports (JSON Lines) to fold")
+    p.add_argument(
+        "--runs",
+        dest="runs_dir",
+        default=None,
+        metavar="DIR",
+        help="merge with the committed runs of DIR (NAME.json each), the newest run of each "
+        "adapter winning, and write the winners back to DIR",
+    )
+    p.add_argument(
+        "--order",
+        default=None,
+        metavar="NAMES",
+        help="the matrix's first columns, comma-separated (the others follow by name)",
+    )
+    p.add_argument(
+        "--out",
+        default="reports",
+        metavar="DIR",
+        help="where compliance.json, .md and .html go (default reports)",
+    )
     p.add_argument("--docs", default=None, help="also write the Markdown matrix to this docs page")
     p.add_argument(
         "--allow-incomplete", action="store_true", help="accept runs that did not complete"
     )
     p.set_defaults(func=_report)
     p = sub.add_parser("diff", help="compare two compliance.json files; exit 1 on regressions")
-    p.add_argument("a")
-    p.add_argument("b")
+    p.add_argument("a", metavar="BEFORE", help="the earlier compliance.json")
+    p.add_argument("b", metavar="AFTER", help="the later compliance.json")
     p.add_argument("--allow-incomplete", action="store_true", help="accept incomplete runs")
     p.add_argument("--strict", action="store_true", help="a new SHOULD miss is a regression too")
     p.set_defaults(func=_diff)
@@ -522,14 +656,32 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=_trace)
     p = sub.add_parser("check", help="check a trace produced elsewhere")
     p.add_argument("scenario", help="a scenario JSON file or a catalogue scenario name")
-    p.add_argument("trace")
+    p.add_argument("trace", help="the trace to check (JSON Lines, as `xpspec trace` prints it)")
     p.set_defaults(func=_check)
+    p = sub.add_parser(
+        "scenarios", help="list the catalogue's scenarios and the clauses checked on each"
+    )
+    p.add_argument(
+        "--export",
+        default=None,
+        metavar="DIR",
+        help="write each as DIR/NAME.scenario.json, the format `xpspec trace` and `check` read",
+    )
+    p.add_argument(
+        "--format", default="text", choices=["text", "json"], help="output format (default text)"
+    )
+    p.set_defaults(func=_scenarios)
     p = sub.add_parser("clauses", help="list the spec's clauses")
-    p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--format", default="text", choices=["text", "json"], help="output format (default text)"
+    )
+    p.add_argument("--json", action="store_true", help="the same as --format json")
     p.add_argument(
         "--write", action="store_true", help="regenerate the packaged registry from spec/"
     )
-    p.add_argument("--spec", default="spec")
+    p.add_argument(
+        "--spec", default="spec", metavar="DIR", help="the spec pages for --write (default spec)"
+    )
     p.set_defaults(func=_clauses)
     p = sub.add_parser("schemas", help="the protocol's JSON Schemas (for workers in any language)")
     p.add_argument("name", nargs="?", help="print this schema (default: list them)")
@@ -537,6 +689,11 @@ def main(argv: list[str] | None = None) -> int:
         "--write", action="store_true", help="regenerate the schemas derived from the data model"
     )
     p.set_defaults(func=_schemas)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))

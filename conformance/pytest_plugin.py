@@ -20,6 +20,7 @@ import sys
 import time
 import typing
 import warnings
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -51,9 +52,14 @@ class _Run:
     message: str = ""
     adapter: Any = None
     session: pytest.Session | None = None
+    progress: Any = None  # a conformance.progress.Progress under --xpspec-progress
+    failed: set[str] = field(default_factory=set)  # node ids with a failed phase
 
 
 _RUN = pytest.StashKey[_Run]()
+_OUTER = pytest.StashKey["pytest.Config | None"]()
+"""The config of the run this one was started inside (a worked example that runs the suite
+from a test), restored when this one ends."""
 _PROFILE = pytest.StashKey[str]()
 
 
@@ -96,6 +102,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="a SHOULD miss fails its test like a MUST failure (default: a warning)",
     )
     group.addoption(
+        "--xpspec-progress",
+        action="store_true",
+        default=False,
+        help="print lines with the count of checks done and the time left instead of "
+        "pytest's dots (xpspec run sets it)",
+    )
+    group.addoption(
         "--xpspec-memory-limit",
         default="8G",
         help="resident memory per adapter worker, e.g. 8G or 512M; 0 for none (default 8G)",
@@ -126,9 +139,19 @@ def pytest_configure(config: pytest.Config) -> None:
         except (OSError, ValueError) as exc:
             raise pytest.UsageError(f"--expectations: {exc}") from None
     config.stash[_RUN] = _Run()
+    config.stash[_OUTER] = _CONFIG.get("config")
     _CONFIG["config"] = config
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_XdistHooks(), "xpspec-xdist")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _CONFIG.get("config") is config:
+        outer = config.stash.get(_OUTER, None)
+        if outer is None:
+            _CONFIG.pop("config", None)
+        else:
+            _CONFIG["config"] = outer
 
 
 def _adapter_name(config: pytest.Config) -> str:
@@ -318,6 +341,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         adapter = handoff.adapter if handoff is not None else _connect(config)
         info = adapter.info()
         described = {
+            "name": info.name,
             "framework": info.framework,
             "framework_version": info.framework_version,
             "capabilities": list(info.capabilities),
@@ -372,6 +396,41 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = [item for item in items if item.get_closest_marker("refimpl_only") is None]
 
 
+def _shows_progress(config: pytest.Config) -> bool:
+    return bool(config.getoption("--xpspec-progress", False)) and not _is_worker(config)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Under ``--xpspec-progress``, start counting the selected checks."""
+    if _shows_progress(session.config):
+        from conformance.progress import Progress
+
+        session.config.stash[_RUN].progress = Progress(len(session.items), time.monotonic())
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_report_teststatus(
+    report: pytest.TestReport, config: pytest.Config
+) -> Generator[None, Any, Any]:
+    """Under ``--xpspec-progress`` a check's outcome is counted, not printed as a letter (the
+    progress lines and the short summary at the end say it)."""
+    result = yield
+    if result and _shows_progress(config):
+        return (result[0], "", "")
+    return result
+
+
+def pytest_runtest_logfinish(nodeid: str) -> None:
+    config = _CONFIG.get("config")
+    run = config.stash.get(_RUN, None) if config is not None else None
+    if run is None or run.progress is None:
+        return
+    line = run.progress.advance(time.monotonic(), failed=nodeid in run.failed)
+    reporter = config.pluginmanager.get_plugin("terminalreporter") if config else None
+    if line and reporter is not None:
+        reporter.write_line(line)
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Remember a suite test's clause ids, so that a test that breaks before it records an
     outcome is still reported, under its clauses."""
@@ -416,6 +475,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         record = outcome if due else None
     else:
         record = _unrecorded(report)
+    if report.failed:
+        config.stash[_RUN].failed.add(report.nodeid)
     if record is not None:
         run = config.stash[_RUN]
         _write(

@@ -29,6 +29,9 @@ __all__ = [
     "IncompleteRun",
     "RunReport",
     "build_compliance",
+    "column",
+    "column_name",
+    "compliance_from_columns",
     "diff_reports",
     "header_record",
     "read_run",
@@ -79,6 +82,13 @@ def header_record(adapter: str, described: dict[str, Any], **run: Any) -> dict[s
         **described,
         **run,
     }
+
+
+def column_name(header: dict[str, Any]) -> str:
+    """The name a run's column goes by: the name the adapter gives itself in ``info()``, not
+    the way the command line reached it (``package.module:Class``, ``exec:COMMAND``); the
+    command line's when the run never got an answer from ``info()``."""
+    return str(header.get("name") or header["adapter"])
 
 
 class IncompleteRun(ValueError):
@@ -158,6 +168,56 @@ def read_run(path: Path, allow_incomplete: bool = False) -> RunReport:
     return run
 
 
+_IMPLEMENTATION_KEYS = (
+    "framework",
+    "framework_version",
+    "suite",
+    "spec",
+    "profile",
+    "versions",
+    "notes",
+)
+
+
+def column(run: RunReport, aliases: dict[str, tuple[str, ...]] | None = None) -> dict[str, Any]:
+    """One run's column of the matrix: ``implementation`` (who ran, with what, how the run
+    ended) and ``cells``, per clause the run has a result of, its worst outcome (with an n/a
+    cell's most frequent reasons). ``aliases`` as for :func:`build_compliance`."""
+    aliases = aliases or {}
+    header, results = run.header, run.results
+    implementation = {
+        "adapter": column_name(header),
+        **{k: header.get(k) for k in _IMPLEMENTATION_KEYS},
+        "run": run.status,
+    }
+    worst: dict[str, dict[str, Any]] = {}
+    why_not: dict[str, Counter[str]] = {}
+    named = {c for r in results for c in r["clauses"]}
+    for r in results:
+        for clause in _folded(r["clauses"], named, aliases):
+            if r["status"] == "not-applicable":
+                why_not.setdefault(clause, Counter())[_first_line(r["message"])] += 1
+            cell = {
+                "status": r["status"],
+                "check": r["check"],
+                "scenario": r["scenario"],
+                "message": _first_line(r["message"]),
+                "variant": r.get("variant", ""),
+                "level": r.get("level", "MUST"),
+            }
+            if r["status"] == "fail":
+                cause = _downstream(r, clause, aliases)
+                if cause:
+                    cell["downstream_of"] = cause
+            cur = worst.get(clause)
+            if cur is None or _severity(cell) > _severity(cur):
+                worst[clause] = cell
+    for clause, cell in worst.items():
+        if cell["status"] == "not-applicable":
+            cell["reasons"] = [why for why, _ in why_not[clause].most_common(_REASONS)]
+    return {"implementation": implementation, "cells": worst}
+
+
 def build_compliance(
     runs: list[Path],
     clause_ids: list[str],
@@ -170,56 +230,28 @@ def build_compliance(
     incomplete run is refused unless ``allow_incomplete`` (its column is then marked).
     ``aliases`` maps clause ids the spec has split to their parts: a result of an older run
     under such an id counts for each part the run has no result of its own for."""
+    columns = [column(read_run(path, allow_incomplete), aliases) for path in runs]
+    return compliance_from_columns(columns, clause_ids, pages, aliases)
+
+
+def compliance_from_columns(
+    columns: list[dict[str, Any]],
+    clause_ids: list[str],
+    pages: dict[str, str] | None = None,
+    aliases: dict[str, tuple[str, ...]] | None = None,
+) -> dict[str, Any]:
+    """The compliance document of columns (:func:`column`, or committed ones), in their order.
+    A cell kept under a clause id the spec has since split stands for each part the column
+    has no cell of; a clause no cell names is not applicable, for want of a check."""
     aliases = aliases or {}
-    implementations, cells = [], {}
-    for path in runs:
-        run = read_run(path, allow_incomplete)
-        header, results = run.header, run.results
-        name = header["adapter"]
-        implementations.append(
-            {
-                **{
-                    k: header.get(k)
-                    for k in (
-                        "adapter",
-                        "framework",
-                        "framework_version",
-                        "suite",
-                        "spec",
-                        "profile",
-                        "versions",
-                        "notes",
-                    )
-                },
-                "run": run.status,
-            }
-        )
-        worst: dict[str, dict[str, Any]] = {}
-        why_not: dict[str, Counter[str]] = {}
-        named = {c for r in results for c in r["clauses"]}
-        for r in results:
-            for clause in _folded(r["clauses"], named, aliases):
-                if r["status"] == "not-applicable":
-                    why_not.setdefault(clause, Counter())[_first_line(r["message"])] += 1
-                cell = {
-                    "status": r["status"],
-                    "check": r["check"],
-                    "scenario": r["scenario"],
-                    "message": _first_line(r["message"]),
-                    "variant": r.get("variant", ""),
-                    "level": r.get("level", "MUST"),
-                }
-                if r["status"] == "fail":
-                    cause = _downstream(r, clause, aliases)
-                    if cause:
-                        cell["downstream_of"] = cause
-                cur = worst.get(clause)
-                if cur is None or _severity(cell) > _severity(cur):
-                    worst[clause] = cell
-        for clause, cell in worst.items():
-            if cell["status"] == "not-applicable":
-                cell["reasons"] = [why for why, _ in why_not[clause].most_common(_REASONS)]
-        cells[name] = worst
+    cells: dict[str, dict[str, dict[str, Any]]] = {}
+    for col in columns:
+        own = dict(col["cells"])
+        for old, parts in aliases.items():
+            if old in col["cells"]:
+                for part in parts:
+                    own.setdefault(part, col["cells"][old])
+        cells[col["implementation"]["adapter"]] = own
     matrix = {
         cid: {
             name: cells[name].get(
@@ -232,7 +264,7 @@ def build_compliance(
     }
     return {
         "format": "xpspec-compliance/1",
-        "implementations": implementations,
+        "implementations": [col["implementation"] for col in columns],
         "clauses": matrix,
         "pages": dict(pages or {}),
     }
@@ -319,11 +351,11 @@ def render_markdown(doc: dict[str, Any], *, links: bool = False) -> str:
         "",
     ]
     for i in doc["implementations"]:
-        notes = f" — {i['notes']}" if i.get("notes") else ""
+        legend = f" — {i['notes']}" if i.get("notes") else ""
         if i.get("run", "complete") != "complete":
-            notes += f" — INCOMPLETE RUN ({i['run']})"
+            legend += f" — INCOMPLETE RUN ({i['run']})"
         lines.append(
-            f"- **{i['adapter']}**: {i['framework']} {i['framework_version']} (suite {i['suite']}, spec {i['spec']}, profile {i['profile']}){notes}"
+            f"- **{i['adapter']}**: {i['framework']} {i['framework_version']} (suite {i['suite']}, spec {i['spec']}, profile {i['profile']}){legend}"
         )
     lines += ["", "| clause | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
     notes: dict[tuple[str, tuple[str, ...]], int] = {}

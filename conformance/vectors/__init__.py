@@ -40,6 +40,7 @@ __all__ = [
     "first_difference",
     "generate",
     "main",
+    "scenario_text",
     "stale_files",
     "stem",
     "vectors",
@@ -168,7 +169,9 @@ def clauses_of(scenario: Scenario) -> tuple[str, ...]:
     )
 
 
-def _scenario_text(scenario: Scenario) -> str:
+def scenario_text(scenario: Scenario) -> str:
+    """A scenario as a ``NAME.scenario.json`` file holds it (the format ``xpspec trace`` and
+    ``xpspec check`` read, indented, keys sorted)."""
     return json.dumps(json.loads(scenario_to_json(scenario)), indent=1, sort_keys=True) + "\n"
 
 
@@ -189,7 +192,7 @@ def generate(catalog: Mapping[str, Scenario] | None = None) -> dict[str, str]:
     entries = []
     for name, scenario in catalog.items():
         base = stem(name)
-        files[f"{base}.scenario.json"] = _scenario_text(scenario)
+        files[f"{base}.scenario.json"] = scenario_text(scenario)
         files[f"{base}.trace.jsonl"] = _trace_text(scenario)
         entries.append(
             {

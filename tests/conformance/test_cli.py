@@ -168,3 +168,116 @@ def test_a_report_the_runner_left_without_footer_is_closed_as_interrupted(tmp_pa
     assert run.footer is not None and run.footer["counts"] == {"pass": 1}
     _close_report(report, "crashed", TypeError("again"))  # a footer is never written twice
     assert report.read_text().count('"footer"') == 1
+
+
+# -- scenarios ---------------------------------------------------------------------------------
+def test_scenarios_lists_every_catalogue_scenario_with_its_checked_clauses(capsys) -> None:  # type: ignore[no-untyped-def]
+    from conformance.vectors import clauses_of
+
+    assert main(["scenarios", "--format", "json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [e["name"] for e in listed] == list(CATALOG)
+    for entry in listed:
+        scenario = CATALOG[entry["name"]]
+        assert entry["kind"] == scenario.kind
+        assert entry["clauses"] == list(clauses_of(scenario)) and entry["clauses"]
+    assert main(["scenarios"]) == 0
+    text = capsys.readouterr().out
+    first = text.splitlines()[0].split()
+    assert first[:3] == [listed[0]["name"], listed[0]["kind"], listed[0]["clauses"][0]]
+
+
+def test_the_list_agrees_with_the_committed_vector_index(capsys) -> None:  # type: ignore[no-untyped-def]
+    from conformance.vectors import vectors
+
+    assert main(["scenarios", "--format", "json"]) == 0
+    listed = {e["name"]: e for e in json.loads(capsys.readouterr().out)}
+    for vector in vectors():
+        assert listed[vector.name]["clauses"] == list(vector.clauses), vector.name
+        assert listed[vector.name]["file"] == vector.scenario_file
+
+
+def test_exported_scenarios_are_the_vectors_files_and_trace_like_them(
+    tmp_path: Path,
+    capsys,  # type: ignore[no-untyped-def]
+) -> None:
+    """One format everywhere: an exported file is byte for byte the committed vector's
+    scenario file, and ``xpspec trace`` on it prints the committed reference trace."""
+    from conformance.vectors import default_directory, vectors
+
+    assert main(["scenarios", "--export", str(tmp_path)]) == 0
+    capsys.readouterr()
+    written = sorted(p.name for p in tmp_path.iterdir())
+    assert written == sorted(v.scenario_file for v in vectors())
+    assert any("/" in v.name and "_" in v.scenario_file for v in vectors())
+    for name in written:
+        committed = (default_directory() / name).read_text(encoding="utf-8")
+        assert (tmp_path / name).read_text(encoding="utf-8") == committed, name
+    vector = next(v for v in vectors() if v.kind == "replay")
+    assert main(["trace", str(tmp_path / vector.scenario_file)]) == 0
+    assert capsys.readouterr().out == vector.trace_text()
+
+
+# -- polish --------------------------------------------------------------------------------------
+def test_version_is_the_package_version(capsys) -> None:  # type: ignore[no-untyped-def]
+    import tomllib
+
+    project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out == f"xpspec {project['project']['version']}\n"
+
+
+def test_every_subcommand_and_option_has_a_help_text() -> None:
+    import argparse
+
+    from conformance.cli import build_parser
+
+    missing = []
+
+    def walk(parser: argparse.ArgumentParser, where: str) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                helps = {a.dest: a.help for a in action._choices_actions}
+                for name, sub in action.choices.items():
+                    if not helps.get(name):
+                        missing.append(f"{where} {name}")
+                    walk(sub, f"{where} {name}")
+            elif not action.help or action.help == argparse.SUPPRESS:
+                missing.append(f"{where} {'/'.join(action.option_strings) or action.dest}")
+
+    walk(build_parser(), "xpspec")
+    assert not missing, f"expected a help text for each, got none for: {missing}"
+
+
+def test_clauses_wrap_statements_on_word_boundaries(capsys) -> None:  # type: ignore[no-untyped-def]
+    from conformance.clauses import ClauseRegistry
+
+    assert main(["clauses"]) == 0
+    out = capsys.readouterr().out
+    registry = ClauseRegistry.load()
+    lines = out.split("\nalias", 1)[0].splitlines()
+    # a line is longer only when it holds one word that is (a link, say), never cut
+    too_long = [line for line in lines if len(line) > 100 and len(line.split()) > 1]
+    assert not too_long, too_long
+    # each statement comes back whole, word for word, from its wrapped lines
+    blocks: dict[str, list[str]] = {}
+    current = ""
+    for line in lines:
+        if line.startswith("alias"):
+            break
+        if not line.startswith(" "):
+            current = line.split()[1]
+            blocks[current] = line.split()[2:]
+        else:
+            blocks[current] += line.split()
+    for clause in registry.clauses:
+        assert blocks[clause.id] == clause.statement.split(), clause.id
+
+
+def test_clauses_format_json_is_the_registry(capsys) -> None:  # type: ignore[no-untyped-def]
+    from conformance.clauses import ClauseRegistry
+
+    assert main(["clauses", "--format", "json"]) == 0
+    assert capsys.readouterr().out == ClauseRegistry.load().to_json()

@@ -306,3 +306,19 @@ def test_diff_compares_an_old_cell_with_each_of_its_parts(tmp_path: Path) -> Non
     ]
     # Without the aliases the old rows are simply absent from the new document.
     assert "x.gone [a]: pass -> absent" in diff_reports(old, new)
+
+
+def test_the_column_is_named_as_the_adapter_names_itself(tmp_path: Path) -> None:
+    """A run reached through ``package.module:Class`` or ``exec:COMMAND`` is shown under the
+    name of the adapter's ``info()``; a header without one (an older run, an adapter that
+    never answered) keeps the command line's name."""
+    path = _run(tmp_path / "a.jsonl", "pkg.mod:TinyAdapter", [("x.one", "pass")])
+    text = path.read_text().splitlines()
+    header = {**json.loads(text[0]), "name": "tiny"}
+    path.write_text("\n".join([json.dumps(header), *text[1:]]) + "\n")
+    doc = build_compliance([path], ["x.one"])
+    assert [i["adapter"] for i in doc["implementations"]] == ["tiny"]
+    assert list(doc["clauses"]["x.one"]) == ["tiny"]
+    assert "| clause | tiny |" in render_markdown(doc)
+    old = build_compliance([_run(tmp_path / "b.jsonl", "b", [("x.one", "pass")])], ["x.one"])
+    assert list(old["clauses"]["x.one"]) == ["b"]

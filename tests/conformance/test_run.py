@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -50,6 +51,15 @@ def test_a_crashing_adapter_leaves_a_complete_report(tmp_path: Path) -> None:
     assert by_scenario[TARGET] <= {"crash", "not-applicable"} and "crash" in by_scenario[TARGET]
     assert by_scenario["replay-uniform"] == {"pass"}  # the other checks are unaffected
     assert "crash" in done.stdout  # the summary has a column for it
+    # progress: lines with the count and the time left, not pytest's letters
+    total = run.footer["collected"]
+    assert f"xpspec: {total}/{total} checks (100%)" in done.stdout, done.stdout[:2000]
+    assert " left" in done.stdout
+    letter_lines = r"[.sxXFE]+ *(\[ *\d+%\])?"
+    letters = [ln for ln in done.stdout.splitlines() if re.fullmatch(letter_lines, ln)]
+    assert not letters, letters
+    # the matrix names the column as the adapter's info() does, not the command line
+    assert run.header["name"] == "Abort" and run.header["adapter"].endswith(":Abort")
 
 
 def test_an_adapter_that_cannot_be_imported_stops_the_run_at_once(tmp_path: Path) -> None:
