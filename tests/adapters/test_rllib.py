@@ -580,3 +580,60 @@ def test_finding_a_buffer_of_one_timestep_keeps_a_whole_episode() -> None:
     assert buffer.get_num_timesteps() == 1 and len(buffer.episodes) == 1
     drawn = buffer.sample(num_items=4, n_step=1, gamma=0.99, sample_episodes=True)
     assert {int(item.get_observations(0)[2]) for item in drawn} == {0}
+
+
+def test_finding_iterations_train_whatever_on_sample_end_leaves_to_store() -> None:
+    """Finding train.excluded-earn-nothing: DQN's training_step updates once per iteration
+    after the warm-up (algorithms/dqn/dqn.py, _training_step_new_api_stack), whether or not
+    anything the round sampled reached the buffer: an on_sample_end hook that keeps nothing
+    after the fourth round leaves the buffer at 4 timesteps while every iteration still
+    trains."""
+    import ray
+    from ray.rllib.algorithms.dqn import DQNConfig
+    from ray.rllib.algorithms.dqn.torch.dqn_torch_learner import DQNTorchLearner
+
+    updates: list[int] = []
+
+    class CountingLearner(DQNTorchLearner):
+        def _update(self, batch: Any) -> Any:
+            updates.append(1)
+            return super()._update(batch)
+
+    rounds = [0]
+
+    def keep_nothing_after_four_rounds(*, samples: list[Any], **_: Any) -> None:
+        rounds[0] += 1
+        if rounds[0] > 4:
+            samples.clear()
+
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        algo = (
+            DQNConfig()
+            .environment("CartPole-v1")
+            .env_runners(num_env_runners=0, rollout_fragment_length=1)
+            .training(
+                train_batch_size_per_learner=2,
+                num_steps_sampled_before_learning_starts=2,
+                learner_class=CountingLearner,
+            )
+            .rl_module(model_config={"fcnet_hiddens": [8], "head_fcnet_hiddens": [8]})
+            .reporting(
+                min_time_s_per_iteration=0,
+                min_sample_timesteps_per_iteration=0,
+                min_train_timesteps_per_iteration=0,
+            )
+            .learners(num_learners=0)
+            .callbacks(on_sample_end=keep_nothing_after_four_rounds)
+            .build_algo()
+        )
+        per_iteration = []
+        for _ in range(8):
+            before = len(updates)
+            algo.train()
+            per_iteration.append(len(updates) - before)
+        stored = algo.local_replay_buffer.get_num_timesteps()
+    finally:
+        ray.shutdown()
+    assert stored == 4
+    assert per_iteration == [0, 1, 1, 1, 1, 1, 1, 1]
