@@ -648,13 +648,20 @@ class _TrainerRun:
 
     def _stopped(self, described: str) -> Trace:
         """The trace of a run ALF ended by raising: the iterations that completed (an
-        iteration under way when ALF raised is left out) and the exception in the header."""
+        iteration under way when ALF raised is left out), the items the user's hook still
+        holds that those iterations unrolled (no flush ran), and the exception in the
+        header."""
         done = self.iteration - 1 if self._inside else self.iteration
         kept = self.events[: self._start] if self._inside else self.events
         events = [e for e in kept if e is not None]
         ends = [e for e in events if isinstance(e, IterationEnd)]
         env_steps = ends[-1].env_steps if ends else 0
-        events.append(RunEnd(done, env_steps, self.sc.trainer.pending_at_end, (), (), ()))
+        unrolled = {
+            item for e in events if isinstance(e, EnvStep) for item in zip(e.env, e.episode, e.t)
+        }
+        held = [item for item in zip(*_items(self._pending())) if item in unrolled]
+        env, episode, t = (tuple(item[i] for item in held) for i in range(3))
+        events.append(RunEnd(done, env_steps, self.sc.trainer.pending_at_end, env, episode, t))
         header = {
             "producer": "alf",
             "seed": self.sc.seed,
