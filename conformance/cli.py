@@ -324,8 +324,13 @@ def _read_scenario(path: str) -> Any:
     from conformance.catalog import CATALOG
     from conformance.scenario import scenario_from_json
 
-    if path in CATALOG and not Path(path).exists():
-        return CATALOG[path]
+    if not Path(path).exists():
+        if path in CATALOG:
+            return CATALOG[path]
+        raise ValueError(
+            f"{path}: expected a scenario JSON file or a catalogue scenario name "
+            "(`xpspec scenarios` lists them); it is neither"
+        )
     data = _read_json(path)
     try:
         return scenario_from_json(data)

@@ -41,6 +41,14 @@ def test_a_catalogue_name_stands_for_its_scenario(tmp_path: Path, capsys) -> Non
     assert "pass  delayed-per-env" in capsys.readouterr().out
 
 
+def test_an_unknown_scenario_name_says_what_was_expected(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("")
+    assert main(["check", "no-such-scenario", str(trace)]) != 0
+    err = capsys.readouterr().err
+    assert "no-such-scenario" in err and "catalogue scenario name" in err
+
+
 def test_check_reports_a_broken_trace(scenario_file: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     main(["trace", str(scenario_file)])
     lines = capsys.readouterr().out.splitlines()
