@@ -58,7 +58,8 @@ hook records what it excluded, with its reason. Episode-delayed writes are
 ``_iter_by_trajectories``): each finished trajectory is one write of its ``L`` frames into a
 1-D storage, after the collector batch that finished it, through a replay-buffer transform
 whose inverse (run by ``ReplayBuffer.extend``, ``data/replay_buffers/replay_buffers/base.py``)
-sets the annotation and drops the episodes ``keep`` rejects; the Trainer gets ``None``
+sets the annotation and drops the episodes ``keep`` rejects by returning ``None``, for which
+``extend`` writes nothing; the Trainer gets ``None``
 batches and gates on the buffer's write count (``Trainer(replay_buffer=...)``,
 ``Trainer.train``). What the collector still holds is its partial trajectories
 (``_traj_assembly``): the iteration ends count them and the run end names them, under either
@@ -505,13 +506,13 @@ class _Annotate(Transform):
         self.keep = keep
         self.excluded = excluded
 
-    def _inv_call(self, tensordict: TensorDictBase) -> TensorDictBase:
+    def _inv_call(self, tensordict: TensorDictBase) -> TensorDictBase | None:
         success = bool(tensordict.get(("next", "terminated"))[-1].all())
         annotation = torch.full(tensordict.shape, float(success), dtype=torch.float32)
         tensordict.set("annotation", annotation)
         if self.keep != "all" and (self.keep == "success") != success:
             self.excluded.append((_items(tensordict.get("observation")), "outcome"))
-            return tensordict[:0]
+            return None  # ReplayBuffer.extend writes nothing for a None
         return tensordict
 
 
@@ -708,6 +709,9 @@ class _TrainerRecorder:
             except RuntimeError:
                 self._exclusions()  # what the hook dropped before the write failed
                 raise
+            if index.numel() == 0:  # the user's transform dropped the whole write
+                self._exclusions()
+                return index
             self._stores(data, _read_back(buffer, index))
             return index
 

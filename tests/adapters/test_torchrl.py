@@ -212,6 +212,23 @@ def test_a_batch_the_mask_empties_stops_the_run() -> None:
     assert list(trace.of_kind("store")) == []
 
 
+def test_a_rejected_episode_is_dropped_without_a_write() -> None:
+    # keep="failure" with terminated episodes of 2 transitions: the transform's inverse
+    # returns None for each finished episode, ReplayBuffer.extend writes nothing, and the run
+    # goes on to its end with both episodes excluded (reason outcome) and nothing stored.
+    trace = _preprocessed(
+        EpisodeDelayed("failure"),
+        EnvSpec(1, (FixedSchedule(2),)),
+        num_iterations=4,
+        initial_collect_steps=5,
+    )
+    assert "stopped" not in trace.header
+    assert list(trace.of_kind("store")) == []
+    assert _items(trace, "exclude") == [[(0, 0, 0), (0, 0, 1)], [(0, 1, 0), (0, 1, 1)]]
+    assert [e.reason for e in trace.of_kind("exclude")] == ["outcome", "outcome"]
+    assert [c.status for c in trace.of_kind("train_call")] == ["warmup"] * 4
+
+
 def test_reward_transform_rescales_the_stored_next_reward() -> None:
     # reward into t is t; stored 1/2 * t - 1 except at FIRST, where no reward is stored
     trace = _preprocessed(

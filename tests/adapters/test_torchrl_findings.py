@@ -18,7 +18,7 @@ import torch  # noqa: E402
 from tensordict import TensorDict, TensorDictBase  # noqa: E402
 from torchrl.collectors import Collector  # noqa: E402
 from torchrl.data import LazyTensorStorage, RandomSampler, ReplayBuffer  # noqa: E402
-from torchrl.envs import GymWrapper  # noqa: E402
+from torchrl.envs import GymWrapper, Transform  # noqa: E402
 from torchrl.trainers import ReplayBufferTrainer, Trainer  # noqa: E402
 
 EPISODE = 3
@@ -164,6 +164,21 @@ def test_leaving_out_a_frame_loses_the_reward_into_the_next_root() -> None:
     assert stored.get("observation").flatten().tolist() == [0.0, 2.0, 0.0]
     assert stored.get(("next", "observation")).flatten().tolist() == [1.0, 3.0, 1.0]
     assert stored.get(("next", "reward")).flatten().tolist() == [1.0, 3.0, 1.0]
+
+
+def test_a_transform_that_returns_none_drops_a_write() -> None:
+    # preprocess.exclusion (episode-delayed, keep success/failure): ReplayBuffer.extend writes
+    # nothing when its transform's inverse returns None (data/replay_buffers/replay_buffers/
+    # base.py), so a user can drop a rejected trajectory without an empty write.
+    class DropUnterminated(Transform):
+        def _inv_call(self, tensordict: TensorDictBase) -> TensorDictBase | None:
+            return tensordict if bool(tensordict.get("terminated")[-1]) else None
+
+    buffer = ReplayBuffer(storage=LazyTensorStorage(8), transform=DropUnterminated())
+    index = buffer.extend(TensorDict({"terminated": torch.tensor([False, False])}, [2]))
+    assert index.numel() == 0 and buffer.write_count == 0
+    buffer.extend(TensorDict({"terminated": torch.tensor([False, True])}, [2]))
+    assert buffer.write_count == 2
 
 
 def test_trajectory_writes_hold_frames_and_keep_open_episodes_unwritten() -> None:
