@@ -499,7 +499,8 @@ class _Annotate(Transform):
     which ``Collector(trajs_per_batch=..., trajs_per_write=1, replay_buffer=...)`` makes once
     per completed trajectory (``collectors/_base.py``, ``_iter_by_trajectories``): it sets
     ``annotation`` to 1.0 if the trajectory terminated, else 0.0, and drops a trajectory
-    whose outcome ``keep`` rejects, noting it excluded (reason ``outcome``)."""
+    whose outcome ``keep`` rejects by returning ``None`` (``extend`` then writes nothing),
+    noting it excluded (reason ``outcome``)."""
 
     def __init__(self, keep: str, excluded: list[_Exclusion]) -> None:
         super().__init__(in_keys_inv=[("next", "terminated")], out_keys_inv=["annotation"])
