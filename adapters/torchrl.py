@@ -16,7 +16,8 @@ resets in the step that ends an episode, so an episode of ``L`` transitions is `
 with roots ``t = 0 .. L - 1``; its final observation is only the last frame's
 ``("next", "observation")``. A frame is named by its root item with the spec's row fields:
 FIRST where ``is_init``, else MID; the reward into ``t`` (0 at FIRST, else the previous
-frame's ``("next", "reward")``); discount 1. No frame is a LAST row, so where the spec's
+frame's ``("next", "reward")``); discount 0 where the root's ``terminated`` is set, else 1
+(the reset in the same step means it never is). No frame is a LAST row, so where the spec's
 auto-reset takes ``L + 1`` vector steps per episode TorchRL takes ``L`` (clause
 ``timestep.auto-reset``). ``run_env`` records every time step the collector produced: the
 frame that ends an episode is followed by its LAST time step (read from ``"next"``, action
@@ -37,8 +38,12 @@ the counter is the collector's batch count (per iteration) or the Trainer's ``_o
 (``pad_output``). When no stored trajectory holds a slice, ``SliceSampler`` raises and
 ``Trainer.train`` stops: the trace ends there (header ``stopped``).
 
-**Preprocessing** (``run_trainer`` with a preprocessor), written as a TorchRL user writes it;
-the stores are read back from the storage at the indices ``extend`` returns. Per-step
+**Preprocessing** (``run_trainer`` with a preprocessor), written as a TorchRL user writes it.
+The trainer's stores are read back from the storage at the indices ``extend`` returns, each
+row from what the storage holds: a stored frame's reward into its root is the
+``("next", "reward")`` of the env's previous *stored* frame, which after an exclusion is not
+the root's predecessor (the storage holds no reward into the root; the row names what it
+implies). Per-step
 transforms and exclusions are the collector's ``postproc`` (``collectors/_single.py``,
 ``_postproc``): a reward transform rescales ``("next", "reward")`` (a frame holds no reward
 into its root, so a FIRST keeps 0); a step-type overwrite at ``t`` sets or clears ``is_init``,
@@ -53,7 +58,8 @@ hook records what it excluded, with its reason. Episode-delayed writes are
 ``_iter_by_trajectories``): each finished trajectory is one write of its ``L`` frames into a
 1-D storage, after the collector batch that finished it, through a replay-buffer transform
 whose inverse (run by ``ReplayBuffer.extend``, ``data/replay_buffers/replay_buffers/base.py``)
-sets the annotation and drops the episodes ``keep`` rejects; the Trainer gets ``None``
+sets the annotation and drops the episodes ``keep`` rejects by returning ``None``, for which
+``extend`` writes nothing; the Trainer gets ``None``
 batches and gates on the buffer's write count (``Trainer(replay_buffer=...)``,
 ``Trainer.train``). What the collector still holds is its partial trajectories
 (``_traj_assembly``): the iteration ends count them and the run end names them, under either
@@ -63,12 +69,14 @@ nothing was written to, raises in TorchRL; the trace ends there (header ``stoppe
 **Replay, learner, relabel.** ``run_replay`` fills the same storage one collector step at a
 time and samples as above; a draw TorchRL refuses (``RuntimeError`` from an empty storage or
 when no trajectory holds a slice) is recorded as an empty draw, TorchRL's way of saying there
-is no valid window (``replay.no-window``). ``run_learner`` collects each env's frames of its first ``steps``
+is no valid window (``replay.no-window``); its stores name the frames of each collector
+step it writes whole, not read back. ``run_learner`` collects each env's frames of its first ``steps``
 time steps (``set_truncated=True`` marks the cut), runs ``GAE`` (and ``GAE(average_gae=True)``
 for normalised advantages) over all of them, ``MultiStep`` + ``TD0Estimator`` for n-step
 targets, and the PPO scripts' ``SamplerWithoutReplacement`` epochs. ``run_relabel`` writes
 each env's frames whole into ``HERReplayBuffer`` (1-D storage) with ``achieved_goal_key=
-("next", "achieved_goal")``; its stores name every time step the frames hold.
+("next", "achieved_goal")``; its stores name every time step the frames it writes hold
+(not read back).
 """
 
 from __future__ import annotations
@@ -284,6 +292,7 @@ class _Row:
     item: Item
     step_type: int
     reward: float
+    discount: float
     policy_state: int
     action: int
 
@@ -300,13 +309,15 @@ class _RowView:
         """The rows of one vector step of frames (any shape; flattened in order)."""
         items = _items(frames.get("observation"))
         first = _flags(frames, "is_init")
+        terminal = _flags(frames, "terminated")
         state = _ints(frames, "policy_state")
         action = _ints(frames, "action")
         reward_next = _values(frames, ("next", "reward"))
         out = []
         for i, item in enumerate(items):
             reward = 0.0 if first[i] else self.rewards.get(item[0], 0.0)
-            row = _Row(item, _FIRST if first[i] else _MID, reward, state[i], action[i])
+            step_type, discount = _FIRST if first[i] else _MID, 0.0 if terminal[i] else 1.0
+            row = _Row(item, step_type, reward, discount, state[i], action[i])
             self.rows[item] = row
             self.rewards[item[0]] = reward_next[i]
             out.append(row)
@@ -336,7 +347,7 @@ def _env_step(iteration: int, rows: Sequence[_Row]) -> EnvStep:
         tuple(r.item[2] for r in rows),
         tuple(r.step_type for r in rows),
         tuple(r.reward for r in rows),
-        (1.0,) * len(rows),
+        tuple(r.discount for r in rows),
         tuple(r.policy_state for r in rows),
         tuple(r.action for r in rows),
     )
@@ -350,7 +361,7 @@ def _store(iteration: int, rows: Sequence[_Row]) -> Store:
         tuple(r.item[2] for r in rows),
         tuple(r.step_type for r in rows),
         tuple(r.reward for r in rows),
-        (1.0,) * len(rows),
+        tuple(r.discount for r in rows),
         (0.0,) * len(rows),
     )
 
@@ -488,20 +499,21 @@ class _Annotate(Transform):
     which ``Collector(trajs_per_batch=..., trajs_per_write=1, replay_buffer=...)`` makes once
     per completed trajectory (``collectors/_base.py``, ``_iter_by_trajectories``): it sets
     ``annotation`` to 1.0 if the trajectory terminated, else 0.0, and drops a trajectory
-    whose outcome ``keep`` rejects, noting it excluded (reason ``outcome``)."""
+    whose outcome ``keep`` rejects by returning ``None`` (``extend`` then writes nothing),
+    noting it excluded (reason ``outcome``)."""
 
     def __init__(self, keep: str, excluded: list[_Exclusion]) -> None:
         super().__init__(in_keys_inv=[("next", "terminated")], out_keys_inv=["annotation"])
         self.keep = keep
         self.excluded = excluded
 
-    def _inv_call(self, tensordict: TensorDictBase) -> TensorDictBase:
+    def _inv_call(self, tensordict: TensorDictBase) -> TensorDictBase | None:
         success = bool(tensordict.get(("next", "terminated"))[-1].all())
         annotation = torch.full(tensordict.shape, float(success), dtype=torch.float32)
         tensordict.set("annotation", annotation)
         if self.keep != "all" and (self.keep == "success") != success:
             self.excluded.append((_items(tensordict.get("observation")), "outcome"))
-            return tensordict[:0]
+            return None  # ReplayBuffer.extend writes nothing for a None
         return tensordict
 
 
@@ -523,37 +535,37 @@ class _StoredRow:
     item: Item
     step_type: int
     reward: float
+    discount: float
     annotation: float
 
 
 @dataclass
 class _StoredView:
-    """Reads frames back from the storage as rows: the step type from the stored
-    ``is_init``; the reward into a root is the stored ``("next", "reward")`` of the env's
-    previous stored frame when that frame's next observation is this root (0 at FIRST);
-    when that frame was not stored (excluded), the storage holds no reward into the root
-    and the unrolled one is named."""
+    """Reads frames back from the storage as rows, each from what the storage holds: the step
+    type from the stored ``is_init``; the discount from the stored root ``terminated`` (0 where
+    the root is a terminal observation, else 1); the reward into a root is the stored
+    ``("next", "reward")`` of the env's previous stored frame, 0 at FIRST or when the env has
+    none. A frame's root holds no reward of its own, so where the previous stored frame is
+    not this root's predecessor (an exclusion left that one out) the row names the reward
+    the previous stored frame carries, not the reward into the root: what the storage
+    implies for it."""
 
-    last: dict[int, tuple[Item, float]] = field(default_factory=dict)
+    last: dict[int, float] = field(default_factory=dict)
 
-    def rows(self, frames: TensorDictBase, unrolled: dict[Item, _Row]) -> list[_StoredRow]:
+    def rows(self, frames: TensorDictBase) -> list[_StoredRow]:
         items = _items(frames.get("observation"))
         first = _flags(frames, "is_init")
-        nexts = _items(frames.get(("next", "observation")))
+        terminal = _flags(frames, "terminated")
         reward_next = _values(frames, ("next", "reward"))
         keys = frames.keys()
         annotation = _values(frames, "annotation") if "annotation" in keys else [0.0] * len(items)
         out = []
         for i, item in enumerate(items):
-            previous = self.last.get(item[0])
-            if first[i]:
-                reward = 0.0
-            elif previous is not None and previous[0] == item:
-                reward = previous[1]
-            else:
-                reward = unrolled[item].reward
-            self.last[item[0]] = (nexts[i], reward_next[i])
-            out.append(_StoredRow(item, _FIRST if first[i] else _MID, reward, annotation[i]))
+            reward = 0.0 if first[i] else self.last.get(item[0], 0.0)
+            self.last[item[0]] = reward_next[i]
+            step_type = _FIRST if first[i] else _MID
+            discount = 0.0 if terminal[i] else 1.0
+            out.append(_StoredRow(item, step_type, reward, discount, annotation[i]))
         return out
 
 
@@ -565,7 +577,7 @@ def _stored_event(iteration: int, rows: Sequence[_StoredRow]) -> Store:
         tuple(r.item[2] for r in rows),
         tuple(r.step_type for r in rows),
         tuple(r.reward for r in rows),
-        (1.0,) * len(rows),
+        tuple(r.discount for r in rows),
         tuple(r.annotation for r in rows),
     )
 
@@ -698,6 +710,9 @@ class _TrainerRecorder:
             except RuntimeError:
                 self._exclusions()  # what the hook dropped before the write failed
                 raise
+            if index.numel() == 0:  # the user's transform dropped the whole write
+                self._exclusions()
+                return index
             self._stores(data, _read_back(buffer, index))
             return index
 
@@ -739,7 +754,7 @@ class _TrainerRecorder:
         ``ndim=2`` storage is written column by column (vector step ``j``, then the frames of
         column ``j``; nothing samples in between, so this order is the write's own): its env
         steps were held back to interleave. Any other write is one store in write order."""
-        rows = self.stored_view.rows(stored, self.view.rows)
+        rows = self.stored_view.rows(stored)
         if data.ndim == 2 and len(self.pending) == data.shape[-1]:
             width = data.shape[0]
             for j, unrolled in enumerate(self.pending):

@@ -196,9 +196,10 @@ def test_exclusion_masks_frames_and_still_trains_every_batch() -> None:
     assert _items(trace, "store") == [[(0, 0, 0)], [(0, 0, 2), (0, 1, 0)], [(0, 1, 2)]]
     assert _items(trace, "exclude") == [[(0, 0, 1)], [(0, 1, 1)]]
     assert [e.reason for e in trace.of_kind("exclude")] == ["step", "step"]
-    # the reward into t = 2 was in the excluded frame: the storage holds none, the unroll's
-    # (2) is named
-    assert [e.reward for e in trace.of_kind("store")] == [(0.0,), (2.0, 0.0), (2.0,)]
+    # the reward into t = 2 (2) was in the excluded frame: the storage holds it nowhere, and
+    # t = 2 is named with the reward the previous stored frame (t = 0) carries, 1
+    assert [e.reward for e in trace.of_kind("store")] == [(0.0,), (1.0, 0.0), (1.0,)]
+    assert [e.discount for e in trace.of_kind("store")] == [(1.0,), (1.0, 1.0), (1.0,)]
     # TorchRL's Trainer trains on every batch, however few frames the mask kept
     assert [c.status for c in trace.of_kind("train_call")] == ["trained"] * 3
     assert [e.stored_total for e in trace.of_kind("iteration_end")] == [1, 3, 4]
@@ -209,6 +210,23 @@ def test_a_batch_the_mask_empties_stops_the_run() -> None:
     assert "Expected at least one element in extend" in trace.header["stopped"]
     assert _items(trace, "exclude") == [[(0, 0, 0)]]
     assert list(trace.of_kind("store")) == []
+
+
+def test_a_rejected_episode_is_dropped_without_a_write() -> None:
+    # keep="failure" with terminated episodes of 2 transitions: the transform's inverse
+    # returns None for each finished episode, ReplayBuffer.extend writes nothing, and the run
+    # goes on to its end with both episodes excluded (reason outcome) and nothing stored.
+    trace = _preprocessed(
+        EpisodeDelayed("failure"),
+        EnvSpec(1, (FixedSchedule(2),)),
+        num_iterations=4,
+        initial_collect_steps=5,
+    )
+    assert "stopped" not in trace.header
+    assert list(trace.of_kind("store")) == []
+    assert _items(trace, "exclude") == [[(0, 0, 0), (0, 0, 1)], [(0, 1, 0), (0, 1, 1)]]
+    assert [e.reason for e in trace.of_kind("exclude")] == ["outcome", "outcome"]
+    assert [c.status for c in trace.of_kind("train_call")] == ["warmup"] * 4
 
 
 def test_reward_transform_rescales_the_stored_next_reward() -> None:

@@ -18,7 +18,7 @@ import torch  # noqa: E402
 from tensordict import TensorDict, TensorDictBase  # noqa: E402
 from torchrl.collectors import Collector  # noqa: E402
 from torchrl.data import LazyTensorStorage, RandomSampler, ReplayBuffer  # noqa: E402
-from torchrl.envs import GymWrapper  # noqa: E402
+from torchrl.envs import GymWrapper, Transform  # noqa: E402
 from torchrl.trainers import ReplayBufferTrainer, Trainer  # noqa: E402
 
 EPISODE = 3
@@ -144,6 +144,41 @@ def test_a_batch_the_mask_empties_ends_the_trainer() -> None:
     ReplayBufferTrainer(buffer, batch_size=1, flatten_tensordicts=True).register(trainer)
     with pytest.raises(RuntimeError, match="Expected at least one element in extend"):
         trainer.train()
+
+
+def test_leaving_out_a_frame_loses_the_reward_into_the_next_root() -> None:
+    # preprocess.exclusion: a frame holds no reward into its root; the reward into root t is
+    # ("next", "reward") of frame t - 1. The mask leaves out the frame of root 1 (which holds
+    # r = 2, the reward into root 2), so the stored frame before root 2 is that of root 0,
+    # carrying r = 1, and the reward 2 is held by no stored frame.
+    def drop_root_one(batch: TensorDictBase) -> TensorDictBase:
+        batch.set(("collector", "mask"), batch.get("observation")[..., 0] != 1.0)
+        return batch
+
+    buffer = ReplayBuffer(storage=LazyTensorStorage(64), sampler=RandomSampler(), batch_size=1)
+    trainer = _trainer(_collector(4, 1, postproc=drop_root_one), buffer, [])
+    ReplayBufferTrainer(buffer, batch_size=1, flatten_tensordicts=True).register(trainer)
+    trainer.train()
+    stored = buffer.storage[torch.arange(len(buffer))]
+    assert "reward" not in stored.keys()  # noqa: SIM118 (a TensorDict has no __contains__)
+    assert stored.get("observation").flatten().tolist() == [0.0, 2.0, 0.0]
+    assert stored.get(("next", "observation")).flatten().tolist() == [1.0, 3.0, 1.0]
+    assert stored.get(("next", "reward")).flatten().tolist() == [1.0, 3.0, 1.0]
+
+
+def test_a_transform_that_returns_none_drops_a_write() -> None:
+    # preprocess.exclusion (episode-delayed, keep success/failure): ReplayBuffer.extend writes
+    # nothing when its transform's inverse returns None (data/replay_buffers/replay_buffers/
+    # base.py), so a user can drop a rejected trajectory without an empty write.
+    class DropUnterminated(Transform):
+        def _inv_call(self, tensordict: TensorDictBase) -> TensorDictBase | None:
+            return tensordict if bool(tensordict.get("terminated")[-1]) else None
+
+    buffer = ReplayBuffer(storage=LazyTensorStorage(8), transform=DropUnterminated())
+    index = buffer.extend(TensorDict({"terminated": torch.tensor([False, False])}, [2]))
+    assert index.numel() == 0 and buffer.write_count == 0
+    buffer.extend(TensorDict({"terminated": torch.tensor([False, True])}, [2]))
+    assert buffer.write_count == 2
 
 
 def test_trajectory_writes_hold_frames_and_keep_open_episodes_unwritten() -> None:
