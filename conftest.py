@@ -5,4 +5,4 @@ import importlib.metadata
 try:
     importlib.metadata.distribution("xpspec")
 except importlib.metadata.PackageNotFoundError:
-    pytest_plugins = ["conformance.pytest_plugin"]
+    pytest_plugins = ["xpspec.conformance.pytest_plugin"]

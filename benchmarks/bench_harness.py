@@ -29,7 +29,16 @@ TARGET = 1.25
 def _wall(isolation: str, report: str) -> float:
     start = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "conformance", "run", "--isolation", isolation, "--report", report],
+        [
+            sys.executable,
+            "-m",
+            "xpspec.conformance",
+            "run",
+            "--isolation",
+            isolation,
+            "--report",
+            report,
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,

@@ -57,12 +57,12 @@ from fractions import Fraction
 
 import torch
 
-from refimpl.config import TrainerConfig
-from refimpl.step_type import StepType
-from refimpl.toy_envs.schedule import RandomSchedule
-from refimpl.toy_envs.spec import EnvSpec
-from refimpl.trace import Trace
-from refimpl.trainer import ROW_FIELDS, Trainer
+from xpspec.protocol.config import TrainerConfig
+from xpspec.protocol.env_spec import EnvSpec
+from xpspec.protocol.schedule import RandomSchedule
+from xpspec.protocol.step_type import StepType
+from xpspec.protocol.trace import Trace
+from xpspec.refimpl.trainer import ROW_FIELDS, Trainer
 
 __all__ = ["run"]
 

@@ -21,8 +21,9 @@ from functools import partial
 
 import torch
 
-from refimpl.replay import ReplayBuffer, SamplingSpec
-from refimpl.step_type import StepType
+from xpspec.protocol.sampling import SamplingSpec
+from xpspec.protocol.step_type import StepType
+from xpspec.refimpl.replay import ReplayBuffer
 
 __all__ = ["run"]
 

@@ -30,15 +30,19 @@ from mutation.verdict import parse_verdict
 ROOT = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve().parent
 MODULES = (
-    "refimpl/accounting.py",
-    "refimpl/preprocess.py",
-    "refimpl/replay.py",
-    "refimpl/relabel.py",
-    "refimpl/trainer.py",
-    "refimpl/learner",
+    "xpspec/refimpl/accounting.py",
+    "xpspec/refimpl/preprocess.py",
+    "xpspec/refimpl/replay.py",
+    "xpspec/refimpl/relabel.py",
+    "xpspec/refimpl/trainer.py",
+    "xpspec/refimpl/learner",
+    "xpspec/protocol/preprocessors.py",
+    "xpspec/protocol/sampling.py",
 )
-"""The semantic modules under mutation (a folder means every module in it)."""
-PACKAGES = ("xpspec", "refimpl", "conformance", "adapters", "mutation")
+"""The semantic modules under mutation (a folder means every module in it): the reference
+implementation's, and the validation of the preprocessing and sampling values it takes from
+the protocol core (mutated in ``refimpl`` before those values moved there)."""
+PACKAGES = ("xpspec", "mutation")
 """What the copy of the tree holds: the suite, the implementation and the probe."""
 
 
@@ -163,7 +167,7 @@ def copy_tree(tree: Path) -> None:
 
 
 def mutant_id(mutation: Any) -> str:
-    """A stable id: module path, operator and occurrence (``refimpl/replay.py:Op:3``)."""
+    """A stable id: module path, operator and occurrence (``xpspec/refimpl/replay.py:Op:3``)."""
     module = Path(str(mutation.module_path)).as_posix()
     operator = str(mutation.operator_name).removeprefix("core/")
     return f"{module}:{operator}:{mutation.occurrence}"

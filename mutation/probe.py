@@ -20,7 +20,7 @@ from mutation.verdict import Verdict, classify_run
 
 __all__ = ["main"]
 
-SUITE = ("-m", "conformance", "run", "--adapter", "refimpl", "--isolation", "inline")
+SUITE = ("-m", "xpspec.conformance", "run", "--adapter", "refimpl", "--isolation", "inline")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", required=True, type=Path)
     args = parser.parse_args(argv)
     here = Path.cwd().resolve()
-    spec = importlib.util.find_spec("refimpl")
+    spec = importlib.util.find_spec("xpspec.refimpl")
     origin = Path(spec.origin).resolve() if spec is not None and spec.origin else None
     if origin is None or here not in origin.parents:
         verdict = Verdict("other-red", 2, reason=f"refimpl imported from {origin}, not {here}")

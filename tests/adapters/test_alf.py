@@ -14,18 +14,19 @@ from typing import Any
 import pytest
 import torch
 
-alf_adapter = pytest.importorskip("adapters.alf")  # ModuleNotFoundError without ALF
+alf_adapter = pytest.importorskip("xpspec.adapters.alf")  # ModuleNotFoundError without ALF
 
-from conformance.harness import connect  # noqa: E402
-from conformance.outcomes import AdapterUnavailable  # noqa: E402
-from conformance.protocol import Unsupported  # noqa: E402
-from conformance.scenario import RelabelScenario, ReplayScenario, TrainerScenario  # noqa: E402
-from refimpl.config import DrainSpec, TrainerConfig  # noqa: E402
-from refimpl.preprocess import EpisodeDelayed, ExcludeSteps, RewardTransform  # noqa: E402
-from refimpl.replay import SamplingSpec  # noqa: E402
-from refimpl.toy_envs.schedule import CycleSchedule, EpisodePlan, FixedSchedule  # noqa: E402
-from refimpl.toy_envs.spec import EnvSpec  # noqa: E402
-from refimpl.trace import Trace  # noqa: E402
+from xpspec.conformance.harness import connect  # noqa: E402
+from xpspec.conformance.outcomes import AdapterUnavailable  # noqa: E402
+from xpspec.protocol.adapter import Unsupported  # noqa: E402
+from xpspec.protocol.config import DrainSpec, TrainerConfig  # noqa: E402
+from xpspec.protocol.env_spec import EnvSpec  # noqa: E402
+from xpspec.protocol.preprocessors import EpisodeDelayed, ExcludeSteps  # noqa: E402
+from xpspec.protocol.scenario import RelabelScenario, ReplayScenario, TrainerScenario  # noqa: E402
+from xpspec.protocol.schedule import CycleSchedule, EpisodePlan, FixedSchedule  # noqa: E402
+from xpspec.protocol.trace import Trace  # noqa: E402
+from xpspec.refimpl.preprocess import RewardTransform  # noqa: E402
+from xpspec.refimpl.replay import SamplingSpec  # noqa: E402
 
 F, M, L = 0, 1, 2
 

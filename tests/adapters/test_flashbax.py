@@ -13,17 +13,17 @@ pytest.importorskip("flashbax")
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapters.flashbax import FlashbaxAdapter
-from conformance.checks import ALL_CHECKS
-from conformance.checks.base import Context
-from conformance.engine import Session
-from conformance.expectations import Deviation, Expectations
-from conformance.protocol import Unsupported
-from conformance.scenario import ReplayScenario
-from refimpl.replay import SamplingSpec
-from refimpl.toy_envs.schedule import FixedSchedule
-from refimpl.toy_envs.spec import EnvSpec
-from refimpl.trace import Trace
+from xpspec.adapters.flashbax import FlashbaxAdapter
+from xpspec.conformance.checks import ALL_CHECKS
+from xpspec.conformance.checks.base import Context
+from xpspec.conformance.engine import Session
+from xpspec.conformance.expectations import Deviation, Expectations
+from xpspec.protocol.adapter import Unsupported
+from xpspec.protocol.env_spec import EnvSpec
+from xpspec.protocol.sampling import SamplingSpec
+from xpspec.protocol.scenario import ReplayScenario
+from xpspec.protocol.schedule import FixedSchedule
+from xpspec.protocol.trace import Trace
 
 F, M, L = 0, 1, 2
 ADAPTER = FlashbaxAdapter()
@@ -173,7 +173,7 @@ def test_a_draw_before_can_sample_is_a_refused_draw() -> None:
     assert [s.windows for s in trace.of_kind("sampled")] == [()]
     no_window = next(c for c in ALL_CHECKS if c.name == "replay-no-window")
     assert no_window.applies(scenario)
-    from adapters.refimpl import RefimplAdapter
+    from xpspec.adapters.refimpl import RefimplAdapter
 
     reference = RefimplAdapter().run_replay
     no_window.verify(scenario, trace, Context(reference, lambda s: trace))

@@ -28,18 +28,18 @@ from ray.rllib.utils.replay_buffers.prioritized_episode_buffer import (
     PrioritizedEpisodeReplayBuffer,
 )
 
-import adapters.rllib as rllib_adapter
-from adapters.rllib import RLlibAdapter
-from conformance.protocol import Unsupported
-from conformance.scenario import EnvScenario, LearnerScenario, ReplayScenario, TrainerScenario
-from refimpl import learner as lrn
-from refimpl.config import TrainerConfig
-from refimpl.preprocess import EpisodeDelayed, ExcludeSteps, Identity
-from refimpl.replay import SamplingSpec
-from refimpl.toy_envs.gym_env import make_env_fns
-from refimpl.toy_envs.schedule import FixedSchedule
-from refimpl.toy_envs.spec import EnvSpec
-from refimpl.trace import Trace
+import xpspec.adapters.rllib as rllib_adapter
+from xpspec.adapters.rllib import RLlibAdapter
+from xpspec.protocol.adapter import Unsupported
+from xpspec.protocol.config import TrainerConfig
+from xpspec.protocol.env_spec import EnvSpec
+from xpspec.protocol.preprocessors import EpisodeDelayed, ExcludeSteps, Identity
+from xpspec.protocol.sampling import SamplingSpec
+from xpspec.protocol.scenario import EnvScenario, LearnerScenario, ReplayScenario, TrainerScenario
+from xpspec.protocol.schedule import FixedSchedule
+from xpspec.protocol.trace import Trace
+from xpspec.refimpl import learner as lrn
+from xpspec.refimpl.toy_envs.gym_env import make_env_fns
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*Overriding environment")
 

@@ -11,20 +11,14 @@ import pytest
 
 pytest.importorskip("stable_baselines3")
 
-from adapters.sb3 import SB3Adapter
-from adapters.transition_rings import rows_within_capacity
-from conformance.catalog import CATALOG
-from conformance.checks.relabel import check_same_episode
-from conformance.protocol import Unsupported
-from conformance.scenario import (
-    EnvScenario,
-    LearnerScenario,
-    RelabelScenario,
-    ReplayScenario,
-    TrainerScenario,
-)
-from refimpl.config import TrainerConfig
-from refimpl.preprocess import (
+from xpspec.adapters.sb3 import SB3Adapter
+from xpspec.adapters.transition_rings import rows_within_capacity
+from xpspec.conformance.catalog import CATALOG
+from xpspec.conformance.checks.relabel import check_same_episode
+from xpspec.protocol.adapter import Unsupported
+from xpspec.protocol.config import TrainerConfig
+from xpspec.protocol.env_spec import EnvSpec
+from xpspec.protocol.preprocessors import (
     EpisodeDelayed,
     ExcludeEpisodes,
     ExcludeSteps,
@@ -32,10 +26,16 @@ from refimpl.preprocess import (
     OverwriteStepType,
     RewardTransform,
 )
-from refimpl.replay import SamplingSpec
-from refimpl.toy_envs.schedule import CycleSchedule, EpisodePlan, FixedSchedule
-from refimpl.toy_envs.spec import EnvSpec
-from refimpl.trace import Trace
+from xpspec.protocol.sampling import SamplingSpec
+from xpspec.protocol.scenario import (
+    EnvScenario,
+    LearnerScenario,
+    RelabelScenario,
+    ReplayScenario,
+    TrainerScenario,
+)
+from xpspec.protocol.schedule import CycleSchedule, EpisodePlan, FixedSchedule
+from xpspec.protocol.trace import Trace
 
 F, M, L = 0, 1, 2
 Ending = Literal["terminated", "truncated"]

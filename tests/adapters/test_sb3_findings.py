@@ -1,5 +1,5 @@
 """Minimal reproductions, with Stable-Baselines3 2.9.2 and Gymnasium alone, of the findings
-that adapters/sb3.expectations.toml declares for preprocessing through a
+that xpspec/adapters/sb3.expectations.toml declares for preprocessing through a
 ``replay_buffer_class`` that overrides ``add``. Skipped when SB3 is not installed."""
 
 from __future__ import annotations

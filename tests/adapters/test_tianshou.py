@@ -11,17 +11,11 @@ import pytest
 
 pytest.importorskip("tianshou")
 
-from adapters.tianshou import TianshouAdapter
-from conformance.protocol import Unsupported
-from conformance.scenario import (
-    EnvScenario,
-    LearnerScenario,
-    RelabelScenario,
-    ReplayScenario,
-    TrainerScenario,
-)
-from refimpl.config import TrainerConfig
-from refimpl.preprocess import (
+from xpspec.adapters.tianshou import TianshouAdapter
+from xpspec.protocol.adapter import Unsupported
+from xpspec.protocol.config import TrainerConfig
+from xpspec.protocol.env_spec import EnvSpec
+from xpspec.protocol.preprocessors import (
     EpisodeDelayed,
     ExcludeSteps,
     ExcludeTasks,
@@ -29,10 +23,16 @@ from refimpl.preprocess import (
     PreprocessorSpec,
     RewardTransform,
 )
-from refimpl.replay import SamplingSpec
-from refimpl.toy_envs.schedule import CycleSchedule, EpisodePlan, FixedSchedule
-from refimpl.toy_envs.spec import EnvSpec
-from refimpl.trace import Trace
+from xpspec.protocol.sampling import SamplingSpec
+from xpspec.protocol.scenario import (
+    EnvScenario,
+    LearnerScenario,
+    RelabelScenario,
+    ReplayScenario,
+    TrainerScenario,
+)
+from xpspec.protocol.schedule import CycleSchedule, EpisodePlan, FixedSchedule
+from xpspec.protocol.trace import Trace
 
 F, M, L = 0, 1, 2
 Ending = Literal["terminated", "truncated"]

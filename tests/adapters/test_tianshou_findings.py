@@ -1,5 +1,5 @@
 """Minimal reproductions, with Tianshou 2.0.1 alone, of the behaviours behind the preprocessing
-findings in ``adapters/tianshou.expectations.toml``: a one-env gymnasium env whose observation is
+findings in ``xpspec/adapters/tianshou.expectations.toml``: a one-env gymnasium env whose observation is
 the step count ``t`` and whose step out of ``t`` earns reward ``t + 1``."""
 
 from __future__ import annotations

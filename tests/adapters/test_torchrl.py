@@ -12,21 +12,26 @@ import pytest
 
 pytest.importorskip("torchrl")
 
-from adapters.torchrl import TorchRLAdapter
-from conformance.protocol import Unsupported
-from conformance.scenario import (
+from xpspec.adapters.torchrl import TorchRLAdapter
+from xpspec.protocol.adapter import Unsupported
+from xpspec.protocol.config import TrainerConfig
+from xpspec.protocol.env_spec import EnvSpec
+from xpspec.protocol.preprocessors import (
+    EpisodeDelayed,
+    ExcludeSteps,
+    OverwriteStepType,
+    RewardTransform,
+)
+from xpspec.protocol.sampling import SamplingSpec
+from xpspec.protocol.scenario import (
     EnvScenario,
     LearnerScenario,
     RelabelScenario,
     ReplayScenario,
     TrainerScenario,
 )
-from refimpl.config import TrainerConfig
-from refimpl.preprocess import EpisodeDelayed, ExcludeSteps, OverwriteStepType, RewardTransform
-from refimpl.replay import SamplingSpec
-from refimpl.toy_envs.schedule import CycleSchedule, EpisodePlan, FixedSchedule
-from refimpl.toy_envs.spec import EnvSpec
-from refimpl.trace import Trace
+from xpspec.protocol.schedule import CycleSchedule, EpisodePlan, FixedSchedule
+from xpspec.protocol.trace import Trace
 
 F, M, L = 0, 1, 2
 Ending = Literal["terminated", "truncated"]

@@ -1,5 +1,5 @@
 """Minimal reproductions, with TorchRL 0.14.1 alone (no xpspec), of the findings that
-adapters/torchrl.expectations.toml declares for its preprocessing routes. Each test drives a
+xpspec/adapters/torchrl.expectations.toml declares for its preprocessing routes. Each test drives a
 three-step gymnasium episode through TorchRL's own Collector, Trainer and replay buffer,
 written as a TorchRL user would, and asserts what TorchRL does. Skipped without TorchRL."""
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from adapters.transition_rings import rows_within_capacity
-from conformance.scenario import RelabelScenario
-from refimpl.toy_envs.schedule import CycleSchedule, EpisodePlan, FixedSchedule
-from refimpl.toy_envs.spec import EnvSpec
+from xpspec.adapters.transition_rings import rows_within_capacity
+from xpspec.protocol.env_spec import EnvSpec
+from xpspec.protocol.scenario import RelabelScenario
+from xpspec.protocol.schedule import CycleSchedule, EpisodePlan, FixedSchedule
 
 
 def test_rows_of_capacity_time_steps_by_hand() -> None:

@@ -11,10 +11,10 @@ import sys
 import time
 from typing import Any
 
-from conformance.protocol import AdapterInfo
-from conformance.scenario import EnvScenario, TrainerScenario
-from refimpl.trace import Trace
 from tests.conformance import broken_adapters
+from xpspec.protocol.adapter import AdapterInfo
+from xpspec.protocol.scenario import EnvScenario, TrainerScenario
+from xpspec.protocol.trace import Trace
 
 _operations = 0
 """Operations this process has run (smoke included)."""

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from conformance.catalog import CATALOG
-from conformance.checks import ALL_CHECKS, Check
-from conformance.engine import Outcome, Session
-from conformance.protocol import Adapter
+from xpspec.conformance.catalog import CATALOG
+from xpspec.conformance.checks import ALL_CHECKS, Check
+from xpspec.conformance.engine import Outcome, Session
+from xpspec.protocol.adapter import Adapter
 
 
 def _failing(adapter: Adapter, kind: str) -> Iterator[tuple[str, Check, Outcome]]:
@@ -38,7 +38,7 @@ def failures(adapter: Adapter, kind: str) -> dict[str, list[str]]:
 def blamed(adapter: Adapter, kind: str) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
     """Over the catalogue scenarios of ``kind``: clause -> scenarios where a failure is
     charged to it as the cause, and clause -> scenarios where it fails downstream of another
-    failure (see :mod:`conformance.blame`)."""
+    failure (see :mod:`xpspec.conformance.blame`)."""
     causes: dict[str, list[str]] = {}
     downstream: dict[str, list[str]] = {}
     for name, check, outcome in _failing(adapter, kind):

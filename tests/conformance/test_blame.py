@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from conformance.blame import Failure, cause_of, stage
-from conformance.catalog import CATALOG
-from conformance.checks import ALL_CHECKS
-from conformance.engine import Session
-from conformance.report import build_compliance, render_markdown
 from tests.conformance.zoo import MUTANTS, MutantAdapter
+from xpspec.conformance.blame import Failure, cause_of, stage
+from xpspec.conformance.catalog import CATALOG
+from xpspec.conformance.checks import ALL_CHECKS
+from xpspec.conformance.engine import Session
+from xpspec.conformance.report import build_compliance, render_markdown
 
 CHECKS = {c.name: c for c in ALL_CHECKS}
 

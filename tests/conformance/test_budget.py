@@ -1,4 +1,4 @@
-"""The resource budget (conformance/budget.py): a scenario that asks for too much is refused
+"""The resource budget (xpspec/protocol/budget.py): a scenario that asks for too much is refused
 at construction, before anything is allocated, with one BudgetError naming the fields, the
 limit and what they ask for; the bounds it derives for a train run hold."""
 
@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from adapters.refimpl import RefimplAdapter
-from conformance.budget import BUDGET, BudgetError, trainer_extent
-from conformance.catalog import CATALOG
-from conformance.scenario import TrainerScenario, scenario_from_json, scenario_to_json
-from conformance.strategies import trainer_scenarios
-from conformance.vectors import vectors as committed_vectors
-from refimpl.errors import ConfigError
+from xpspec.adapters.refimpl import RefimplAdapter
+from xpspec.conformance.catalog import CATALOG
+from xpspec.conformance.strategies import trainer_scenarios
+from xpspec.conformance.vectors import vectors as committed_vectors
+from xpspec.protocol.budget import BUDGET, BudgetError, trainer_extent
+from xpspec.protocol.errors import ConfigError
+from xpspec.protocol.scenario import TrainerScenario, scenario_from_json, scenario_to_json
 
 
 def _json(name: str, **changes: Any) -> dict[str, Any]:
@@ -240,8 +240,8 @@ def test_the_derived_bounds_hold_on_generated_scenarios(scenario: TrainerScenari
     ],
 )
 def test_the_derived_bounds_hold_when_env_steps_end_the_run(changes: dict) -> None:
-    from refimpl.config import DrainSpec
-    from refimpl.preprocess import EpisodeDelayed
+    from xpspec.protocol.config import DrainSpec
+    from xpspec.protocol.preprocessors import EpisodeDelayed
 
     base = CATALOG["env-steps-limit-b3"]
     assert isinstance(base, TrainerScenario)

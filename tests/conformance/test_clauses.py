@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from conformance.checks import ALL_CHECKS
-from conformance.clauses import ClauseRegistry, parse_spec_pages
+from xpspec.conformance.checks import ALL_CHECKS
+from xpspec.conformance.clauses import ClauseRegistry, parse_spec_pages
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "spec"
@@ -56,12 +56,14 @@ def test_every_named_clause_exists() -> None:
 
 def test_packaged_registry_is_current() -> None:
     fresh = ClauseRegistry(parse_spec_pages(SPEC)).to_json()
-    packaged = (ROOT / "conformance" / "clauses.json").read_text(encoding="utf-8")
-    assert packaged == fresh, "conformance/clauses.json is stale: run `xpspec clauses --write`"
+    packaged = (ROOT / "xpspec" / "conformance" / "clauses.json").read_text(encoding="utf-8")
+    assert packaged == fresh, (
+        "xpspec/conformance/clauses.json is stale: run `xpspec clauses --write`"
+    )
 
 
 def test_every_variant_model_names_a_spec_variant() -> None:
-    from conformance.variants import VARIANTS
+    from xpspec.conformance.variants import VARIANTS
 
     variants = {c.id: set(c.variants) for c in parse_spec_pages(SPEC)}
     unknown = [f"{c}/{v}" for c, v in VARIANTS if v not in variants.get(c, set())]
@@ -69,11 +71,11 @@ def test_every_variant_model_names_a_spec_variant() -> None:
 
 
 def test_expectations_files_name_spec_clauses_and_variants() -> None:
-    from conformance.expectations import Expectations
+    from xpspec.conformance.expectations import Expectations
 
     variants = {c.id: set(c.variants) for c in parse_spec_pages(SPEC)}
     problems = []
-    for path in sorted((ROOT / "adapters").glob("*.expectations.toml")):
+    for path in sorted((ROOT / "xpspec" / "adapters").glob("*.expectations.toml")):
         expectations = Expectations.load(path)
         for d in expectations.deviations:
             if d.clause not in variants or (d.variant and d.variant not in variants[d.clause]):

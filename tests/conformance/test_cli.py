@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from conformance.catalog import CATALOG
-from conformance.cli import main
-from conformance.scenario import scenario_to_json
-from refimpl.trace import Trace
+from xpspec.conformance.catalog import CATALOG
+from xpspec.conformance.cli import main
+from xpspec.protocol.scenario import scenario_to_json
+from xpspec.protocol.trace import Trace
 
 
 @pytest.fixture
@@ -157,8 +157,8 @@ def test_diff_follows_a_split_clause(tmp_path: Path, capsys) -> None:  # type: i
 def test_a_report_the_runner_left_without_footer_is_closed_as_interrupted(tmp_path: Path) -> None:
     # pytest itself can fail while it reports a KeyboardInterrupt (a traceback entry without
     # a line number); the run must still end 'interrupted', never look complete.
-    from conformance.cli import _close_report
-    from conformance.report import read_run
+    from xpspec.conformance.cli import _close_report
+    from xpspec.conformance.report import read_run
 
     report = tmp_path / "r.jsonl"
     header = {"type": "header", "adapter": "a", "framework": "a", "framework_version": "1"}
@@ -180,7 +180,7 @@ def test_a_report_the_runner_left_without_footer_is_closed_as_interrupted(tmp_pa
 
 # -- scenarios ---------------------------------------------------------------------------------
 def test_scenarios_lists_every_catalogue_scenario_with_its_checked_clauses(capsys) -> None:  # type: ignore[no-untyped-def]
-    from conformance.vectors import clauses_of
+    from xpspec.conformance.vectors import clauses_of
 
     assert main(["scenarios", "--format", "json"]) == 0
     listed = json.loads(capsys.readouterr().out)
@@ -196,7 +196,7 @@ def test_scenarios_lists_every_catalogue_scenario_with_its_checked_clauses(capsy
 
 
 def test_the_list_agrees_with_the_committed_vector_index(capsys) -> None:  # type: ignore[no-untyped-def]
-    from conformance.vectors import vectors
+    from xpspec.conformance.vectors import vectors
 
     assert main(["scenarios", "--format", "json"]) == 0
     listed = {e["name"]: e for e in json.loads(capsys.readouterr().out)}
@@ -211,7 +211,7 @@ def test_exported_scenarios_are_the_vectors_files_and_trace_like_them(
 ) -> None:
     """One format everywhere: an exported file is byte for byte the committed vector's
     scenario file, and ``xpspec trace`` on it prints the committed reference trace."""
-    from conformance.vectors import default_directory, vectors
+    from xpspec.conformance.vectors import default_directory, vectors
 
     assert main(["scenarios", "--export", str(tmp_path)]) == 0
     capsys.readouterr()
@@ -240,7 +240,7 @@ def test_version_is_the_package_version(capsys) -> None:  # type: ignore[no-unty
 def test_every_subcommand_and_option_has_a_help_text() -> None:
     import argparse
 
-    from conformance.cli import build_parser
+    from xpspec.conformance.cli import build_parser
 
     missing = []
 
@@ -260,7 +260,7 @@ def test_every_subcommand_and_option_has_a_help_text() -> None:
 
 
 def test_clauses_wrap_statements_on_word_boundaries(capsys) -> None:  # type: ignore[no-untyped-def]
-    from conformance.clauses import ClauseRegistry
+    from xpspec.conformance.clauses import ClauseRegistry
 
     assert main(["clauses"]) == 0
     out = capsys.readouterr().out
@@ -285,7 +285,7 @@ def test_clauses_wrap_statements_on_word_boundaries(capsys) -> None:  # type: ig
 
 
 def test_clauses_format_json_is_the_registry(capsys) -> None:  # type: ignore[no-untyped-def]
-    from conformance.clauses import ClauseRegistry
+    from xpspec.conformance.clauses import ClauseRegistry
 
     assert main(["clauses", "--format", "json"]) == 0
     assert capsys.readouterr().out == ClauseRegistry.load().to_json()

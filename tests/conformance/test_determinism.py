@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conformance.catalog import CATALOG
-from conformance.engine import load_adapter
+from xpspec.conformance.catalog import CATALOG
+from xpspec.conformance.engine import load_adapter
 
 
 def _run(tmp: Path, name: str, *extra: str) -> list[str]:
@@ -22,7 +22,7 @@ def _run(tmp: Path, name: str, *extra: str) -> list[str]:
         "-p",
         "no:cacheprovider",
         "--pyargs",
-        "conformance.suite",
+        "xpspec.conformance.suite",
         "--adapter=refimpl",
         f"--xpspec-report={report}",
         *extra,
@@ -48,7 +48,7 @@ def test_trace_bytes_identical_in_another_process() -> None:
     name = "delayed-fractional"
     here = load_adapter("refimpl").run_trainer(CATALOG[name]).to_jsonl()  # type: ignore[attr-defined]
     code = (
-        "import sys; from conformance.catalog import CATALOG; from conformance.engine import load_adapter; "
+        "import sys; from xpspec.conformance.catalog import CATALOG; from xpspec.conformance.engine import load_adapter; "
         f"sys.stdout.write(load_adapter('refimpl').run_trainer(CATALOG[{name!r}]).to_jsonl())"
     )
     there = subprocess.run(

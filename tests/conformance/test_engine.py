@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.catalog import CATALOG
-from conformance.checks import ALL_CHECKS
-from conformance.engine import GENERATED, Session, load_adapter
-from conformance.expectations import Deviation, Expectations
+from xpspec.conformance.catalog import CATALOG
+from xpspec.conformance.checks import ALL_CHECKS
+from xpspec.conformance.engine import GENERATED, Session, load_adapter
+from xpspec.conformance.expectations import Deviation, Expectations
 
 SCENARIO = CATALOG["plain-u2-b3"]
 CHECK = next(c for c in ALL_CHECKS if c.name == "conservation")
@@ -142,7 +142,7 @@ def test_should_failure_is_a_warning_that_can_be_silenced(tmp_path) -> None:  # 
 
 
 def test_a_crashing_check_is_an_error_not_a_crash() -> None:
-    from conformance.checks.base import Check
+    from xpspec.conformance.checks.base import Check
 
     def broken(scenario, trace, ctx):  # type: ignore[no-untyped-def]
         raise ZeroDivisionError("division by zero")
@@ -245,7 +245,7 @@ class _StopsAfterTwoIterations:
     ends: the trace keeps iterations 1-2 and names the exception in its header."""
 
     def __init__(self) -> None:
-        from adapters.refimpl import RefimplAdapter
+        from xpspec.adapters.refimpl import RefimplAdapter
 
         self._inner = RefimplAdapter()
 
@@ -258,7 +258,7 @@ class _StopsAfterTwoIterations:
     def run_trainer(self, scenario):  # type: ignore[no-untyped-def]
         from dataclasses import replace
 
-        from refimpl.trace import Trace
+        from xpspec.protocol.trace import Trace
 
         sc = replace(scenario, trainer=replace(scenario.trainer, num_iterations=2))
         trace = self._inner.run_trainer(sc)

@@ -1,4 +1,4 @@
-"""Loading expectations files (conformance/expectations.py): a file that cannot be used is
+"""Loading expectations files (xpspec/conformance/expectations.py): a file that cannot be used is
 one ExpectationsError naming the file, the entry and what was expected."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from conformance.expectations import Expectations, ExpectationsError
+from xpspec.conformance.expectations import Expectations, ExpectationsError
 
-ADAPTERS = Path(__file__).resolve().parents[2] / "adapters"
+ADAPTERS = Path(__file__).resolve().parents[2] / "xpspec" / "adapters"
 GOOD = '[[deviation]]\nclause = "unroll.drain"\nreason = "r"\n'
 
 
@@ -142,7 +142,7 @@ def test_a_variant_the_clause_does_not_name_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_variant_with_no_executable_model_is_refused_with_the_reason(tmp_path: Path) -> None:
-    from conformance.variants import UNDECLARABLE
+    from xpspec.conformance.variants import UNDECLARABLE
 
     clause, variant = next(iter(UNDECLARABLE))
     text = f'[[deviation]]\nclause = "{clause}"\nvariant = "{variant}"\nreason = "r"\n'
@@ -160,7 +160,7 @@ def test_a_modelled_variant_is_declarable(tmp_path: Path) -> None:
 
 
 def test_an_alias_of_split_clauses_applies_to_every_part(tmp_path: Path) -> None:
-    """Ids the spec split (conformance.clauses aliases) stay valid: an entry naming one
+    """Ids the spec split (xpspec.conformance.clauses aliases) stay valid: an entry naming one
     applies to all its parts, a deviation with a variant to the parts that name it."""
     loaded = _load(
         tmp_path,

@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from conformance.catalog import CATALOG
-from conformance.checks import ALL_CHECKS
-from conformance.engine import Outcome, Session
-from conformance.harness import Limits, RemoteAdapter, WorkerProcess, connect
-from conformance.harness.process import describe_exit
-from conformance.outcomes import AdapterFailure, AdapterUnavailable
 from tests.conformance.broken_adapters import TARGET
+from xpspec.conformance.catalog import CATALOG
+from xpspec.conformance.checks import ALL_CHECKS
+from xpspec.conformance.engine import Outcome, Session
+from xpspec.conformance.harness import Limits, RemoteAdapter, WorkerProcess, connect
+from xpspec.conformance.harness.process import describe_exit
+from xpspec.conformance.outcomes import AdapterFailure, AdapterUnavailable
 
 EXEC_WORKER = [sys.executable, str(Path(__file__).with_name("exec_worker.py"))]
 LIMITS = Limits(timeout=30.0, memory=1200 << 20, grace=0.5)

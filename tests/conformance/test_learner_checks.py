@@ -12,18 +12,18 @@ from typing import Any
 import pytest
 import torch
 
-from adapters.refimpl import RefimplAdapter
-from conformance.catalog import CATALOG
-from conformance.checks import ALL_CHECKS
-from conformance.checks.learner import LearnerEpisode, learner_episodes
-from conformance.engine import Session
-from conformance.expectations import Deviation, Expectations
-from conformance.scenario import LearnerScenario
-from refimpl import learner as lrn
-from refimpl.toy_envs.schedule import CycleSchedule, EpisodePlan, FixedSchedule
-from refimpl.toy_envs.spec import EnvSpec
-from refimpl.trace import Trace, UpdatePlan
 from tests.conformance.helpers import assert_breaks, failures
+from xpspec.adapters.refimpl import RefimplAdapter
+from xpspec.conformance.catalog import CATALOG
+from xpspec.conformance.checks import ALL_CHECKS
+from xpspec.conformance.checks.learner import LearnerEpisode, learner_episodes
+from xpspec.conformance.engine import Session
+from xpspec.conformance.expectations import Deviation, Expectations
+from xpspec.protocol.env_spec import EnvSpec
+from xpspec.protocol.scenario import LearnerScenario
+from xpspec.protocol.schedule import CycleSchedule, EpisodePlan, FixedSchedule
+from xpspec.protocol.trace import Trace, UpdatePlan
+from xpspec.refimpl import learner as lrn
 
 _TWO_ENVS = EnvSpec(2, (FixedSchedule(2),))
 LEARNER = {name: s for name, s in CATALOG.items() if s.kind == "learner"}
@@ -396,7 +396,7 @@ def test_variant_knobs_reach_the_reference() -> None:
     ],
 )
 def test_unknown_variant_is_a_config_error(field: str, value: str) -> None:
-    from refimpl.errors import ConfigError
+    from xpspec.protocol.errors import ConfigError
 
     with pytest.raises(ConfigError, match=field):
         LearnerScenario(EnvSpec(1, (FixedSchedule(2),)), steps=3, **{field: value})

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conformance.progress import Progress, duration, progress_line
+from xpspec.conformance.progress import Progress, duration, progress_line
 
 
 def test_durations_read_at_a_glance() -> None:

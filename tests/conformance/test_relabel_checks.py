@@ -12,18 +12,24 @@ from fractions import Fraction
 import pytest
 import torch
 
-from adapters.refimpl import RefimplAdapter
-from conformance.catalog import CATALOG
-from conformance.checks import ALL_CHECKS
-from conformance.checks.base import CheckFailure
-from conformance.checks.relabel import StoredRange, stored_ranges
-from conformance.engine import Session
-from conformance.scenario import RelabelScenario
-from refimpl.errors import ConfigError
-from refimpl.identity import ItemId
-from refimpl.relabel import Relabeled, SampledTransitions, StoredEpisode, goal_rewards, relabel
-from refimpl.trace import Relabel, Trace
 from tests.conformance.helpers import assert_breaks, failures
+from xpspec.adapters.refimpl import RefimplAdapter
+from xpspec.conformance.catalog import CATALOG
+from xpspec.conformance.checks import ALL_CHECKS
+from xpspec.conformance.checks.base import CheckFailure
+from xpspec.conformance.checks.relabel import StoredRange, stored_ranges
+from xpspec.conformance.engine import Session
+from xpspec.protocol.errors import ConfigError
+from xpspec.protocol.identity import ItemId
+from xpspec.protocol.scenario import RelabelScenario
+from xpspec.protocol.trace import Relabel, Trace
+from xpspec.refimpl.relabel import (
+    Relabeled,
+    SampledTransitions,
+    StoredEpisode,
+    goal_rewards,
+    relabel,
+)
 
 RELABEL = {name: s for name, s in CATALOG.items() if s.kind == "relabel"}
 CHECKS = [c for c in ALL_CHECKS if c.capability == "relabel"]

@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 import torch
 
-from adapters.refimpl import RefimplAdapter
-from conformance.catalog import CATALOG
-from conformance.checks.other import within_batch_dispersion
-from conformance.scenario import ReplayScenario
-from refimpl.trace import Sampled, Trace
 from tests.conformance.helpers import assert_breaks, failures
 from tests.conformance.zoo import MUTANTS, MutantAdapter
+from xpspec.adapters.refimpl import RefimplAdapter
+from xpspec.conformance.catalog import CATALOG
+from xpspec.conformance.checks.other import within_batch_dispersion
+from xpspec.protocol.scenario import ReplayScenario
+from xpspec.protocol.trace import Sampled, Trace
 
 
 def _failures(adapter: RefimplAdapter) -> dict[str, list[str]]:
@@ -275,9 +275,9 @@ def test_a_declared_distribution_variant_is_held_to_its_law(variant: str) -> Non
     # refimpl run as the variant passes the law check on the variant's scenario; a sampler
     # that ignores the variant's law (uniform over windows instead of over episodes first)
     # fails it, where before only the windows' validity was checked.
-    from conformance.checks import ALL_CHECKS
-    from conformance.engine import Session
-    from conformance.variants import variant_scenario
+    from xpspec.conformance.checks import ALL_CHECKS
+    from xpspec.conformance.engine import Session
+    from xpspec.conformance.variants import variant_scenario
 
     check = next(c for c in ALL_CHECKS if c.name == "replay-uniform")
     model = variant_scenario("replay.uniform-windows", variant, CATALOG["replay-uniform"])

@@ -8,7 +8,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from conformance.report import (
+from xpspec.conformance.report import (
     IncompleteRun,
     build_compliance,
     diff_reports,
@@ -18,7 +18,9 @@ from conformance.report import (
 )
 
 SCHEMA = json.loads(
-    (Path(__file__).resolve().parents[2] / "conformance" / "compliance.schema.json").read_text()
+    (
+        Path(__file__).resolve().parents[2] / "xpspec" / "conformance" / "compliance.schema.json"
+    ).read_text()
 )
 
 
@@ -233,7 +235,7 @@ def _should_run(path: Path) -> Path:
 
 
 def test_a_should_miss_is_shown_as_such_not_as_a_failure(tmp_path: Path) -> None:
-    from conformance.report import regressions, summarise
+    from xpspec.conformance.report import regressions, summarise
 
     run = _should_run(tmp_path / "a.jsonl")
     doc = build_compliance([run], ["x.one", "x.two"])

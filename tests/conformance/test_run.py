@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from conformance.outcomes import ExitCode
-from conformance.report import read_run
 from tests.conformance.broken_adapters import TARGET
+from xpspec.conformance.outcomes import ExitCode
+from xpspec.conformance.report import read_run
 
-XPSPEC = [sys.executable, "-m", "conformance"]
+XPSPEC = [sys.executable, "-m", "xpspec.conformance"]
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -134,7 +134,7 @@ def test_a_falsified_generated_invariant_is_recorded_as_failing(tmp_path: Path) 
             "-p",
             "no:cacheprovider",
             "--pyargs",
-            "conformance.suite",
+            "xpspec.conformance.suite",
             "--adapter=tests.conformance.broken_adapters:LosesStores",
             f"--xpspec-report={report}",
             "-k",
@@ -155,8 +155,8 @@ def test_a_falsified_generated_invariant_is_recorded_as_failing(tmp_path: Path) 
 
 @pytest.mark.parametrize("isolation", ["process", "inline"])
 def test_adapter_output_never_reaches_the_trace(tmp_path: Path, isolation: str) -> None:
-    from conformance.catalog import CATALOG
-    from conformance.scenario import scenario_to_json
+    from xpspec.conformance.catalog import CATALOG
+    from xpspec.protocol.scenario import scenario_to_json
 
     scenario = tmp_path / "s.json"
     scenario.write_text(scenario_to_json(CATALOG[TARGET]))

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from conformance.clauses import ClauseRegistry
-from conformance.cli import main
-from conformance.report import build_compliance, compliance_from_columns, render_markdown
-from conformance.runs import load_runs, ordered, read_committed
+from xpspec.conformance.clauses import ClauseRegistry
+from xpspec.conformance.cli import main
+from xpspec.conformance.report import build_compliance, compliance_from_columns, render_markdown
+from xpspec.conformance.runs import load_runs, ordered, read_committed
 
 ROOT = Path(__file__).resolve().parents[2]
 CLAUSES = ClauseRegistry.load()

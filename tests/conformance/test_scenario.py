@@ -1,4 +1,4 @@
-"""Scenario validation (conformance/scenario.py): every bad input is one ConfigError whose
+"""Scenario validation (xpspec/protocol/scenario.py): every bad input is one ConfigError whose
 message names the field path, the value and what is allowed."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from conformance.catalog import CATALOG
-from conformance.scenario import MAX_SEED, TrainerScenario, scenario_from_json, scenario_to_json
-from refimpl.errors import MISSING, ConfigError
+from xpspec.conformance.catalog import CATALOG
+from xpspec.protocol.errors import MISSING, ConfigError
+from xpspec.protocol.scenario import MAX_SEED, TrainerScenario, scenario_from_json, scenario_to_json
 
 TRAINER = {"kind": "trainer", "env": {}, "trainer": {"num_iterations": 2}}
 KINDS = "'env', 'learner', 'relabel', 'replay' or 'trainer'"
@@ -94,7 +94,7 @@ def test_every_seed_is_bounded_by_what_every_consumer_takes(name: str, seed: obj
 
 
 def test_the_largest_seed_runs() -> None:
-    from adapters.refimpl import RefimplAdapter
+    from xpspec.adapters.refimpl import RefimplAdapter
 
     scenario = replace(CATALOG["fractional-u3/2-b4"], seed=MAX_SEED)
     assert RefimplAdapter().run_trainer(scenario).events  # type: ignore[arg-type]

@@ -10,11 +10,11 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from adapters.refimpl import RefimplAdapter
-from conformance.catalog import CATALOG
-from conformance.scenario import scenario_to_json
-from conformance.schemas import DERIVED, current_text
+from xpspec.adapters.refimpl import RefimplAdapter
+from xpspec.conformance.catalog import CATALOG
+from xpspec.conformance.schemas import DERIVED, current_text
 from xpspec.protocol import load_schema
+from xpspec.protocol.scenario import scenario_to_json
 
 
 def _validator(name: str) -> jsonschema.Draft202012Validator:
@@ -54,7 +54,7 @@ def test_every_reference_trace_line_follows_the_trace_schemas() -> None:
 
 
 def test_a_run_report_follows_the_report_schema(tmp_path: Path) -> None:
-    from conformance.cli import main
+    from xpspec.conformance.cli import main
 
     report = tmp_path / "r.jsonl"
     code = main(

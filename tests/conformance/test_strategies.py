@@ -8,15 +8,15 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 
-from adapters.refimpl import RefimplAdapter
-from conformance import strategies
-from conformance.checks import ALL_CHECKS, Check
-from conformance.checks.base import Context
-from conformance.checks.relabel import stored_ranges
-from conformance.scenario import RelabelScenario, Scenario, TrainerScenario
-from conformance.strategies import relabel_scenarios, scenarios_for, trainer_configs
-from conformance.validate import validate_trace
-from refimpl.trace import Trace
+from xpspec.adapters.refimpl import RefimplAdapter
+from xpspec.conformance import strategies
+from xpspec.conformance.checks import ALL_CHECKS, Check
+from xpspec.conformance.checks.base import Context
+from xpspec.conformance.checks.relabel import stored_ranges
+from xpspec.conformance.strategies import relabel_scenarios, scenarios_for, trainer_configs
+from xpspec.conformance.validate import validate_trace
+from xpspec.protocol.scenario import RelabelScenario, Scenario, TrainerScenario
+from xpspec.protocol.trace import Trace
 
 TRAINER = [c for c in ALL_CHECKS if c.capability == "trainer"]
 INVARIANTS = [c for c in TRAINER if c.kind == "invariant"]

@@ -1,5 +1,5 @@
 """The trainer checks on mangled traces: a trace that parses but is wrong is either refused by
-:func:`conformance.validate.validate_trace` (a :class:`TraceError` naming the event) or fails
+:func:`xpspec.conformance.validate.validate_trace` (a :class:`TraceError` naming the event) or fails
 checks with :class:`CheckFailure`; no check crashes on it."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from adapters.refimpl import RefimplAdapter
-from conformance.catalog import CATALOG
-from conformance.checks import ALL_CHECKS, CheckFailure, Context
-from conformance.scenario import Scenario, TrainerScenario
-from conformance.validate import TraceError, validate_trace
-from refimpl.trace import Event, Trace
+from xpspec.adapters.refimpl import RefimplAdapter
+from xpspec.conformance.catalog import CATALOG
+from xpspec.conformance.checks import ALL_CHECKS, CheckFailure, Context
+from xpspec.conformance.validate import TraceError, validate_trace
+from xpspec.protocol.scenario import Scenario, TrainerScenario
+from xpspec.protocol.trace import Event, Trace
 
 ADAPTER = RefimplAdapter()
 TRAINER = [name for name, s in CATALOG.items() if isinstance(s, TrainerScenario)]
@@ -225,7 +225,7 @@ def test_identity_is_plain_sees_the_whole_store_sequence(mangle: str, problem: s
     elif mangle == "annotate":
         events[store] = replace(events[store], annotation=(1.0,) * len(events[store].annotation))
     else:
-        from refimpl.trace import Hold
+        from xpspec.protocol.trace import Hold
 
         s = events[store]
         events.insert(store + 1, Hold(s.iteration, s.env, s.episode, s.t))

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from conformance.catalog import CATALOG
-from conformance.checks import ALL_CHECKS
-from conformance.clauses import ClauseRegistry
-from conformance.engine import Session, load_adapter
-from conformance.expectations import Expectations, ExpectationsError
-from conformance.scenario import Scenario
-from conformance.variants import UNDECLARABLE, VARIANTS, undeclarable, variant_scenario
+from xpspec.conformance.catalog import CATALOG
+from xpspec.conformance.checks import ALL_CHECKS
+from xpspec.conformance.clauses import ClauseRegistry
+from xpspec.conformance.engine import Session, load_adapter
+from xpspec.conformance.expectations import Expectations, ExpectationsError
+from xpspec.conformance.variants import UNDECLARABLE, VARIANTS, undeclarable, variant_scenario
+from xpspec.protocol.scenario import Scenario
 
 CASES = [
     pytest.param(clause, variant, id=f"{clause}/{variant}") for clause, variant in sorted(VARIANTS)
@@ -80,7 +80,7 @@ def test_the_loader_refuses_a_variant_with_no_model(
 def test_same_step_rows_skip_last() -> None:
     """Under same-step auto-reset the trainer never sees LAST: an episode of L transitions
     is L rows, and the row after (e, j, L - 1) is (e, j + 1, 0)."""
-    from refimpl import EnvSpec, FixedSchedule, TrainerConfig, train
+    from xpspec.refimpl import EnvSpec, FixedSchedule, TrainerConfig, train
 
     env = EnvSpec(2, (FixedSchedule(3),), autoreset="same-step")
     trace = train(env, TrainerConfig(num_iterations=7)).trace
@@ -94,7 +94,7 @@ def test_a_model_does_not_depend_on_declaration_order() -> None:
     # alf-shortened-chunks allows windows longer than the ring.
     from dataclasses import replace
 
-    from conformance.variants import model_scenario
+    from xpspec.conformance.variants import model_scenario
 
     base = CATALOG["whole-buffer-clear"]
     scenario = replace(

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from adapters.refimpl import RefimplAdapter
-from conformance.catalog import CATALOG
-from conformance.checks import ALL_CHECKS
-from conformance.engine import Session
-from refimpl import replay
-from refimpl.trainer import Trainer
+from xpspec.adapters.refimpl import RefimplAdapter
+from xpspec.conformance.catalog import CATALOG
+from xpspec.conformance.checks import ALL_CHECKS
+from xpspec.conformance.engine import Session
+from xpspec.refimpl import replay
+from xpspec.refimpl.trainer import Trainer
 
 CHECKS = {check.name: check for check in ALL_CHECKS}
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.catalog import CATALOG
-from conformance.checks import ALL_CHECKS
 from tests.conformance.helpers import blamed
 from tests.conformance.zoo import MUTANTS, Mutant, MutantAdapter
+from xpspec.conformance.catalog import CATALOG
+from xpspec.conformance.checks import ALL_CHECKS
 
 CLAUSES = {check.name: check.clauses for check in ALL_CHECKS}
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import time
 
-from adapters.refimpl import RefimplAdapter
-from conformance.protocol import AdapterInfo, Unsupported
-from conformance.scenario import TrainerScenario
-from refimpl.preprocess import Identity
-from refimpl.trace import EnvStep, Trace
+from xpspec.adapters.refimpl import RefimplAdapter
+from xpspec.protocol.adapter import AdapterInfo, Unsupported
+from xpspec.protocol.preprocessors import Identity
+from xpspec.protocol.scenario import TrainerScenario
+from xpspec.protocol.trace import EnvStep, Trace
 
 
 class External(RefimplAdapter):
@@ -71,7 +71,7 @@ class PlainWithoutCounter(External):
     def run_trainer(self, scenario: TrainerScenario) -> Trace:
         from dataclasses import replace
 
-        from conformance.variants import variant_scenario
+        from xpspec.conformance.variants import variant_scenario
 
         model = variant_scenario("train.synced-schedule", "plain", scenario)
         trace = super().run_trainer(scenario if model is None else model)

@@ -10,17 +10,17 @@ from typing import Any
 
 import torch
 
-from adapters.refimpl import RefimplAdapter
-from conformance.protocol import AdapterInfo
-from conformance.scenario import RelabelScenario, TrainerScenario
-from refimpl import preprocess as pre
-from refimpl import replay
-from refimpl.accounting import FloatCarrySchedule
-from refimpl.identity import ItemId
-from refimpl.relabel import Relabeled, SampledTransitions, StoredEpisode, goal_rewards
-from refimpl.step_type import StepType
-from refimpl.trace import Trace
-from refimpl.trainer import GOAL_FIELDS, ROW_FIELDS, Trainer
+from xpspec.adapters.refimpl import RefimplAdapter
+from xpspec.protocol.adapter import AdapterInfo
+from xpspec.protocol.identity import ItemId
+from xpspec.protocol.scenario import RelabelScenario, TrainerScenario
+from xpspec.protocol.step_type import StepType
+from xpspec.protocol.trace import Trace
+from xpspec.refimpl import preprocess as pre
+from xpspec.refimpl import replay
+from xpspec.refimpl.accounting import FloatCarrySchedule
+from xpspec.refimpl.relabel import Relabeled, SampledTransitions, StoredEpisode, goal_rewards
+from xpspec.refimpl.trainer import GOAL_FIELDS, ROW_FIELDS, Trainer
 
 __all__ = ["MUTANTS", "Mutant", "MutantAdapter"]
 

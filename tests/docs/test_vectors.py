@@ -1,4 +1,4 @@
-"""The committed test vectors (``conformance/vectors``): generated from the suite's catalogue,
+"""The committed test vectors (``xpspec/conformance/vectors``): generated from the suite's catalogue,
 up to date, in the formats ``xpspec trace`` prints and ``xpspec check`` reads, and covering
 every clause."""
 
@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from conformance import vectors
-from conformance.catalog import CATALOG
-from conformance.clauses import ClauseRegistry
-from conformance.cli import main as xpspec
-from conformance.scenario import scenario_to_json
+from xpspec.conformance import vectors
+from xpspec.conformance.catalog import CATALOG
+from xpspec.conformance.clauses import ClauseRegistry
+from xpspec.conformance.cli import main as xpspec
+from xpspec.protocol.scenario import scenario_to_json
 
 ROOT = Path(__file__).resolve().parents[2]
 DIRECTORY = vectors.default_directory()
@@ -26,7 +26,7 @@ SIZE_LIMIT = 3 * 2**20
 def test_committed_vectors_are_not_stale() -> None:
     stale = vectors.stale_files()
     assert not stale, (
-        f"stale vector files {stale}: regenerate with `python -m conformance.vectors --write`"
+        f"stale vector files {stale}: regenerate with `python -m xpspec.conformance.vectors --write`"
     )
 
 
@@ -101,7 +101,7 @@ def test_xpspec_trace_reproduces_a_vector_from_a_worker_process() -> None:
     """The same through the command line and a worker process, as a user runs it."""
     stem = vectors.stem("fractional-u1/4-b1")
     done = subprocess.run(
-        [sys.executable, "-m", "conformance", "trace", str(DIRECTORY / f"{stem}.scenario.json")],
+        [sys.executable, "-m", "xpspec.conformance", "trace", str(DIRECTORY / f"{stem}.scenario.json")],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -136,7 +136,9 @@ def test_xpspec_check_names_the_vector_a_trace_departs_from(
     out = capsys.readouterr().out
     assert code == 1
     assert "FAIL  exact-schedule" in out
-    assert f"differs from the committed vector warmup-boundary ({'conformance/vectors/'}" in out
+    assert (
+        f"differs from the committed vector warmup-boundary ({'xpspec/conformance/vectors/'}" in out
+    )
     assert f"first at line {changed + 1}" in out
 
 

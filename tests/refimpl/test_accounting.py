@@ -1,4 +1,4 @@
-"""Unroll and train accounting (refimpl/accounting.py)."""
+"""Unroll and train accounting (xpspec/refimpl/accounting.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from fractions import Fraction
 from hypothesis import given
 from hypothesis import strategies as st
 
-from refimpl.accounting import (
+from xpspec.refimpl.accounting import (
     AlfFloorTrainSchedule,
     ExactSchedule,
     FloatCarrySchedule,

@@ -1,4 +1,4 @@
-"""Validation of trainer configuration (refimpl/config.py)."""
+"""Validation of trainer configuration (xpspec/protocol/config.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from fractions import Fraction
 
 import pytest
 
-from refimpl.config import DrainSpec, TrainerConfig
-from refimpl.errors import ConfigError
+from xpspec.protocol.config import DrainSpec, TrainerConfig
+from xpspec.protocol.errors import ConfigError
 
 
 @pytest.mark.parametrize(
@@ -44,8 +44,8 @@ def test_drain_spec_validates_arrivals() -> None:
 
 
 def test_unknown_preprocessor_is_named() -> None:
-    from conformance.scenario import scenario_from_json
-    from refimpl.preprocess import build
+    from xpspec.protocol.scenario import scenario_from_json
+    from xpspec.refimpl.preprocess import build
 
     with pytest.raises(ConfigError, match=r"preprocess\.kind.*'magic'"):
         scenario_from_json(
@@ -63,7 +63,7 @@ def test_unknown_preprocessor_is_named() -> None:
 def test_mismatched_env_ids_are_named() -> None:
     import torch
 
-    from refimpl.replay import ReplayBuffer
+    from xpspec.refimpl.replay import ReplayBuffer
 
     buffer = ReplayBuffer(2, 4, {"step_type": ((), torch.int64)})
     with pytest.raises(ConfigError, match=r"env_ids: expected ids in \[0, 2\)"):

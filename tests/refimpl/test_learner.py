@@ -1,4 +1,4 @@
-"""Tests of refimpl.learner (clauses learner.*)."""
+"""Tests of xpspec.refimpl.learner (clauses learner.*)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from refimpl.errors import ConfigError
-from refimpl.learner import (
+from xpspec.protocol.errors import ConfigError
+from xpspec.protocol.step_type import StepType
+from xpspec.refimpl.learner import (
     Episode,
     TimeMajorBatch,
     add_bootstrap_timestep,
@@ -31,7 +32,6 @@ from refimpl.learner import (
     rllib_sharded_minibatches,
     shard_episodes,
 )
-from refimpl.step_type import StepType
 
 F, M, L = int(StepType.FIRST), int(StepType.MID), int(StepType.LAST)
 f64 = torch.float64

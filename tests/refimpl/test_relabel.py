@@ -1,4 +1,4 @@
-"""Tests of refimpl.relabel (clauses relabel.*)."""
+"""Tests of xpspec.refimpl.relabel (clauses relabel.*)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from refimpl.errors import ConfigError
-from refimpl.identity import ItemId
-from refimpl.relabel import (
+from xpspec.protocol.errors import ConfigError
+from xpspec.protocol.identity import ItemId
+from xpspec.protocol.step_type import StepType
+from xpspec.refimpl.relabel import (
     EpisodeGoals,
     SampledTransitions,
     StoredEpisode,
@@ -21,14 +22,13 @@ from refimpl.relabel import (
     goal_rewards,
     relabel,
 )
-from refimpl.step_type import StepType
-from refimpl.toy_envs import EnvSpec, FixedSchedule, ToyBatchEnv, goal_reward
+from xpspec.refimpl.toy_envs import EnvSpec, FixedSchedule, ToyBatchEnv, goal_reward
 
 F, M, L = int(StepType.FIRST), int(StepType.MID), int(StepType.LAST)
 
 
 def toy_goals(length: int, terminated: bool, env: int = 0, k: int = 0) -> EpisodeGoals:
-    """Episode ``(env, k)`` of the goal toy env (refimpl.toy_envs.spec): achieved goal of
+    """Episode ``(env, k)`` of the goal toy env (xpspec.protocol.env_spec): achieved goal of
     step t is [env, k, t]; the desired goal is [env, k, L] if terminated, else [env, k, L+1]."""
     g = length if terminated else length + 1
     ag = torch.tensor([[env, k, t] for t in range(length + 1)], dtype=torch.float32)

@@ -1,4 +1,4 @@
-"""Tests of refimpl.replay: storage, window validity, boundary policies, period grids,
+"""Tests of xpspec.refimpl.replay: storage, window validity, boundary policies, period grids,
 sampling distributions, whole-buffer chunks and clearing.
 
 Expected values come from an independent model in this file (a list of step types per env plus
@@ -17,15 +17,11 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from refimpl.errors import ConfigError
-from refimpl.replay import (
-    NoValidWindow,
-    ReplayBuffer,
-    SamplingSpec,
-    per_env_capacity,
-)
-from refimpl.serial import canonical_json, from_jsonable, to_jsonable
-from refimpl.step_type import StepType
+from xpspec.protocol.codec import canonical_json, from_jsonable, to_jsonable
+from xpspec.protocol.errors import ConfigError
+from xpspec.protocol.sampling import SamplingSpec, per_env_capacity
+from xpspec.protocol.step_type import StepType
+from xpspec.refimpl.replay import NoValidWindow, ReplayBuffer
 
 F, M, L = int(StepType.FIRST), int(StepType.MID), int(StepType.LAST)
 

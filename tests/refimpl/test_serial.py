@@ -1,4 +1,4 @@
-"""JSON round trips of the value types (refimpl/serial.py)."""
+"""JSON round trips of the value types (xpspec/protocol/codec.py)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from fractions import Fraction
 
 import pytest
 
-from refimpl.config import DrainSpec, TrainerConfig
-from refimpl.errors import ConfigError
-from refimpl.serial import from_jsonable, parse_fraction, to_jsonable
+from xpspec.protocol.codec import from_jsonable, parse_fraction, to_jsonable
+from xpspec.protocol.config import DrainSpec, TrainerConfig
+from xpspec.protocol.errors import ConfigError
 
 
 def test_optional_dataclass_without_kind_round_trips() -> None:
@@ -34,9 +34,9 @@ def test_canonical_json_is_the_encoding_of_to_jsonable() -> None:
     # for every kind of trace event the catalogue produces.
     import json
 
-    from adapters.refimpl import RefimplAdapter
-    from conformance.catalog import CATALOG
-    from refimpl.serial import canonical_json, to_jsonable
+    from xpspec.adapters.refimpl import RefimplAdapter
+    from xpspec.conformance.catalog import CATALOG
+    from xpspec.protocol.codec import canonical_json, to_jsonable
 
     def plain(value: object) -> str:
         return json.dumps(to_jsonable(value), sort_keys=True, separators=(",", ":"))
@@ -55,8 +55,8 @@ def test_canonical_json_is_the_encoding_of_to_jsonable() -> None:
 
 
 def test_a_missing_required_field_is_named() -> None:
-    from refimpl.errors import MISSING
-    from refimpl.toy_envs.schedule import RandomSchedule
+    from xpspec.protocol.errors import MISSING
+    from xpspec.protocol.schedule import RandomSchedule
 
     with pytest.raises(ConfigError) as info:
         from_jsonable(RandomSchedule, {"max_length": 3}, "env.schedules[0]")
@@ -68,7 +68,7 @@ def test_a_missing_required_field_is_named() -> None:
 
 
 def test_a_dataclass_error_names_the_full_path() -> None:
-    from refimpl.toy_envs.spec import EnvSpec
+    from xpspec.protocol.env_spec import EnvSpec
 
     # EnvSpec names its fields "env.num_envs": the path is not repeated.
     with pytest.raises(ConfigError) as info:
@@ -91,7 +91,7 @@ def test_a_dataclass_error_names_the_full_path() -> None:
     ],
 )
 def test_a_missing_or_unknown_kind_is_named_with_the_kinds(data: dict, value: str) -> None:
-    from refimpl.toy_envs.schedule import Schedule
+    from xpspec.protocol.schedule import Schedule
 
     with pytest.raises(
         ConfigError, match=rf"^s\.kind: expected one of 'cycle', 'fixed' or 'random', got {value}$"
@@ -101,7 +101,7 @@ def test_a_missing_or_unknown_kind_is_named_with_the_kinds(data: dict, value: st
 
 @pytest.mark.parametrize("data", [[1, 2], 3, "fixed", None])
 def test_a_non_object_where_a_kind_of_object_is_expected(data: object) -> None:
-    from refimpl.toy_envs.schedule import Schedule
+    from xpspec.protocol.schedule import Schedule
 
     with pytest.raises(ConfigError) as info:
         from_jsonable(Schedule, data, "s")

@@ -1,7 +1,7 @@
 """Tests of the toy envs: schedules, EnvSpec, the torch-batched env and the Gymnasium faces.
 
 Expected time steps come from :func:`reference_rows`, a direct transcription of the rules in
-the docstring of ``refimpl/toy_envs/spec.py`` (the toy env contract, clauses ``timestep.*``), or from
+the docstring of ``xpspec/protocol/env_spec.py`` (the toy env contract, clauses ``timestep.*``), or from
 tables written out by hand.
 """
 
@@ -21,15 +21,15 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from refimpl.errors import ConfigError
-from refimpl.identity import MAX_COORDINATE, ItemId
-from refimpl.serial import from_jsonable, to_jsonable
-from refimpl.step_type import StepType
-from refimpl.toy_envs.batched import ToyBatchEnv
-from refimpl.toy_envs.gym_env import TOY_ENV_ID, ToyEnv, make_env_fns, register_envs
-from refimpl.toy_envs.gym_vector import ToyVectorEnv, step_types_from_gym
-from refimpl.toy_envs.schedule import CycleSchedule, EpisodePlan, FixedSchedule, RandomSchedule
-from refimpl.toy_envs.spec import EnvSpec, goal_reward
+from xpspec.protocol.codec import from_jsonable, to_jsonable
+from xpspec.protocol.env_spec import EnvSpec, goal_reward
+from xpspec.protocol.errors import ConfigError
+from xpspec.protocol.identity import MAX_COORDINATE, ItemId
+from xpspec.protocol.schedule import CycleSchedule, EpisodePlan, FixedSchedule, RandomSchedule
+from xpspec.protocol.step_type import StepType
+from xpspec.refimpl.toy_envs.batched import ToyBatchEnv
+from xpspec.refimpl.toy_envs.gym_env import TOY_ENV_ID, ToyEnv, make_env_fns, register_envs
+from xpspec.refimpl.toy_envs.gym_vector import ToyVectorEnv, step_types_from_gym
 
 F, M, L = StepType.FIRST, StepType.MID, StepType.LAST
 TERM: Final = "terminated"

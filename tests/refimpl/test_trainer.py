@@ -1,4 +1,4 @@
-"""The reference trainer (refimpl/trainer.py): each knob changes what the spec says it does.
+"""The reference trainer (xpspec/refimpl/trainer.py): each knob changes what the spec says it does.
 Expected values are derived in the comments."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from refimpl import (
+from xpspec.refimpl import (
     ConfigError,
     DrainSpec,
     EnvSpec,
@@ -197,11 +197,11 @@ def test_same_seed_same_bytes() -> None:
 
 
 def test_recording_by_reference_or_by_copy_gives_the_same_trace() -> None:
-    from refimpl.recorder import Recorder
+    from xpspec.refimpl.recorder import Recorder
 
     cfg = TrainerConfig(unroll_length=Fraction(3, 2), num_iterations=6, mini_batch_length=2)
     reference = train(ENV2, cfg, preprocess=EpisodeDelayed(), seed=1).trace.to_jsonl()
-    from refimpl.trainer import Trainer
+    from xpspec.refimpl.trainer import Trainer
 
     trainer = Trainer(ENV2, cfg, preprocess=EpisodeDelayed(), seed=1)
     trainer.recorder = Recorder(enabled=True, copy=True)

@@ -3,7 +3,7 @@
 line each of a trace), and ``report-record`` (one line of a run report).
 
 ``scenario``, ``trace-header`` and ``trace-event`` are generated from the suite's data
-model (``python -m conformance.schemas --write``); a test keeps them current.
+model (``python -m xpspec.conformance.schemas --write``); a test keeps them current.
 """
 
 from __future__ import annotations

@@ -1,1 +1,0 @@
-"""The conformance suite as pytest tests: ``pytest --pyargs conformance.suite --adapter NAME``."""

@@ -1,0 +1,485 @@
+"""RLlib 2.60.0's own DQN train loop (``Algorithm.train`` -> ``DQN.training_step``) on a local
+Ray instance, recorded at the seams an RLlib user has: the replay buffer class named in
+``replay_buffer_config["type"]``, the learner class of ``config.training(learner_class=...)``
+and the ``on_sample_end`` callback. Sources are cited as ``file:function`` under
+``ray/rllib`` of the installed wheel.
+
+The run (see :func:`run_trainer`): ``ray.init(num_cpus=1)`` with no dashboard, then
+``config.build_algo()`` with ``num_env_runners=0`` (the local env runner samples) and
+``num_learners=0`` (the local learner updates), ``num_iterations`` calls of
+``Algorithm.train()`` (``min_*_per_iteration = 0``: one ``training_step`` per call), and
+``ray.shutdown()`` in a ``finally``. One spec iteration is one ``train()`` call.
+"""
+
+from __future__ import annotations
+
+import traceback
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+with warnings.catch_warnings():  # RLlib's import warns of its own deprecated modules
+    warnings.simplefilter("ignore")
+    import ray
+    from ray.rllib.algorithms.dqn import DQNConfig
+    from ray.rllib.algorithms.dqn.torch.dqn_torch_learner import DQNTorchLearner
+    from ray.rllib.core.columns import Columns
+    from ray.rllib.utils.replay_buffers.episode_replay_buffer import EpisodeReplayBuffer
+    from ray.tune.registry import register_env
+
+from xpspec.adapters.rllib import _item, _new_steps, _seeded, _steps, _ToyVectorEnv, _with_action
+from xpspec.protocol.adapter import Unsupported
+from xpspec.protocol.preprocessors import (
+    ExcludeEpisodes,
+    ExcludeTasks,
+    Identity,
+    OverwriteStepType,
+    PreprocessorSpec,
+    RewardTransform,
+)
+from xpspec.protocol.scenario import TrainerScenario
+from xpspec.protocol.step_type import StepType
+from xpspec.protocol.trace import (
+    EnvStep,
+    Event,
+    Exclude,
+    Item,
+    IterationEnd,
+    IterationStart,
+    RunEnd,
+    Store,
+    Trace,
+    TrainCall,
+    Update,
+)
+from xpspec.refimpl.toy_envs.gym_env import toy_action_space, toy_observation_space
+
+__all__ = ["RecordingDQNLearner", "RecordingEpisodeReplayBuffer", "run_trainer"]
+
+_SOURCE = "https://github.com/ray-project/ray/blob/b7f4259e944bf6959f721b106adc366ddfa0c356/rllib"
+_ENV_NAME = "xpspec-toy"
+_MODULE_ID = "default_policy"
+_LAST = int(StepType.LAST)
+
+
+def _unsupported(reason: str, path: str) -> Unsupported:
+    return Unsupported(f"RLlib 2.60.0: {reason}", f"{_SOURCE}/{path}")
+
+
+# -- the user's classes, named in the config -------------------------------------------------
+class RecordingEpisodeReplayBuffer(EpisodeReplayBuffer):
+    """RLlib's ``EpisodeReplayBuffer`` with a seeded generator (``rng_seed``; RLlib's own is
+    ``default_rng(seed=None)``) that keeps, after each ``add``, the time steps each added
+    chunk contributed, read back from the episode the buffer then holds under the chunk's
+    ``id_`` (the chunk itself if the buffer evicted that episode within the same ``add``)."""
+
+    def __init__(self, *args: Any, rng_seed: int = 0, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.rng = np.random.default_rng(rng_seed)
+        self.added: list[list[Any]] = []
+
+    def add(self, episodes: Any) -> None:
+        chunks = episodes if isinstance(episodes, list) else [episodes]
+        super().add(chunks)
+        steps: list[Any] = []
+        for chunk in chunks:
+            wanted = [s.item for s in _new_steps(chunk)]
+            index = self.episode_id_to_index.get(chunk.id_)
+            held = None if index is None else index - self._num_episodes_evicted
+            source = self.episodes[held] if held is not None and held >= 0 else chunk
+            by_item = {s.item: s for s in _steps(source)}
+            steps.extend(by_item[item] for item in wanted)
+        self.added.append(steps)
+
+
+class RecordingDQNLearner(DQNTorchLearner):
+    """DQN's torch learner that keeps the observations of every gradient update's batch
+    (``TorchLearner._update`` is one optimizer step)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.updates: list[list[Item]] = []
+
+    def _update(self, batch: dict[str, Any]) -> Any:
+        obs = batch[_MODULE_ID][Columns.OBS].detach().cpu().numpy()
+        self.updates.append([_item(o) for o in obs])
+        return super()._update(batch)
+
+
+# -- the user's on_sample_end hook -------------------------------------------------------------
+@dataclass
+class _SampleHook:
+    """The preprocessing a user writes in ``on_sample_end`` (episodes may be changed there
+    before the algorithm adds them to its buffer); it keeps what it excluded."""
+
+    spec: PreprocessorSpec
+    excluded: list[tuple[str, list[Item]]] = field(default_factory=list)
+
+    def __call__(self, *, samples: list[Any], **_: Any) -> None:
+        spec = self.spec
+        if isinstance(spec, RewardTransform):
+            for chunk in samples:
+                rewards = np.asarray(chunk.get_rewards(), dtype=np.float64)
+                if len(rewards):
+                    new = rewards * float(spec.scale) + float(spec.shift)
+                    chunk.set_rewards(new_data=new.astype(np.float32), at_indices=slice(0, None))
+        elif isinstance(spec, OverwriteStepType):
+            for chunk in samples:
+                if chunk.is_truncated:
+                    chunk.is_truncated = False  # a truncated LAST becomes an ongoing MID
+        elif isinstance(spec, (ExcludeEpisodes, ExcludeTasks)):
+            kept = []
+            for chunk in samples:
+                if self._excludes(chunk):
+                    reason = "episode" if isinstance(spec, ExcludeEpisodes) else "task"
+                    self.excluded.append((reason, [s.item for s in _new_steps(chunk)]))
+                else:
+                    kept.append(chunk)
+            samples[:] = kept
+
+    def _excludes(self, chunk: Any) -> bool:
+        spec = self.spec
+        if isinstance(spec, ExcludeEpisodes):
+            episode = _item(chunk.get_observations(0))[1]
+            return episode % spec.every == spec.offset
+        assert isinstance(spec, ExcludeTasks)
+        return int(chunk.get_infos(0)["task_id"]) in spec.task_ids
+
+
+class _SampleRecorder:
+    """The first ``on_sample_end`` callback: the time steps of every chunk the env runner
+    returned, read before the preprocessing callback runs."""
+
+    def __init__(self) -> None:
+        self.chunks: list[tuple[list[Any], bool, str]] = []
+
+    def __call__(self, *, samples: list[Any], **_: Any) -> None:
+        for chunk in samples:
+            self.chunks.append((_steps(chunk), chunk.t_started > 0, chunk.id_))
+
+    def take(self) -> list[tuple[list[Any], bool, str]]:
+        out, self.chunks = self.chunks, []
+        return out
+
+
+# -- configuration ---------------------------------------------------------------------------
+def _support(sc: TrainerScenario) -> int:
+    """The integer unroll length, or Unsupported for what DQN's loop cannot express."""
+    cfg = sc.trainer
+    dqn = "algorithms/dqn/dqn.py"
+    if cfg.mode != "off-policy":
+        raise _unsupported(
+            "on-policy mode: this adapter drives DQN's off-policy training_step only "
+            "(DQN._training_step_new_api_stack)",
+            dqn,
+        )
+    if cfg.drain is not None:
+        raise _unsupported(
+            "drain mode: training_step samples synchronously "
+            "(synchronous_parallel_sample), there is no asynchronous unroller",
+            dqn,
+        )
+    u = Fraction(cfg.unroll_length)
+    if u.denominator != 1:
+        raise _unsupported(
+            f"unroll_length {u}: rollout_fragment_length is an integer number of timesteps "
+            "per sub-env (AlgorithmConfig.get_rollout_fragment_length)",
+            "algorithms/algorithm_config.py",
+        )
+    if cfg.num_env_steps:
+        raise _unsupported(
+            "num_env_steps: the loop is the user's train() calls; RLlib has no env-step "
+            "budget inside Algorithm.train (the adapter runs num_iterations calls)",
+            "algorithms/algorithm.py",
+        )
+    if cfg.whole_buffer:
+        raise _unsupported(
+            "whole-buffer training: DQN samples its train batch at random from the buffer "
+            "(EpisodeReplayBuffer.sample)",
+            dqn,
+        )
+    if cfg.mini_batch_length != 1:
+        raise _unsupported(
+            f"windows of {cfg.mini_batch_length}: DQN's training_step samples n-step "
+            "transitions (batch_length_T = 0 for a stateless module), not sequences",
+            dqn,
+        )
+    buffer_py = "utils/replay_buffers/episode_replay_buffer.py"
+    if sc.sampling.period != 1 or sc.sampling.distribution != "uniform-windows":
+        raise _unsupported(
+            "EpisodeReplayBuffer draws any stored timestep uniformly (no period grid, no "
+            "per-env or per-episode law)",
+            buffer_py,
+        )
+    pre = sc.preprocess
+    if not isinstance(pre, _EXPRESSED) or (
+        isinstance(pre, OverwriteStepType) and (pre.when, pre.to) != ("truncated-last", "MID")
+    ):
+        raise _unsupported(*_not_expressed(pre))
+    return int(u)
+
+
+_EXPRESSED = (Identity, RewardTransform, OverwriteStepType, ExcludeEpisodes, ExcludeTasks)
+
+
+def _not_expressed(spec: PreprocessorSpec) -> tuple[str, str]:
+    name = type(spec).__name__
+    if name == "ExcludeSteps":
+        return (
+            "ExcludeSteps: on_sample_end sees episode chunks, and a chunk with steps cut out "
+            "of it is no episode (SingleAgentEpisode.validate needs len(observations) == "
+            "len(actions) + 1); EpisodeReplayBuffer.add glues chunks by id_ with "
+            "SingleAgentEpisode.concat_episode, which asserts the chunk starts where the "
+            "stored one ends (other.t_started == self.t), so no step can be left out",
+            "env/single_agent_episode.py",
+        )
+    if name == "OverwriteStepType":
+        return (
+            f"{spec}: an episode has no per-step step type; FIRST, MID and LAST follow from "
+            "t_started, the position and is_terminated / is_truncated (SingleAgentEpisode), "
+            "so on_sample_end can only turn a truncated LAST into MID (is_truncated = False)",
+            "env/single_agent_episode.py",
+        )
+    return (
+        f"{name}: not driven by this adapter yet. DQN.training_step adds every chunk that "
+        "on_sample_end leaves in the sampled list to the buffer in the same step "
+        "(local_replay_buffer.add(episodes)); a hold-and-release would be user code in that "
+        "callback that keeps removed chunks across sample() calls, glues their "
+        "continuations (SingleAgentEpisode.concat_episode), annotates them "
+        "(set_extra_model_outputs) and puts them back into a later list",
+        "algorithms/dqn/dqn.py",
+    )
+
+
+def _config(sc: TrainerScenario, u: int, hook: _SampleHook, recorder: _SampleRecorder) -> DQNConfig:
+    cfg, b = sc.trainer, sc.env.num_envs
+    batch = cfg.mini_batch_size or b
+    native = Fraction(batch, u * b)  # dqn.py:calculate_rr_weights, one local runner
+    intensity = float(native * cfg.num_updates_per_train_iter)
+    config = (
+        DQNConfig()
+        .environment(
+            _ENV_NAME,
+            observation_space=toy_observation_space(sc.env),
+            action_space=toy_action_space(sc.env),
+        )
+        .env_runners(
+            num_env_runners=0,
+            num_envs_per_env_runner=b,
+            gym_env_vectorize_mode="vector_entry_point",
+            rollout_fragment_length=u,
+            batch_mode="truncate_episodes",
+        )
+        .training(
+            train_batch_size_per_learner=batch,
+            num_steps_sampled_before_learning_starts=cfg.initial_collect_steps,
+            training_intensity=intensity if cfg.num_updates_per_train_iter > 1 else None,
+            n_step=1,
+            replay_buffer_config={
+                "type": f"{__name__}.RecordingEpisodeReplayBuffer",
+                "capacity": cfg.capacity * b,
+                "rng_seed": sc.seed,
+            },
+            learner_class=RecordingDQNLearner,
+        )
+        .rl_module(model_config={"fcnet_hiddens": [8], "head_fcnet_hiddens": [8]})
+        .reporting(
+            min_time_s_per_iteration=0,
+            min_sample_timesteps_per_iteration=0,
+            min_train_timesteps_per_iteration=0,
+        )
+        .learners(num_learners=0)
+    )
+    hooks: list[Any] = [recorder]
+    if not isinstance(sc.preprocess, Identity):
+        hooks.append(hook)
+    return config.callbacks(on_sample_end=hooks)
+
+
+# -- recording ---------------------------------------------------------------------------------
+def _column_events(iteration: int, rows: list[list[Any]]) -> list[EnvStep]:
+    events = []
+    for column in rows:
+        events.append(
+            EnvStep(
+                iteration,
+                tuple(s.item[0] for s in column),
+                tuple(s.item[1] for s in column),
+                tuple(s.item[2] for s in column),
+                tuple(s.step_type for s in column),
+                tuple(s.reward for s in column),
+                tuple(s.discount for s in column),
+                tuple(s.item[2] for s in column),
+                tuple(s.action for s in column),
+            )
+        )
+    return events
+
+
+def _store_event(iteration: int, steps: Sequence[Any]) -> Store:
+    return Store(
+        iteration,
+        tuple(s.item[0] for s in steps),
+        tuple(s.item[1] for s in steps),
+        tuple(s.item[2] for s in steps),
+        tuple(s.step_type for s in steps),
+        tuple(s.reward for s in steps),
+        tuple(s.discount for s in steps),
+        (0.0,) * len(steps),
+    )
+
+
+def run_trainer(sc: TrainerScenario) -> Trace:
+    """``num_iterations`` calls of ``Algorithm.train()`` of a DQN built on a local Ray
+    instance, recorded as described in :mod:`xpspec.adapters.rllib`."""
+    u = _support(sc)
+    hook = _SampleHook(sc.preprocess)
+    recorder = _SampleRecorder()
+    with _seeded(sc.seed):
+        ray.init(
+            num_cpus=1,
+            include_dashboard=False,
+            log_to_driver=False,
+            configure_logging=False,
+        )
+        try:
+            register_env(_ENV_NAME, _ToyVectorEnv(sc.env, sc.seed))
+            algo = _config(sc, u, hook, recorder).build_algo()
+            try:
+                # The config is deep-copied on its way to the env runner: read back the
+                # callback objects it calls.
+                called = list(algo.env_runner.config.callbacks_on_sample_end)
+                recorder = next(c for c in called if isinstance(c, _SampleRecorder))
+                hook = next((c for c in called if isinstance(c, _SampleHook)), hook)
+                return _Run(sc, algo, hook, recorder).run()
+            finally:
+                algo.stop()
+        finally:
+            ray.shutdown()
+
+
+def _raised_by_buffer_sample(exc: BaseException) -> bool:
+    """Whether ``exc`` came out of ``EpisodeReplayBuffer``'s sampler (``rng.integers`` over
+    no stored timestep: ``ValueError: high <= 0``)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    return any(f.filename.endswith("replay_buffers/episode_replay_buffer.py") for f in frames)
+
+
+class _Run:
+    def __init__(
+        self, sc: TrainerScenario, algo: Any, hook: _SampleHook, recorder: _SampleRecorder
+    ) -> None:
+        self.sc, self.algo, self.hook = sc, algo, hook
+        self.recorder = recorder
+        self.buffer: RecordingEpisodeReplayBuffer = algo.local_replay_buffer
+        self.learner: RecordingDQNLearner = algo.learner_group._learner
+        self.events: list[Event] = []
+        self.env_stream: dict[int, list[Any]] = {e: [] for e in range(sc.env.num_envs)}
+        self.open: dict[str, tuple[int, int]] = {}
+        self.vector_steps = 0
+        self.stored = 0
+        self.env_steps = 0
+        self.calls = 0
+        self._started = 0
+
+    def run(self) -> Trace:
+        header: dict[str, Any] = {"producer": "rllib", "seed": self.sc.seed}
+        iterations = self.sc.trainer.num_iterations
+        for iteration in range(1, iterations + 1):
+            try:
+                self._iteration(iteration)
+            except ValueError as exc:
+                if not _raised_by_buffer_sample(exc):
+                    raise
+                iterations = iteration - 1
+                self.events = self.events[: self._started]
+                header["stopped"] = (
+                    f"ValueError: {exc} (EpisodeReplayBuffer.sample in DQN.training_step of "
+                    f"iteration {iteration}; the trace ends with iteration {iterations})"
+                )
+                break
+        policy = self.sc.trainer.pending_at_end
+        self.events.append(RunEnd(iterations, self.env_steps, policy, (), (), ()))
+        return Trace(tuple(self.events), header)
+
+    def _iteration(self, iteration: int) -> None:
+        """One ``Algorithm.train()`` call and what RLlib did in it; the counter is RLlib's
+        ``Algorithm.iteration`` (``Trainable.train`` increments it after the step)."""
+        self._started = len(self.events)
+        u = int(self.sc.trainer.unroll_length)
+        self.events.append(IterationStart(iteration, int(self.algo.iteration), u))
+        seen_adds, seen_updates = len(self.buffer.added), len(self.learner.updates)
+        seen_excluded = len(self.hook.excluded)
+        self.algo.train()
+        counter = int(self.algo.iteration)
+        self._env_steps(iteration)
+        for steps in self.buffer.added[seen_adds:]:
+            if steps:
+                self.events.append(_store_event(iteration, steps))
+                self.stored += len(steps)
+        for reason, items in self.hook.excluded[seen_excluded:]:
+            if items:
+                self.events.append(
+                    Exclude(
+                        iteration,
+                        tuple(i[0] for i in items),
+                        tuple(i[1] for i in items),
+                        tuple(i[2] for i in items),
+                        reason,
+                    )
+                )
+        updates = self.learner.updates[seen_updates:]
+        self.events.append(
+            TrainCall(
+                iteration, self.calls, counter, "trained" if updates else "warmup", self.stored
+            )
+        )
+        for index, rows in enumerate(updates):
+            windows = tuple((item,) for item in rows)
+            self.events.append(
+                Update(iteration, self.calls, index, counter, windows, ((1,),) * len(rows))
+            )
+        self.calls += 1
+        self.events.append(IterationEnd(iteration, counter, self.env_steps, self.stored, 0))
+
+    def _env_steps(self, iteration: int) -> None:
+        """The vector steps of this ``train()`` call: every env's stream (the chunks the local
+        env runner returned, glued by ``id_``, read in ``on_sample_end`` before any
+        preprocessing) plus the reset observation the runner still holds unreturned (a new
+        episode is returned only once it has a transition) grows by the same count."""
+        for chunk_steps, continued, id_ in self.recorder.take():
+            if id_ in self.open:
+                env, newest = self.open[id_]
+                self.env_stream[env][newest] = _with_action(
+                    self.env_stream[env][newest], chunk_steps[0]
+                )
+            if continued:
+                chunk_steps = chunk_steps[1:]
+            else:
+                env = chunk_steps[0].item[0]
+            self.env_stream[env].extend(chunk_steps)
+            self.open[id_] = (env, len(self.env_stream[env]) - 1)
+        lengths = set()
+        for env, episode in enumerate(self.algo.env_runner._ongoing_episodes):
+            held = (
+                len(episode.get_observations())
+                if episode.t_started == 0 and episode.is_reset
+                else 0
+            )
+            unreturned = 1 if held == 1 and len(episode) == 0 else 0
+            lengths.add(len(self.env_stream[env]) + unreturned)
+        if len(lengths) != 1:
+            raise RuntimeError(f"envs hold streams of different lengths: {sorted(lengths)}")
+        (length,) = lengths
+        done = length - 1
+        rows = [
+            [self.env_stream[e][n] for e in range(self.sc.env.num_envs)]
+            for n in range(self.vector_steps, done)
+        ]
+        self.events.extend(_column_events(iteration, rows))
+        self.env_steps += len(rows) * self.sc.env.num_envs
+        self.vector_steps = done

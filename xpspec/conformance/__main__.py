@@ -1,0 +1,5 @@
+import sys
+
+from xpspec.conformance.cli import main
+
+sys.exit(main())

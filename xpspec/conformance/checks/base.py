@@ -1,0 +1,90 @@
+"""What a check is, and the failure it raises.
+
+A check is a pure function of a scenario and the trace an adapter produced for it (plus, for
+exact checks, the reference trace). It returns nothing when the trace conforms and raises
+:class:`CheckFailure` naming what was expected and what was found.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from xpspec.protocol.scenario import Scenario
+from xpspec.protocol.trace import Trace
+
+__all__ = ["Check", "CheckFailure", "Context", "Projection"]
+
+
+class CheckFailure(AssertionError):
+    """A trace violates a clause: ``what`` went wrong, ``expected`` vs ``actual``.
+
+    ``clause`` names which of the check's clauses the violation belongs to when the check
+    covers several (an exact comparison charges its first difference to the clause of the
+    field that differs); ``None`` charges all of them. ``iteration`` is the iteration in which
+    the violation first shows, when the check knows it: blame ranks the failures of one
+    scenario by it (the earliest violation is the cause, later ones are downstream of it).
+    ``diverged`` is set by a check that compares whole event sequences (with another run of
+    the adapter, or the reference): the kind of the first event that differs, which tells
+    blame the stage of the pipeline where the runs part.
+    """
+
+    def __init__(
+        self,
+        what: str,
+        expected: Any,
+        actual: Any,
+        *,
+        clause: str | None = None,
+        iteration: int | None = None,
+        diverged: str | None = None,
+    ) -> None:
+        self.what, self.expected, self.actual = what, expected, actual
+        self.clause, self.iteration, self.diverged = clause, iteration, diverged
+        super().__init__(f"{what}\n  expected: {_short(expected)}\n  actual:   {_short(actual)}")
+
+
+def _short(value: Any, limit: int = 600) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} chars)"
+
+
+class Context:
+    """What a check may ask for beyond its own trace: the reference trace of a scenario, and
+    another run of the adapter under test (for checks that compare two scenarios)."""
+
+    def __init__(
+        self,
+        reference: Callable[[Scenario], Trace],
+        rerun: Callable[[Scenario], Trace],
+        fresh: Callable[[Scenario], Trace] | None = None,
+    ) -> None:
+        self.reference = reference
+        self.rerun = rerun
+        self.fresh = fresh or rerun
+
+
+Projection = Callable[[Scenario, Trace], Any]
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check of one or more clauses, for one capability.
+
+    ``verify(scenario, trace, context)`` raises :class:`CheckFailure` on violation.
+    ``applies(scenario)`` says whether the check concerns a scenario at all; a check that
+    does not apply is not reported for that scenario. Exact checks also expose their
+    ``projection`` so a declared variant can be confirmed against refimpl run as that variant.
+    """
+
+    name: str
+    clauses: tuple[str, ...]
+    capability: Literal["env", "trainer", "replay", "learner", "relabel"]
+    kind: Literal["exact", "invariant", "statistical"]
+    verify: Callable[[Scenario, Trace, Context], None]
+    applies: Callable[[Scenario], bool] = lambda scenario: True
+    projection: Projection | None = None
+    doc: str = ""
+    requires: tuple[str, ...] = ()
+    """Observables (capabilities beyond ``capability``) the check needs the trace to have."""

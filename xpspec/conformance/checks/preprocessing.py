@@ -1,0 +1,410 @@
+"""Checks of experience preprocessing: conservation and the modes (clauses ``preprocess.*``)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import replace
+from fractions import Fraction
+
+from xpspec.conformance.checks.base import CheckFailure, Context
+from xpspec.conformance.checks.views import (
+    env_items,
+    items_of,
+    iterations,
+    trainer_scenario,
+)
+from xpspec.protocol.adapter import Unsupported
+from xpspec.protocol.codec import canonical_json
+from xpspec.protocol.preprocessors import (
+    EpisodeDelayed,
+    ExcludeEpisodes,
+    ExcludeSteps,
+    ExcludeTasks,
+    OverwriteStepType,
+    RewardTransform,
+)
+from xpspec.protocol.scenario import Scenario, TrainerScenario
+from xpspec.protocol.step_type import StepType
+from xpspec.protocol.trace import Item, Trace
+
+__all__ = [
+    "check_conservation",
+    "check_delayed_per_env",
+    "check_exclusion",
+    "check_identity_is_plain",
+    "check_pending_at_end",
+    "check_release_order",
+    "check_store_order",
+    "check_transform",
+]
+
+
+def _fate(trace: Trace) -> tuple[Counter[Item], Counter[Item], Counter[Item], Counter[Item]]:
+    unrolled: Counter[Item] = Counter()
+    stored: Counter[Item] = Counter()
+    excluded: Counter[Item] = Counter()
+    pending: Counter[Item] = Counter()
+    for e in trace.events:
+        target = {
+            "env_step": unrolled,
+            "store": stored,
+            "exclude": excluded,
+            "run_end": pending,
+        }.get(e.kind)
+        if target is not None:
+            target.update(items_of(e))
+    return unrolled, stored, excluded, pending
+
+
+def _unaccounted_concern(trace: Trace) -> dict[Item, int | None]:
+    """Items unrolled but neither stored, excluded nor reported pending, each with the
+    iteration in which its loss shows when it is ``preprocess.conservation``'s concern: an item
+    never held (lost in the iteration that unrolled it) or held in an episode that ended (lost
+    at its LAST). Items held in an episode still open at the end are left out: reporting those
+    is ``preprocess.pending-at-end``'s concern."""
+    unrolled, stored, excluded, pending = _fate(trace)
+    held: set[Item] = set()
+    ended: dict[tuple[int, int], int] = {}
+    unrolled_in: dict[Item, int] = {}
+    for e in trace.events:
+        if e.kind == "hold":
+            held.update(items_of(e))
+        elif e.kind == "env_step":
+            for item, step in zip(items_of(e), e.step_type):
+                unrolled_in.setdefault(item, e.iteration)
+                if step == StepType.LAST:
+                    ended.setdefault(item[:2], e.iteration)
+    lost = unrolled - (stored + excluded + pending)
+    out: dict[Item, int | None] = {}
+    for item in lost:
+        if item not in held:
+            out[item] = unrolled_in.get(item)
+        elif item[:2] in ended:
+            out[item] = ended[item[:2]]
+    return out
+
+
+def check_conservation(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """preprocess.conservation: every unrolled item is stored, excluded or reported pending,
+    exactly once. An item held in an episode still open at the end and not reported pending
+    is left to ``preprocess.pending-at-end``."""
+    unrolled, stored, excluded, pending = _fate(trace)
+    lost = _unaccounted_concern(trace)
+    accounted = stored + excluded + pending
+    for item, n in unrolled.items():
+        if accounted[item] != n and (accounted[item] > n or item in lost):
+            where = {"stored": stored[item], "excluded": excluded[item], "pending": pending[item]}
+            raise CheckFailure(
+                f"fate of unrolled item {item}",
+                "exactly one of stored/excluded/pending",
+                where,
+                iteration=lost.get(item),
+            )
+    extra = sorted(set(accounted) - set(unrolled))
+    if extra:
+        raise CheckFailure(
+            "items stored, excluded or pending that were never unrolled", [], extra[:5]
+        )
+
+
+def check_identity_is_plain(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """preprocess.identity-is-plain: every vector step's items are stored right after it,
+    unchanged and with annotation 0; nothing else is stored, excluded or held; and the whole
+    event sequence equals the run with train accounting ``plain`` (when the adapter can
+    express that run: otherwise only the store sequence is checked)."""
+    events = list(trace.events)
+    steps = stores = 0
+    for i, e in enumerate(events):
+        if e.kind in ("exclude", "hold"):
+            raise CheckFailure(
+                f"event #{i}: identity preprocessing {e.kind}s {items_of(e)}", "nothing", e.kind
+            )
+        if e.kind == "store":
+            stores += 1
+        if e.kind != "env_step":
+            continue
+        steps += 1
+        nxt = events[i + 1] if i + 1 < len(events) else None
+        if nxt is None or nxt.kind != "store" or items_of(nxt) != items_of(e):
+            raise CheckFailure(
+                f"iteration {e.iteration}: store right after the unroll step of {items_of(e)}",
+                "a store of the same items",
+                nxt,
+            )
+        for name in ("step_type", "reward", "discount"):
+            if getattr(nxt, name) != getattr(e, name):
+                raise CheckFailure(
+                    f"iteration {e.iteration}: stored {name} under identity",
+                    getattr(e, name),
+                    getattr(nxt, name),
+                )
+        if any(nxt.annotation):
+            raise CheckFailure(
+                f"iteration {e.iteration}: stored annotation under identity",
+                (0.0,) * len(nxt.annotation),
+                nxt.annotation,
+            )
+    if stores != steps:
+        raise CheckFailure("store events under identity (one per vector step)", steps, stores)
+    sc = trainer_scenario(scenario)
+    if sc.trainer.train_accounting == "plain":
+        return
+    try:
+        plain = ctx.rerun(replace(sc, trainer=replace(sc.trainer, train_accounting="plain")))
+    except Unsupported:
+        return  # the adapter cannot run without a hook: the store sequence is what is checked
+    mine, theirs = [canonical_json(e) for e in events], [canonical_json(e) for e in plain.events]
+    if mine != theirs:
+        first = next(
+            (n for n, (a, b) in enumerate(zip(mine, theirs)) if a != b), min(len(mine), len(theirs))
+        )
+        at = events[first] if first < len(events) else plain.events[first]
+        raise CheckFailure(
+            f"event #{first} vs the same run with train accounting plain",
+            theirs[first : first + 1],
+            mine[first : first + 1],
+            iteration=at.iteration if hasattr(at, "iteration") else None,
+            diverged=at.kind,
+        )
+
+
+def check_store_order(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    unroll_index = {item: n for n, (_, item, _, _) in enumerate(env_items(trace))}
+    last: dict[int, tuple[int, Item]] = {}
+    for e in trace.of_kind("store"):
+        for item in items_of(e):
+            n = unroll_index.get(item, -1)
+            if item[0] in last and n <= last[item[0]][0]:
+                raise CheckFailure(
+                    f"iteration {e.iteration}: env {item[0]} stores {item} after {last[item[0]][1]}",
+                    "unroll order",
+                    "out of order",
+                )
+            last[item[0]] = (n, item)
+
+
+def _stored_as_unrolled(
+    sc: TrainerScenario,
+    trace: Trace,
+    want: Callable[[Item, int, float, float], tuple[int, float, float]],
+) -> None:
+    """Every stored item's (step type, reward, discount) equals ``want`` of its unrolled
+    fields (what its clause says the mode stores); an item never unrolled fails too."""
+    unrolled: dict[Item, tuple[int, float, float]] = {}
+    for _, item, e, i in env_items(trace):
+        unrolled[item] = (e.step_type[i], e.reward[i], e.discount[i])
+    for e in trace.of_kind("store"):
+        for item, st, reward, discount in zip(items_of(e), e.step_type, e.reward, e.discount):
+            if item not in unrolled:
+                raise CheckFailure(
+                    f"stored item {item} under {sc.preprocess}",
+                    "an unrolled item",
+                    "never unrolled",
+                )
+            expected = want(item, *unrolled[item])
+            if (st, reward, discount) != expected:
+                raise CheckFailure(
+                    f"iteration {e.iteration}: stored (step type, reward, discount) of {item} "
+                    f"under {sc.preprocess}",
+                    expected,
+                    (st, reward, discount),
+                )
+
+
+def _as_unrolled(item: Item, st: int, reward: float, discount: float) -> tuple[int, float, float]:
+    return st, reward, discount
+
+
+def check_delayed_per_env(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    sc = trainer_scenario(scenario)
+    last_at: dict[tuple[int, int], int] = {}
+    for it, (env, episode, _), e, i in env_items(trace):
+        if e.step_type[i] == StepType.LAST:
+            last_at[(env, episode)] = it
+    closed: set[int] = set()
+    released: set[tuple[int, int]] = set()
+    for e in trace.events:
+        if e.kind == "iteration_end":
+            closed.add(e.iteration)
+        if e.kind in ("store", "exclude") and e.iteration not in closed:
+            items = items_of(e)
+            episodes = {(env, ep) for env, ep, _ in items}
+            if len(episodes) != 1:
+                raise CheckFailure(
+                    f"iteration {e.iteration}: one release holds",
+                    "exactly one env's episode",
+                    sorted(episodes),
+                )
+            ((env, ep),) = episodes
+            plan = sc.env.episode(sc.seed, env, ep)
+            if [t for _, _, t in items] != list(range(plan.length + 1)):
+                raise CheckFailure(
+                    f"iteration {e.iteration}: released episode {(env, ep)}",
+                    list(range(plan.length + 1)),
+                    [t for _, _, t in items],
+                )
+            if last_at.get((env, ep)) != e.iteration:
+                raise CheckFailure(
+                    f"release of episode {(env, ep)}",
+                    f"iteration {last_at.get((env, ep))} (its LAST)",
+                    f"iteration {e.iteration}",
+                )
+            keep = sc.preprocess.keep if isinstance(sc.preprocess, EpisodeDelayed) else "all"
+            kept = keep == "all" or (keep == "success") == (plan.ending == "terminated")
+            if (e.kind == "store") != kept:
+                raise CheckFailure(
+                    f"iteration {e.iteration}: episode {(env, ep)} ({plan.ending}) under "
+                    f"keep={keep!r}",
+                    "stored" if kept else "excluded with reason outcome",
+                    "stored" if e.kind == "store" else "excluded",
+                )
+            if e.kind == "exclude" and e.reason != "outcome":
+                raise CheckFailure(
+                    f"iteration {e.iteration}: reason of excluding episode {(env, ep)} "
+                    f"({plan.ending}) under keep={keep!r} (preprocess.delayed-per-env)",
+                    "outcome",
+                    e.reason,
+                )
+            released.add((env, ep))
+            if e.kind == "store":
+                want = 1.0 if plan.ending == "terminated" else 0.0
+                if set(e.annotation) != {want}:
+                    raise CheckFailure(
+                        f"annotation of episode {(env, ep)} ({plan.ending})",
+                        want,
+                        sorted(set(e.annotation)),
+                    )
+    unreleased = sorted(set(last_at) - released)
+    if unreleased:
+        env, ep = unreleased[0]
+        raise CheckFailure(
+            f"episode {(env, ep)}: its LAST was unrolled in iteration {last_at[(env, ep)]}",
+            "released (stored or excluded) in that vector step",
+            f"never released ({len(unreleased)} such episodes)",
+        )
+    _stored_as_unrolled(sc, trace, _as_unrolled)
+
+
+def check_release_order(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """preprocess.release-order: every release (a store or exclusion of episode-delayed mode
+    during an iteration) follows the unroll of the vector step that holds its episode's LAST,
+    before the next vector step and before the iteration's train calls; the releases of one
+    vector step are in increasing env order. (That a release is one whole episode is
+    ``preprocess.delayed-per-env``'s.)"""
+    step_lasts: set[tuple[int, int]] | None = None  # (env, episode) ending in the open step
+    step_iteration, released_envs = 0, list[int]()
+    closed: set[int] = set()
+    for e in trace.events:
+        if e.kind == "iteration_end":
+            closed.add(e.iteration)
+        if e.kind == "env_step":
+            step_lasts = {
+                (env, ep)
+                for (env, ep, _), st in zip(items_of(e), e.step_type)
+                if st == StepType.LAST
+            }
+            step_iteration, released_envs = e.iteration, []
+        elif e.kind in ("train_call", "update", "hook", "iteration_end", "iteration"):
+            step_lasts = None  # the unroll of the iteration is over
+        elif e.kind in ("store", "exclude") and e.iteration not in closed:
+            items = items_of(e)
+            if not items:
+                continue
+            episode = items[0][:2]
+            if step_lasts is None or e.iteration != step_iteration or episode not in step_lasts:
+                raise CheckFailure(
+                    f"iteration {e.iteration}: release ({e.kind}) of episode {episode} "
+                    "(preprocess.release-order: in the vector step that unrolls its LAST, "
+                    "before the next vector step and the train calls)",
+                    "right after the unroll step holding its LAST",
+                    "outside that vector step"
+                    if step_lasts is not None
+                    else "after the iteration's unroll ended",
+                )
+            if released_envs and episode[0] <= released_envs[-1]:
+                raise CheckFailure(
+                    f"iteration {e.iteration}: releases of one vector step "
+                    "(preprocess.release-order: increasing env order)",
+                    sorted([*released_envs, episode[0]]),
+                    [*released_envs, episode[0]],
+                )
+            released_envs.append(episode[0])
+
+
+def _selected(sc: TrainerScenario, item: Item) -> bool:
+    env, episode, t = item
+    p = sc.preprocess
+    if isinstance(p, ExcludeSteps):
+        return t % p.every == p.offset
+    if isinstance(p, ExcludeEpisodes):
+        return episode % p.every == p.offset
+    if isinstance(p, ExcludeTasks):
+        return sc.env.task_id(env, episode) in p.task_ids
+    return False
+
+
+def check_exclusion(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    sc = trainer_scenario(scenario)
+    unrolled, stored, excluded, _ = _fate(trace)
+    for item in unrolled:
+        want = _selected(sc, item)
+        if want and (stored[item] or not excluded[item]):
+            raise CheckFailure(
+                f"selected item {item} under {sc.preprocess}",
+                "excluded",
+                "stored" if stored[item] else "missing",
+            )
+        if not want and excluded[item]:
+            raise CheckFailure(
+                f"unselected item {item} under {sc.preprocess}", "stored", "excluded"
+            )
+    for e in trace.of_kind("exclude"):
+        if not e.reason:
+            raise CheckFailure(
+                f"iteration {e.iteration}: exclusion reason", "a non-empty reason", e.reason
+            )
+    _stored_as_unrolled(sc, trace, _as_unrolled)
+
+
+def check_transform(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """preprocess.transform: the transformed field as the clause says, every other field
+    (the discount included) as unrolled; under the variant ``transition-rows``
+    (``first="unheld"``) a FIRST's reward as unrolled too."""
+    sc = trainer_scenario(scenario)
+    p = sc.preprocess
+
+    def want(item: Item, st: int, reward: float, discount: float) -> tuple[int, float, float]:
+        if isinstance(p, RewardTransform) and not (p.first == "unheld" and st == StepType.FIRST):
+            reward = float(Fraction(reward) * p.scale + p.shift)
+        if isinstance(p, OverwriteStepType):
+            hit = item[2] == p.t if p.when == "t" else (st == StepType.LAST and discount != 0)
+            st = int(StepType[p.to]) if hit else st
+        return st, reward, discount
+
+    _stored_as_unrolled(sc, trace, want)
+
+
+def check_pending_at_end(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """The run end reports exactly the items neither stored nor excluded; under ``flush``
+    that is nothing, because the held items were stored."""
+    sc = trainer_scenario(scenario)
+    unrolled, stored, excluded, pending = _fate(trace)
+    held_open = unrolled - stored - excluded
+    for item in _unaccounted_concern(trace):  # lost items are conservation's concern
+        del held_open[item]
+    ends = list(trace.of_kind("run_end"))
+    if len(ends) != 1:
+        raise CheckFailure("run end events", 1, len(ends))
+    last = max(iterations(trace), default=None)  # the run end follows the last iteration
+    if sc.trainer.pending_at_end == "flush" and pending:
+        raise CheckFailure(
+            "items left pending under policy flush", [], sorted(pending)[:8], iteration=last
+        )
+    if sorted(pending.elements()) != sorted(held_open.elements()):
+        raise CheckFailure(
+            "items reported pending at the end",
+            sorted(held_open)[:8],
+            sorted(pending)[:8],
+            iteration=last,
+        )

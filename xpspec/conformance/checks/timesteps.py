@@ -1,0 +1,119 @@
+"""Checks of time steps and episodes on unrolled items (clauses ``timestep.*``)."""
+
+from __future__ import annotations
+
+from xpspec.conformance.checks.base import CheckFailure, Context
+from xpspec.conformance.checks.views import (
+    env_items,
+    items_of,
+    trainer_scenario,
+)
+from xpspec.protocol.scenario import Scenario
+from xpspec.protocol.step_type import StepType
+from xpspec.protocol.trace import Item, Trace
+
+__all__ = [
+    "check_auto_reset",
+    "check_identity",
+    "check_loss_mask",
+    "check_state_reset",
+    "check_step_fields",
+]
+
+
+def check_identity(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    sc = scenario
+    for kind in ("env_step", "store", "exclude", "hold", "run_end"):
+        for e in trace.of_kind(kind):
+            for env, episode, t in items_of(e):
+                if not 0 <= env < sc.env.num_envs:
+                    raise CheckFailure(
+                        f"{kind} names env {env}", f"env in [0, {sc.env.num_envs})", env
+                    )
+                plan = sc.env.episode(sc.seed, env, episode)
+                if not 0 <= t <= plan.length:
+                    raise CheckFailure(
+                        f"{kind} names item {(env, episode, t)}", f"t in [0, {plan.length}]", t
+                    )
+
+
+def check_step_fields(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """timestep.step-types and timestep.discount: each unrolled item's fields vs its plan."""
+    sc = scenario
+    for it, (env, episode, t), e, i in env_items(trace):
+        plan = sc.env.episode(sc.seed, env, episode)
+        want_type = (
+            StepType.FIRST if t == 0 else StepType.LAST if t == plan.length else StepType.MID
+        )
+        if e.step_type[i] != want_type:
+            raise CheckFailure(
+                f"iteration {it}: step type of {(env, episode, t)} (episode of {plan.length} transitions)",
+                want_type.name,
+                StepType(e.step_type[i]).name if e.step_type[i] in (0, 1, 2) else e.step_type[i],
+            )
+        want_discount = 0.0 if (want_type == StepType.LAST and plan.ending == "terminated") else 1.0
+        if e.discount[i] != want_discount:
+            raise CheckFailure(
+                f"iteration {it}: discount of {(env, episode, t)} ({want_type.name}, {plan.ending})",
+                want_discount,
+                e.discount[i],
+            )
+        want_reward = sc.env.reward(sc.seed, env, episode, t)
+        if e.reward[i] != want_reward:
+            raise CheckFailure(
+                f"iteration {it}: reward of {(env, episode, t)}", want_reward, e.reward[i]
+            )
+
+
+def check_auto_reset(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """timestep.auto-reset: per env, the item after a LAST is FIRST of the next episode.
+    Under the ``same-step`` variant (``env.autoreset``) LAST is never returned: the item after
+    an episode's step ``L - 1`` is FIRST of the next episode."""
+    same_step = scenario.env.autoreset == "same-step"
+    previous: dict[int, tuple[Item, int]] = {}
+    for it, item, e, i in env_items(trace):
+        env = item[0]
+        if env in previous:
+            (p_env, p_ep, p_t), p_type = previous[env]
+            ended = p_type == StepType.LAST or (
+                same_step and p_t == scenario.env.episode(scenario.seed, env, p_ep).length - 1
+            )
+            want = (env, p_ep + 1, 0) if ended else (env, p_ep, p_t + 1)
+            if item != want:
+                raise CheckFailure(
+                    f"iteration {it}: step after {(p_env, p_ep, p_t)} ({StepType(p_type).name})",
+                    want,
+                    item,
+                )
+        elif item != (env, 0, 0):
+            raise CheckFailure(f"iteration {it}: first step of env {env}", (env, 0, 0), item)
+        previous[env] = (item, e.step_type[i])
+
+
+def check_state_reset(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """timestep.state-reset: the toy policy's state counts steps since FIRST, so state == t."""
+    for it, item, e, i in env_items(trace):
+        if e.policy_state[i] != item[2]:
+            raise CheckFailure(
+                f"iteration {it}: policy state at {item}", item[2], e.policy_state[i]
+            )
+
+
+def check_loss_mask(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """timestep.loss-mask-last: loss mask is 0 exactly on padding and stored-LAST items."""
+    sc = trainer_scenario(scenario)
+    stored_type: dict[tuple[int, ...], int] = {}
+    for e in trace.events:
+        if e.kind == "store":
+            stored_type.update(zip(items_of(e), e.step_type))
+        elif e.kind == "update":
+            for w, window in enumerate(e.windows):
+                for j, item in enumerate(window):
+                    masked_last = item is not None and stored_type.get(tuple(item)) == StepType.LAST
+                    want = 0 if item is None or (sc.trainer.mask_last and masked_last) else 1
+                    if e.loss_mask[w][j] != want:
+                        raise CheckFailure(
+                            f"iteration {e.iteration}, update {e.index}: loss mask of {item}",
+                            want,
+                            e.loss_mask[w][j],
+                        )

@@ -1,0 +1,487 @@
+"""Evaluate checks against an adapter: run the operation (cached, under a timeout), verify,
+and classify the outcome as pass, fail, error, deviation or not applicable.
+
+This is the one place where outcomes are decided; the pytest suite, the command line and
+the mutant zoo all call :func:`Session.evaluate`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from typing import Any
+
+from xpspec.conformance.blame import Failure, cause_of
+from xpspec.conformance.checks.base import Check, CheckFailure, Context
+from xpspec.conformance.expectations import Deviation, Expectations, Finding
+from xpspec.conformance.outcomes import AdapterError, AdapterFailure, Status
+from xpspec.conformance.validate import TraceError, validate_trace
+from xpspec.conformance.vectors import Vector, committed, difference_note
+from xpspec.protocol.adapter import Adapter, Unsupported
+from xpspec.protocol.scenario import Scenario, scenario_to_json
+from xpspec.protocol.trace import Trace
+
+__all__ = ["GENERATED", "AdapterError", "Outcome", "Session", "load_adapter"]
+
+GENERATED = "generated"
+"""The scenario name of every Hypothesis-generated scenario (expectations scope to it)."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The verdict of one check on one scenario."""
+
+    check: str
+    clauses: tuple[str, ...]
+    scenario: str
+    status: Status
+    message: str = ""
+    variant: str = ""
+    stale: bool = False
+    seconds: float = 0.0
+    level: str = "MUST"
+    """``SHOULD`` when every clause of the check is SHOULD-level: its failure is a warning."""
+    charged: tuple[str, ...] = ()
+    """For a failure: the clauses it is charged to (those of ``clauses`` the first violation
+    belongs to)."""
+    downstream_of: str = ""
+    """For a failure: the clause of the earlier failure it follows from ("" if it is the
+    cause), see :mod:`xpspec.conformance.blame`."""
+
+
+def load_adapter(spec: str) -> Adapter:
+    """An adapter from a registered name or a ``package.module:object`` path. The object may
+    be an adapter instance, or a class or factory called without arguments."""
+    from xpspec.adapters import REGISTERED
+
+    path = REGISTERED.get(spec, spec)
+    if ":" not in path:
+        raise ValueError(
+            f"adapter: expected a registered name ({', '.join(sorted(REGISTERED))}) or 'package.module:object', got {spec!r}"
+        )
+    module_name, _, attr = path.partition(":")
+    module = importlib.import_module(module_name)
+    try:
+        obj = getattr(module, attr)
+    except AttributeError:
+        raise ValueError(f"adapter: module {module_name!r} has no attribute {attr!r}") from None
+    # A class or a factory is called; an instance (it has info()) is used as it is.
+    is_instance = hasattr(obj, "info") and not isinstance(obj, type)
+    adapter = obj if is_instance else obj()
+    for method in ("info", "smoke"):
+        if not callable(getattr(adapter, method, None)):
+            raise ValueError(f"adapter {spec!r}: expected a method {method}(), got none")
+    return adapter
+
+
+@contextmanager
+def _time_limit(seconds: float) -> Iterator[None]:
+    """Interrupt an inline operation after ``seconds`` (main thread only; elsewhere no
+    limit). Python code is interrupted; native code that never returns to the interpreter
+    is not: that is what process isolation is for."""
+    if seconds <= 0 or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_alarm(signum: int, frame: Any) -> None:
+        raise AdapterFailure("timeout", f"the operation did not end within {seconds:g} s")
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def repro(name: str, scenario: Scenario, adapter: str) -> str:
+    """A copy-pasteable reproduction of a scenario run."""
+    return (
+        f"scenario {name!r}:\n  {scenario_to_json(scenario)}\n"
+        f"  reproduce: save the JSON above as s.json, then `xpspec trace s.json --adapter {adapter}`"
+    )
+
+
+def _stopped(trace: Trace) -> str:
+    """The trace header's ``stopped`` (why the framework ended the run early), or ""."""
+    return str(trace.header.get("stopped", ""))
+
+
+class Session:
+    """One adapter under test, with its expectations, a trace cache and the reference: the
+    committed vector of a catalogue scenario (:mod:`xpspec.conformance.vectors`), else a run of
+    ``reference`` (refimpl by default; passing one turns the vectors off)."""
+
+    def __init__(
+        self,
+        adapter: Adapter,
+        adapter_name: str,
+        expectations: Expectations | None = None,
+        timeout: float = 120.0,
+        reference: Adapter | None = None,
+    ) -> None:
+        self.adapter, self.adapter_name = adapter, adapter_name
+        self.info = adapter.info()
+        self.expectations = expectations or Expectations()
+        self.timeout = timeout
+        self.deadline: float | None = None
+        """``time.monotonic()`` past which no inline operation may run (the run's budget)."""
+        self._cache: dict[tuple[str, str], Trace | BaseException] = {}
+        self._vectors = reference is None
+        """Whether a committed vector, where one exists, is the reference (not a fresh run)."""
+        if reference is None:
+            from xpspec.adapters.refimpl import RefimplAdapter
+
+            reference = RefimplAdapter()
+        self._reference = reference
+        self._registry: Any = None
+        self._failure_cache: dict[str, list[Failure]] = {}
+
+    # -- running operations ---------------------------------------------------------------------
+    def _operation(self, adapter: Adapter, scenario: Scenario) -> Callable[[Scenario], Trace]:
+        return getattr(adapter, f"run_{scenario.kind}")
+
+    def _call(self, adapter: Adapter, scenario: Scenario) -> Trace:
+        """One operation; an adapter in a worker is timed by its harness, one inline here."""
+        if getattr(adapter, "isolated", False) or adapter is self._reference:
+            return self._operation(adapter, scenario)(scenario)
+        limit = self.timeout
+        if self.deadline is not None:
+            limit = min(limit, self.deadline - time.monotonic())
+            if limit <= 0:
+                raise AdapterFailure("timeout", "the run's time budget is spent")
+        with _time_limit(limit):
+            return self._operation(adapter, scenario)(scenario)
+
+    def run(self, scenario: Scenario, who: str = "adapter") -> Trace:
+        """The trace of ``scenario`` (cached). Raises Unsupported or AdapterError (an
+        AdapterFailure when the worker crashed, timed out or ran out of memory)."""
+        key = (who, scenario_to_json(scenario))
+        if key not in self._cache:
+            adapter = self.adapter if who == "adapter" else self._reference
+            try:
+                trace = self._call(adapter, scenario)
+                if not isinstance(trace, Trace):
+                    raise AdapterError(
+                        f"run_{scenario.kind} returned {type(trace).__name__}, expected a Trace"
+                    )
+                validate_trace(scenario, trace)
+                self._cache[key] = trace
+            except Unsupported as exc:
+                self._cache[key] = exc
+            except TraceError as exc:
+                self._cache[key] = AdapterError(f"malformed trace: {exc}")
+            except AdapterError as exc:
+                self._cache[key] = exc
+            except Exception as exc:  # the adapter broke: report, never crash the suite
+                self._cache[key] = AdapterError(f"{type(exc).__name__}: {exc}")
+        result = self._cache[key]
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    def _level(self, check: Check) -> str:
+        """SHOULD iff every clause of ``check`` is a SHOULD clause of the registry."""
+        from xpspec.conformance.clauses import ClauseRegistry
+
+        if self._registry is None:
+            self._registry = ClauseRegistry.load()
+        levels = {self._registry[c].level if c in self._registry else "MUST" for c in check.clauses}
+        return "SHOULD" if levels == {"SHOULD"} else "MUST"
+
+    def _declared(self, name: str) -> list[Deviation]:
+        """The deviations the expectations declare for catalogue scenario ``name``."""
+        return [d for d in self.expectations.deviations if not d.scenarios or name in d.scenarios]
+
+    def _explain(
+        self,
+        check: Check,
+        name: str,
+        scenario: Scenario,
+        trace: Trace,
+        message: str,
+        level: str,
+        finding: Finding | None,
+        out: Callable[..., Outcome],
+    ) -> Outcome:
+        """A failing check against the declared deviations. The declared variants together
+        are the adapter's model: refimpl run as all of them. If the check passes on the
+        model scenario, the failure is a known deviation (whether or not its own clause was
+        declared: it may follow from another declared variant); if a variant has no
+        executable model or the model does not pass, it stays a failure unless a declared
+        finding covers it (a finding names what no variant reproduces, e.g. a run the framework
+        ended by raising). A deviation declared for this clause without a variant is accepted
+        on its reason alone."""
+        from xpspec.conformance.variants import VARIANTS, model_scenario
+
+        own = self.expectations.find(check.clauses, name)
+        with_variant = [(d.clause, d.variant) for d in self._declared(name) if d.variant]
+        if with_variant:
+            missing = [f"{c}/{v}" for c, v in with_variant if (c, v) not in VARIANTS]
+            if missing:
+                problem = f"no executable model of {missing[0]}"
+            else:
+                model = model_scenario(scenario, with_variant)
+                problem = self._model_problem(check, model, trace)
+            variants = ", ".join(f"{c}/{v}" for c, v in with_variant)
+            if not problem:
+                reasons = own.reason if own is not None else "follows from the declared variants"
+                return out(
+                    "deviation",
+                    f"known deviation, reproduced by refimpl run as {variants}: {reasons}\n{message}",
+                    # The clause's own declared variant, or the model the failure follows from.
+                    variant=own.variant
+                    if own is not None and own.variant
+                    else "via " + ",".join(v for _, v in with_variant),
+                    level=level,
+                )
+            unexplained = f"declared variants ({variants}) do not reproduce the trace: {problem}"
+            if own is not None and own.variant and finding is None:
+                return out("fail", f"{message}\n{unexplained}", level=level)
+            if finding is not None:
+                message = f"{message}\n{unexplained}"
+        if finding is not None:
+            return out(
+                "deviation",
+                f"finding (no spec variant reproduces it): {finding.reason}\n{message}",
+                variant="finding",
+                level=level,
+            )
+        if own is not None and not own.variant:
+            return out(
+                "deviation", f"known deviation (no variant): {own.reason}\n{message}", level=level
+            )
+        return out("fail", message, level=level)
+
+    def _model_problem(self, check: Check, model: Scenario, trace: Trace) -> str:
+        """Why ``trace`` is not what refimpl run as ``model`` allows ("" if it is). A check
+        that concerns the model scenario is verified on it; one that does not (it is about the
+        default behaviour the variant replaces) gives way to every check of its capability
+        that concerns the model and that the adapter's observables let run (a check of an
+        undeclared observable would compare the adapter's stand-in), the exact comparisons with
+        refimpl run as the model included."""
+        from xpspec.conformance.checks import ALL_CHECKS
+
+        if check.applies(model):
+            candidates: tuple[Check, ...] = (check,)
+        else:
+            candidates = tuple(
+                c
+                for c in ALL_CHECKS
+                if c.capability == check.capability
+                and all(needed in self.info.capabilities for needed in c.requires)
+                and c.applies(model)
+                and not c.name.startswith("deterministic")
+                and c.name != "excluded-earn-nothing"  # compares two adapter runs, not a model
+            )
+        context = Context(self.reference, self.run, self._fresh)
+        for candidate in candidates:
+            try:
+                candidate.verify(model, trace, context)
+            except CheckFailure as exc:
+                return f"{candidate.name}: {exc}"
+        return ""
+
+    def _fresh(self, scenario: Scenario) -> Trace:
+        """Run ``scenario`` again, bypassing the cache (for the determinism check)."""
+        return self._call(self.adapter, scenario)
+
+    def vector(self, scenario: Scenario) -> Vector | None:
+        """The committed vector that is the reference of ``scenario``, if any."""
+        return committed(scenario) if self._vectors else None
+
+    def reference(self, scenario: Scenario) -> Trace:
+        """The reference trace: the committed vector of the scenario when there is one (so
+        the reference implementation is held to it as every adapter is), else a run of the
+        reference implementation."""
+        vector = self.vector(scenario)
+        if vector is not None:
+            return vector.trace()
+        return self.run(scenario, "reference")
+
+    def close(self) -> None:
+        """Stop the adapter's worker, if it has one."""
+        close = getattr(self.adapter, "close", None)
+        if callable(close):
+            close()
+
+    # -- evaluating -----------------------------------------------------------------------------
+    def evaluate(self, check: Check, name: str, scenario: Scenario) -> Outcome:
+        start = time.perf_counter()
+        outcome = self._evaluate(check, name, scenario)
+        return Outcome(**{**outcome.__dict__, "seconds": round(time.perf_counter() - start, 4)})
+
+    def _evaluate(self, check: Check, name: str, scenario: Scenario) -> Outcome:
+        def out(status: Status, message: str = "", **kw: Any) -> Outcome:
+            return Outcome(check.name, check.clauses, name, status, message, **kw)
+
+        for needed in (check.capability, *check.requires):
+            if needed not in self.info.capabilities:
+                return out("not-applicable", f"adapter declares no capability {needed!r}")
+        try:
+            trace = self.run(scenario)
+        except Unsupported as exc:
+            return out("not-applicable", f"unsupported: {exc.reason}")
+        except AdapterError as exc:
+            return out(
+                exc.status,
+                f"{self.adapter_name} broke on {repro(name, scenario, self.adapter_name)}\n{exc}",
+            )
+        reruns: list[Scenario] = []
+        consulted: list[Vector] = []
+
+        def rerun(other: Scenario) -> Trace:
+            reruns.append(other)
+            return self.run(other)
+
+        def reference(s: Scenario) -> Trace:
+            vector = self.vector(s)
+            if vector is not None and s == scenario:
+                consulted.append(vector)
+            return self.reference(s)
+
+        context = Context(reference, rerun, self._fresh)
+        deviation = self.expectations.find(check.clauses, name)
+        try:
+            check.verify(scenario, trace, context)
+        except CheckFailure as exc:
+            note = difference_note(consulted[0], trace) if consulted else ""
+            outcome = self._judge(check, name, scenario, trace, exc, out, note)
+            return (
+                self._blame(check, scenario, exc, reruns, outcome)
+                if outcome.status == "fail"
+                else outcome
+            )
+        except (Unsupported, AdapterError) as exc:  # a re-run inside the check
+            status: Status = "not-applicable" if isinstance(exc, Unsupported) else exc.status
+            return out(status, str(exc))
+        except Exception as exc:  # a bug in the check itself: report it, keep the suite going
+            return out(
+                "error", f"check {check.name} crashed on {name!r}: {type(exc).__name__}: {exc}"
+            )
+        # A generated scenario may or may not provoke a declared deviation: staleness is
+        # judged on the named catalogue scenarios only.
+        if deviation is not None and name != GENERATED:
+            return out(
+                "pass", f"stale expectation: {deviation.clause} is declared but passes", stale=True
+            )
+        return out("pass")
+
+    def _judge(
+        self,
+        check: Check,
+        name: str,
+        scenario: Scenario,
+        trace: Trace,
+        exc: CheckFailure,
+        out: Callable[..., Outcome],
+        note: str = "",
+    ) -> Outcome:
+        """A check failed: a failure, a warning, or a deviation the expectations explain.
+        ``note`` (where the trace parts from the committed vector) ends the message."""
+        message = f"[{', '.join(check.clauses)}] {check.name}: {exc}\n{repro(name, scenario, self.adapter_name)}"
+        if note:
+            message += "\n" + note
+        level = self._level(check)
+        finding = self.expectations.finding(check.clauses, name, _stopped(trace))
+        if not self._declared(name) and finding is None:
+            silenced = self.expectations.silence(check.clauses) if level == "SHOULD" else None
+            if silenced is not None:
+                return out(
+                    "deviation",
+                    f"silenced SHOULD-level failure: {silenced.reason}\n{message}",
+                    level=level,
+                )
+            return out("fail", message, level=level)
+        return self._explain(check, name, scenario, trace, message, level, finding, out)
+
+    # -- blame ----------------------------------------------------------------------------------
+    def _blame(
+        self,
+        check: Check,
+        scenario: Scenario,
+        exc: CheckFailure,
+        reruns: list[Scenario],
+        outcome: Outcome,
+    ) -> Outcome:
+        """Charge a failure to its clause, and mark it downstream of the scenario's cause
+        (or of the cause in another run the check compared with) when that is not itself."""
+        charged = (exc.clause,) if exc.clause in check.clauses else check.clauses
+        outcome = replace(outcome, charged=charged)
+        own = scenario_to_json(scenario)
+        for other in reruns:
+            if scenario_to_json(other) == own:
+                continue
+            failures = self._failures(other)
+            if failures:
+                cause = cause_of(failures)
+                return self._downstream(outcome, cause, "in the run it was compared with")
+        failures = self._failures(scenario)
+        if not failures:  # the check fails only with the reruns it made here
+            return outcome
+        cause = cause_of(failures)
+        if cause.check == check.name:
+            return outcome
+        return self._downstream(outcome, cause, "in this run")
+
+    @staticmethod
+    def _downstream(outcome: Outcome, cause: Failure, where: str) -> Outcome:
+        at = f", iteration {cause.iteration}" if cause.iteration is not None else ""
+        return replace(
+            outcome,
+            downstream_of=cause.charged[0],
+            message=f"downstream of {', '.join(cause.charged)} ({cause.check}{at}) "
+            f"{where}: this failure follows from that one\n{outcome.message}",
+        )
+
+    def _failures(self, scenario: Scenario) -> list[Failure]:
+        """Every check the adapter can run that fails on ``scenario`` (cached). Checks that
+        run the adapter again from scratch (determinism) are left out: blame never costs more
+        than the runs the suite makes anyway."""
+        from xpspec.conformance.checks import ALL_CHECKS
+        from xpspec.conformance.clauses import ClauseRegistry
+
+        key = scenario_to_json(scenario)
+        if key in self._failure_cache:
+            return self._failure_cache[key]
+        if self._registry is None:
+            self._registry = ClauseRegistry.load()
+        order = {c.id: i for i, c in enumerate(self._registry.clauses)}
+        context = Context(self.reference, self.run, self._fresh)
+        found: list[Failure] = []
+        try:
+            trace = self.run(scenario)
+        except (Unsupported, AdapterError):
+            trace = None
+        for check in ALL_CHECKS if trace is not None else ():
+            needed = (check.capability, *check.requires)
+            if (
+                check.name.startswith("deterministic")
+                or not all(n in self.info.capabilities for n in needed)
+                or not check.applies(scenario)
+            ):
+                continue
+            try:
+                check.verify(scenario, trace, context)  # type: ignore[arg-type]
+            except CheckFailure as exc:
+                charged = (exc.clause,) if exc.clause in check.clauses else check.clauses
+                found.append(
+                    Failure(
+                        check.name,
+                        charged,
+                        check.kind == "exact",
+                        exc.iteration,
+                        min(order.get(c, len(order)) for c in charged),
+                        exc.diverged,
+                    )
+                )
+            except Exception:
+                continue
+        self._failure_cache[key] = found
+        return found

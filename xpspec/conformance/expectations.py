@@ -1,0 +1,289 @@
+"""Expectations files: the deviations an adapter declares up front.
+
+An adapter ``NAME`` may ship ``xpspec/adapters/NAME.expectations.toml`` (or pass any path)::
+
+    [[deviation]]
+    clause = "unroll.fractional-schedule"
+    variant = "alf-float-carry"        # optional: the spec variant the framework follows
+    reason = "ALF carries the fraction in an IEEE double"
+    link = "https://..."
+    scenarios = ["alf-float-u1/10"]    # optional: limit to these catalogue scenarios
+
+A ``variant`` must be one the clause names on its spec page, and one the reference
+implementation can be run as (:data:`xpspec.conformance.variants.VARIANTS`): the loader rejects a
+variant with no executable model, with the reason
+(:data:`xpspec.conformance.variants.UNDECLARABLE`).
+
+A failing check whose clause is declared becomes a *known deviation*; a declared entry that
+matches no failure is *stale* and reported as a warning. SHOULD-level clauses may also be
+listed under ``[[silence]]`` to turn their warnings off.
+
+A behaviour that no spec variant reproduces is a *finding*, declared apart so that nobody
+mistakes it for a modelled deviation::
+
+    [[finding]]
+    clauses = ["train.insufficient-data", "train.updates-per-call"]
+    reason = "SliceSampler raises when no trajectory is long enough, which ends the run"
+    link = "https://..."
+    scenarios = ["long-windows"]       # optional
+    stopped = "Did not find a single trajectory"  # optional
+
+A failing check of one of those clauses (in those scenarios) is reported as a deviation whose
+variant is ``finding``; the matrix shows it as a finding. With ``stopped``, the finding covers
+only runs the framework ended by raising: the trace header's ``stopped`` must contain that
+text. A finding also explains a failure that the declared variants of the scenario leave
+unexplained (e.g. a run that stopped early under a modelled deviation).
+
+A clause id that the spec has split into several clauses (an *alias*,
+:meth:`xpspec.conformance.clauses.ClauseRegistry.resolve`) is accepted wherever a clause id is: the
+entry applies to every part, and a deviation with a ``variant`` to the parts that name it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+__all__ = ["Deviation", "Expectations", "ExpectationsError", "Finding", "Silence"]
+
+
+class ExpectationsError(ValueError):
+    """An expectations file that cannot be used; the message names the file and the entry."""
+
+
+@dataclass(frozen=True)
+class Deviation:
+    clause: str
+    reason: str
+    variant: str = ""
+    link: str = ""
+    scenarios: tuple[str, ...] = ()
+
+    def matches(self, clause: str, scenario: str) -> bool:
+        return self.clause == clause and (not self.scenarios or scenario in self.scenarios)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A framework behaviour that violates clauses and that no spec variant reproduces."""
+
+    clauses: tuple[str, ...]
+    reason: str
+    link: str = ""
+    scenarios: tuple[str, ...] = ()
+    stopped: str = ""
+    """Text the trace header's ``stopped`` must contain ("" matches every run)."""
+
+    def covers(self, clauses: tuple[str, ...], scenario: str, stopped: str = "") -> bool:
+        return (
+            bool(set(clauses) & set(self.clauses))
+            and (not self.scenarios or scenario in self.scenarios)
+            and (not self.stopped or self.stopped in stopped)
+        )
+
+
+@dataclass(frozen=True)
+class Silence:
+    """A SHOULD-level clause whose failures the adapter accepts, with the reason."""
+
+    clause: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Expectations:
+    deviations: tuple[Deviation, ...] = ()
+    source: str = ""
+    silenced: tuple[Silence, ...] = ()
+    findings: tuple[Finding, ...] = ()
+
+    @classmethod
+    def load(cls, path: Path | None) -> Expectations:
+        """Read a TOML expectations file; ``None`` means no expectations.
+
+        Raises :class:`ExpectationsError` naming the file and the entry for a file that does
+        not exist or is not TOML, an entry with a missing, mistyped or unknown key, and a
+        clause id the spec does not define.
+        """
+        if path is None:
+            return cls()
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ExpectationsError(
+                f"{path}: expected an expectations file, got no such file"
+            ) from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ExpectationsError(f"{path}: expected a UTF-8 text file, got {exc}") from None
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ExpectationsError(f"{path}: expected TOML, got a syntax error: {exc}") from None
+        return _parse(data, path)
+
+    def finding(self, clauses: tuple[str, ...], scenario: str, stopped: str = "") -> Finding | None:
+        """The finding that covers a failure of ``clauses`` in ``scenario`` (whose trace
+        header's ``stopped`` is ``stopped``), if any."""
+        return next((f for f in self.findings if f.covers(clauses, scenario, stopped)), None)
+
+    def silence(self, clauses: tuple[str, ...]) -> Silence | None:
+        """The silence entry covering all of ``clauses``, if any."""
+        for entry in self.silenced:
+            if all(c == entry.clause for c in clauses):
+                return entry
+        return None
+
+    def find(self, clauses: tuple[str, ...], scenario: str) -> Deviation | None:
+        for d in self.deviations:
+            if any(d.matches(c, scenario) for c in clauses):
+                return d
+        return None
+
+
+_Entry = dict[str, Any]
+_TABLES: Final = ("deviation", "silence", "finding")
+_KEYS: Final[dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = {
+    # table: (required keys, optional keys)
+    "deviation": (("clause", "reason"), ("variant", "link", "scenarios")),
+    "silence": (("clause", "reason"), ()),
+    "finding": (("clauses", "reason"), ("link", "scenarios", "stopped")),
+}
+_LISTS: Final = ("clauses", "scenarios")
+"""Keys whose value is a list of strings; every other key is a string."""
+
+
+def _parse(data: dict[str, Any], path: Path) -> Expectations:
+    unknown = sorted(set(data) - set(_TABLES))
+    if unknown:
+        raise _error(
+            path, unknown[0], "only [[deviation]], [[silence]] and [[finding]] tables", unknown[0]
+        )
+    tables: dict[str, list[_Entry]] = {}
+    for table in _TABLES:
+        entries = data.get(table, [])
+        if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+            raise _error(path, table, f"an array of tables ([[{table}]] entries)", entries)
+        for i, entry in enumerate(entries):
+            _check_entry(path, f"{table}[{i}]", entry, *_KEYS[table])
+        tables[table] = entries
+    return Expectations(
+        tuple(
+            Deviation(
+                part,
+                e["reason"],
+                e.get("variant", ""),
+                e.get("link", ""),
+                tuple(e.get("scenarios", ())),
+            )
+            for e in tables["deviation"]
+            for part in _parts(e["clause"], e.get("variant", ""))
+        ),
+        str(path),
+        tuple(
+            Silence(part, e["reason"]) for e in tables["silence"] for part in _parts(e["clause"])
+        ),
+        tuple(
+            Finding(
+                tuple(dict.fromkeys(part for c in e["clauses"] for part in _parts(c))),
+                e["reason"],
+                e.get("link", ""),
+                tuple(e.get("scenarios", ())),
+                e.get("stopped", ""),
+            )
+            for e in tables["finding"]
+        ),
+    )
+
+
+def _check_entry(
+    path: Path, where: str, entry: _Entry, required: tuple[str, ...], optional: tuple[str, ...]
+) -> None:
+    table = where.split("[", 1)[0]
+    for key in sorted(entry):
+        if key not in required + optional:
+            keys = ", ".join(required + optional)
+            raise _error(path, f"{where}.{key}", f"a key of [[{table}]] ({keys})", key)
+    for key in required:
+        if key not in entry:
+            kind = "a non-empty list of clause ids" if key in _LISTS else "a non-empty string"
+            raise ExpectationsError(
+                f"{path}: {where}.{key}: expected {kind} (required), got nothing"
+            )
+    for key, value in entry.items():
+        if key in _LISTS:
+            if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+                raise _error(path, f"{where}.{key}", "a list of non-empty strings", value)
+            if key in required and not value:
+                raise _error(path, f"{where}.{key}", "a non-empty list of clause ids", value)
+        elif not isinstance(value, str) or (key in required and not value):
+            kind = "a non-empty string" if key in required else "a string"
+            raise _error(path, f"{where}.{key}", kind, value)
+    if "clause" in entry:
+        _check_clause(path, f"{where}.clause", entry["clause"])
+        if entry.get("variant"):
+            _check_variant(path, f"{where}.variant", entry["clause"], entry["variant"])
+    for i, clause in enumerate(entry.get("clauses", ())):
+        _check_clause(path, f"{where}.clauses[{i}]", clause)
+
+
+def _parts(clause: str, variant: str = "") -> tuple[str, ...]:
+    """The clauses an entry naming ``clause`` applies to: the parts of an alias (those that
+    name ``variant``, when given), else ``clause`` itself."""
+    from xpspec.conformance.clauses import ClauseRegistry
+
+    registry = ClauseRegistry.load()
+    parts = registry.resolve(clause)
+    if variant and len(parts) > 1:
+        parts = tuple(p for p in parts if variant in registry[p].variants)
+    return parts
+
+
+def _check_clause(path: Path, where: str, clause: str) -> None:
+    ids = _clause_ids()
+    if clause not in ids:
+        close = difflib.get_close_matches(clause, ids, n=3, cutoff=0.6)
+        hint = f"; close matches: {', '.join(close)}" if close else ""
+        raise _error(path, where, f"a clause id of the spec{hint}", clause)
+
+
+def _check_variant(path: Path, where: str, clause: str, variant: str) -> None:
+    """A declared variant must be one the clause names and one refimpl can be run as: a
+    declaration that no model reproduces could never explain a failure."""
+    from xpspec.conformance.clauses import ClauseRegistry
+    from xpspec.conformance.variants import undeclarable
+
+    registry = ClauseRegistry.load()
+    parts = registry.resolve(clause)
+    named = [v for p in parts for v in registry[p].variants]
+    if variant not in named:
+        listed = ", ".join(named) if named else "none"
+        of = clause if len(parts) == 1 else f"{clause} (an alias of {', '.join(parts)})"
+        raise _error(path, where, f"a variant {of} names (variants: {listed})", variant)
+    for part in _parts(clause, variant):
+        reason = undeclarable(part, variant)
+        if reason:
+            raise ExpectationsError(
+                f"{path}: {where}: {part}/{variant} cannot be declared: {reason}"
+            )
+
+
+@functools.lru_cache(maxsize=1)
+def _clause_ids() -> tuple[str, ...]:
+    from xpspec.conformance.clauses import ClauseRegistry
+
+    registry = ClauseRegistry.load()
+    return (*registry.ids(), *registry.aliases)
+
+
+def _error(path: Path, where: str, expected: str, got: object) -> ExpectationsError:
+    return ExpectationsError(f"{path}: {where}: expected {expected}, got {got!r}")

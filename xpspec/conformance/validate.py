@@ -1,0 +1,188 @@
+"""Structural validation of traces from adapters.
+
+A trace that names an item that is no real step of the scenario's env, whose events are out
+of order, or whose columns, step types, windows or loss masks no implementation can produce,
+is malformed: the adapter is reported as broken (an *error*, not a *fail*), with the first
+bad event named. Unknown event kinds and missing fields are caught when the trace is parsed
+(:meth:`xpspec.protocol.trace.Trace.from_jsonl`). A well-formed trace may still be wrong (say, windows
+of items it never stored): the checks fail it with :class:`CheckFailure`, never crash on it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Final
+
+from xpspec.conformance.checks.views import items_of
+from xpspec.protocol.env_spec import EnvSpec
+from xpspec.protocol.scenario import Scenario
+from xpspec.protocol.step_type import StepType
+from xpspec.protocol.trace import Item, Trace
+
+__all__ = ["TraceError", "item_problem", "validate_trace"]
+
+_COLUMNAR = (
+    "env_step",
+    "store",
+    "exclude",
+    "hold",
+    "run_end",
+    "relabel",
+    "nstep",
+    "advantages",
+    "shard",
+)
+_COLUMNS = {
+    "env_step": ("step_type", "reward", "discount", "policy_state", "action"),
+    "store": ("step_type", "reward", "discount", "annotation"),
+    "relabel": ("goal_env", "goal_episode", "goal_t", "goal", "reward"),
+    "nstep": ("target", "steps"),
+    "advantages": ("advantage", "value_target", "normalized", "loss_mask"),
+    "shard": ("stop",),
+}
+"""Further columns that must be as long as the item columns."""
+_GOAL_SIZE: Final = 3
+"""Coordinates of a goal of the toy goal env (``[e, k, t]``)."""
+_PER_ITERATION: Final = (
+    "env_step",
+    "store",
+    "exclude",
+    "hold",
+    "train_call",
+    "update",
+    "hook",
+    "iteration_end",
+)
+
+
+class TraceError(ValueError):
+    """A malformed trace; the message names the first bad event."""
+
+
+def item_problem(env: EnvSpec, seed: int, item: Item) -> str | None:
+    """Why ``item`` is not a time step of ``env``, or None if it is one."""
+    e, k, t = item
+    if not 0 <= e < env.num_envs:
+        return f"env {e} outside [0, {env.num_envs})"
+    if k < 0:
+        return f"negative episode {k}"
+    length = env.episode(seed, e, k).length
+    if not 0 <= t <= length:
+        return f"t {t} outside episode {k} of env {e} (t in [0, {length}])"
+    return None
+
+
+def validate_trace(scenario: Scenario, trace: Trace) -> None:
+    """Raise :class:`TraceError` for the first malformed event of ``trace``."""
+    iteration = 0
+    ended = False
+    for n, event in enumerate(trace.events):
+        where = f"event #{n} ({event.kind})"
+        if ended:
+            raise TraceError(f"{where}: after run_end")
+        if event.kind in _COLUMNAR:
+            columns = _item_columns(event) + tuple(
+                getattr(event, c) for c in _COLUMNS.get(event.kind, ())
+            )
+            lengths = {len(c) for c in columns}
+            if len(lengths) != 1:
+                raise TraceError(f"{where}: columns of different lengths {sorted(lengths)}")
+            for item in _named_items(event):
+                problem = item_problem(scenario.env, scenario.seed, item)
+                if problem:
+                    raise TraceError(f"{where}: item {item} decodes to no real step: {problem}")
+            problem = _value_problem(event)
+            if problem:
+                raise TraceError(f"{where}: {problem}")
+        if event.kind == "caller_episode":
+            for name in ("before", "after"):
+                held = getattr(event, name)
+                if len(held) != 3 or held[0] < 0 or not {held[1], held[2]} <= {0, 1}:
+                    raise TraceError(
+                        f"{where}: {name} must be (transitions >= 0, terminated 0/1, "
+                        f"truncated 0/1), got {held}"
+                    )
+        if event.kind in ("update", "sampled"):
+            problem = _window_problem(scenario, event)
+            if problem:
+                raise TraceError(f"{where}: {problem}")
+        if scenario.kind != "trainer":
+            continue
+        if event.kind == "iteration":
+            if event.iteration != iteration + 1:
+                raise TraceError(f"{where}: iteration {event.iteration} follows {iteration}")
+            iteration = event.iteration
+        elif event.kind in _PER_ITERATION and event.iteration != iteration:
+            raise TraceError(
+                f"{where}: belongs to iteration {event.iteration} inside iteration {iteration}"
+            )
+        elif event.kind == "run_end":
+            ended = True
+    if scenario.kind == "trainer" and not ended:
+        raise TraceError("the trace has no run_end event")
+
+
+def _item_columns(event: Any) -> tuple[tuple[Any, ...], ...]:
+    if event.kind == "advantages":
+        return (event.t,)
+    if event.kind == "shard":
+        return (event.env, event.episode, event.start)
+    return (event.env, event.episode, event.t)
+
+
+def _named_items(event: Any) -> list[Item]:
+    """The time steps an event names: its items, plus each relabeled transition's successor
+    and goal source, and each shard piece's first and last row."""
+    if event.kind == "advantages":
+        return [(event.env, event.episode, t) for t in event.t]
+    if event.kind == "shard":
+        pieces = zip(event.env, event.episode, event.start, event.stop)
+        return [(e, k, t) for e, k, a, b in pieces if b > a for t in (a, b - 1)]
+    items = items_of(event)
+    if event.kind == "relabel":
+        items += [(e, k, t + 1) for e, k, t in items_of(event)]
+        goals = zip(event.goal_env, event.goal_episode, event.goal_t)
+        items += [(e, k, t) for e, k, t in goals if t != -1]
+    return items
+
+
+def _window_problem(scenario: Scenario, event: Any) -> str | None:
+    """Windows no sampler can draw: a window of no items, an item that is no time step of
+    the env, and (for an update) a loss mask not shaped like the windows."""
+    for w, window in enumerate(event.windows):
+        if not window:
+            return f"window {w} has no items (expected window_length items, padding included)"
+        for item in window:
+            problem = None if item is None else item_problem(scenario.env, scenario.seed, item)
+            if problem:
+                return f"window {w}: item {item} decodes to no real step: {problem}"
+    if event.kind == "update":
+        shape = [len(w) for w in event.windows]
+        if [len(m) for m in event.loss_mask] != shape:
+            got = [len(m) for m in event.loss_mask]
+            return f"loss mask of shape {got} (expected one row per window, as long as it: {shape})"
+    return None
+
+
+def _value_problem(event: Any) -> str | None:
+    """Values no implementation can mean: a step type that is none of FIRST, MID and LAST, a
+    goal that is neither kept (-1, -1, -1) nor a time step, a goal value that is not a goal of
+    the toy env (three finite numbers), a piece ending before it starts, a negative learner id."""
+    if event.kind in ("env_step", "store"):
+        bad = sorted(set(event.step_type) - {int(s) for s in StepType})
+        if bad:
+            return f"step type {bad[0]} (expected 0 FIRST, 1 MID or 2 LAST)"
+    if event.kind == "relabel":
+        for goal in zip(event.goal_env, event.goal_episode, event.goal_t):
+            kept = goal == (-1, -1, -1)
+            if not kept and min(goal) < 0:
+                return f"goal {goal} (expected (-1, -1, -1) for a kept goal, or a time step)"
+        for i, value in enumerate(event.goal):
+            if len(value) != _GOAL_SIZE or not all(math.isfinite(v) for v in value):
+                return f"goal value {value} of row {i} (expected {_GOAL_SIZE} finite numbers)"
+    if event.kind == "shard":
+        if event.learner < 0:
+            return f"learner {event.learner} (expected >= 0)"
+        if any(b < a for a, b in zip(event.start, event.stop)):
+            return "a piece with stop < start"
+    return None

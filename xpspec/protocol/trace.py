@@ -1,0 +1,400 @@
+"""The trace: the ordered, typed record of what a trainer did with experience.
+
+Every event names the items it concerns by ``(env, episode, t)`` (decoded from the toy
+env's observations), so traces from different implementations can be compared item by item.
+Columnar events hold one tuple per coordinate. A trace serialises to JSON Lines: a header
+line, then one canonical line per event; the same trace always gives the same bytes
+(clause ``trace.deterministic``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal, Union, get_args, get_type_hints
+
+from xpspec.protocol.codec import canonical_json, from_jsonable, to_jsonable
+
+__all__ = [
+    "TRACE_FORMAT",
+    "Advantages",
+    "CallerEpisode",
+    "EnvStep",
+    "Event",
+    "Exclude",
+    "Hold",
+    "Hook",
+    "Item",
+    "IterationEnd",
+    "IterationStart",
+    "NStep",
+    "Relabel",
+    "RunEnd",
+    "Sampled",
+    "Shard",
+    "Store",
+    "Trace",
+    "TrainCall",
+    "Update",
+    "UpdatePlan",
+]
+
+TRACE_FORMAT = "xpspec-trace/3"
+
+Item = tuple[int, int, int]
+"""``(env, episode, t)``."""
+
+Ints = tuple[int, ...]
+Floats = tuple[float, ...]
+Window = tuple[tuple[int, int, int] | None, ...]
+
+
+@dataclass(frozen=True)
+class IterationStart:
+    """A train iteration begins; ``unroll_steps`` is the planned steps per env."""
+
+    iteration: int
+    counter: int
+    unroll_steps: int
+    kind: Literal["iteration"] = "iteration"
+
+
+@dataclass(frozen=True)
+class EnvStep:
+    """One vector step as the trainer saw it (the pre-step time step of each env)."""
+
+    iteration: int
+    env: Ints
+    episode: Ints
+    t: Ints
+    step_type: Ints
+    reward: Floats
+    discount: Floats
+    policy_state: Ints
+    action: Ints
+    kind: Literal["env_step"] = "env_step"
+
+
+@dataclass(frozen=True)
+class Store:
+    """Items written to the replay buffer, in write order, with their stored fields."""
+
+    iteration: int
+    env: Ints
+    episode: Ints
+    t: Ints
+    step_type: Ints
+    reward: Floats
+    discount: Floats
+    annotation: Floats
+    kind: Literal["store"] = "store"
+
+
+@dataclass(frozen=True)
+class Exclude:
+    """Items the preprocessing excluded from storage, with the reason."""
+
+    iteration: int
+    env: Ints
+    episode: Ints
+    t: Ints
+    reason: str
+    kind: Literal["exclude"] = "exclude"
+
+
+@dataclass(frozen=True)
+class Hold:
+    """Items the preprocessing holds back for later release."""
+
+    iteration: int
+    env: Ints
+    episode: Ints
+    t: Ints
+    kind: Literal["hold"] = "hold"
+
+
+@dataclass(frozen=True)
+class TrainCall:
+    """One train call; ``status`` says whether it trained or why it did not."""
+
+    iteration: int
+    call: int
+    counter: int
+    status: Literal["trained", "warmup", "no-data"]
+    stored_total: int
+    kind: Literal["train_call"] = "train_call"
+
+
+@dataclass(frozen=True)
+class Update:
+    """One gradient update: the sampled windows (``None`` marks padding) and the loss mask."""
+
+    iteration: int
+    call: int
+    index: int
+    counter: int
+    windows: tuple[Window, ...]
+    loss_mask: tuple[Ints, ...]
+    kind: Literal["update"] = "update"
+
+
+@dataclass(frozen=True)
+class Sampled:
+    """Windows drawn by a replay-sampling operation (no training attached)."""
+
+    draw: int
+    windows: tuple[Window, ...]
+    kind: Literal["sampled"] = "sampled"
+
+
+@dataclass(frozen=True)
+class Relabel:
+    """One relabeled batch of sampled transitions: row ``i`` is the transition from
+    ``(env, episode, t)`` to its successor; ``(goal_env[i], goal_episode[i], goal_t[i])`` is
+    the time step whose achieved goal became its goal (the spec wants one of the row's own
+    episode), or ``(-1, -1, -1)`` where the row kept its own goal; ``goal[i]`` is the row's
+    goal after relabeling, as the implementation's batch holds it (the named step's achieved
+    goal if relabeled, the stored desired goal if kept); ``reward`` is the row's reward after
+    relabeling."""
+
+    draw: int
+    env: Ints
+    episode: Ints
+    t: Ints
+    goal_env: Ints
+    goal_episode: Ints
+    goal_t: Ints
+    goal: tuple[Floats, ...]
+    reward: Floats
+    kind: Literal["relabel"] = "relabel"
+
+
+@dataclass(frozen=True)
+class Advantages:
+    """Learner-side preprocessing of one episode: one entry per row ``t`` (the extra
+    bootstrap row last), with the loss mask that excludes it."""
+
+    env: int
+    episode: int
+    t: Ints
+    advantage: Floats
+    value_target: Floats
+    normalized: Floats
+    loss_mask: Ints
+    kind: Literal["advantages"] = "advantages"
+
+
+@dataclass(frozen=True)
+class CallerEpisode:
+    """An episode as the learner's caller holds it, read from the object handed to the
+    learner: ``before`` and ``after`` the learner call, each ``(transitions, terminated,
+    truncated)`` (clause ``learner.episode-unmodified``)."""
+
+    env: int
+    episode: int
+    before: Ints
+    after: Ints
+    kind: Literal["caller_episode"] = "caller_episode"
+
+
+@dataclass(frozen=True)
+class NStep:
+    """n-step targets of transitions starting at ``(env, episode, t)``; ``steps`` is the number
+    of rewards summed (cut at the episode end or the newest stored step)."""
+
+    env: Ints
+    episode: Ints
+    t: Ints
+    target: Floats
+    steps: Ints
+    kind: Literal["nstep"] = "nstep"
+
+
+@dataclass(frozen=True)
+class UpdatePlan:
+    """How many gradient updates the learner makes on the batch, and the rows of each."""
+
+    num_updates: int
+    minibatch_rows: tuple[Ints, ...]
+    kind: Literal["update_plan"] = "update_plan"
+
+
+@dataclass(frozen=True)
+class Shard:
+    """The episode pieces one learner receives: rows ``start..stop-1`` of each episode."""
+
+    learner: int
+    env: Ints
+    episode: Ints
+    start: Ints
+    stop: Ints
+    kind: Literal["shard"] = "shard"
+
+
+@dataclass(frozen=True)
+class Hook:
+    """A call of an algorithm hook (``after_update`` or ``after_train_iter``)."""
+
+    iteration: int
+    name: Literal["after_update", "after_train_iter"]
+    kind: Literal["hook"] = "hook"
+
+
+@dataclass(frozen=True)
+class IterationEnd:
+    """Counters at the end of an iteration."""
+
+    iteration: int
+    counter: int
+    env_steps: int
+    stored_total: int
+    pending: int
+    kind: Literal["iteration_end"] = "iteration_end"
+
+
+@dataclass(frozen=True)
+class RunEnd:
+    """The run ended; ``pending`` items were still held and met ``pending_policy``."""
+
+    iterations: int
+    env_steps: int
+    pending_policy: str
+    env: Ints
+    episode: Ints
+    t: Ints
+    kind: Literal["run_end"] = "run_end"
+
+
+Event = Union[
+    IterationStart,
+    EnvStep,
+    Store,
+    Exclude,
+    Hold,
+    TrainCall,
+    Update,
+    Sampled,
+    Relabel,
+    Advantages,
+    CallerEpisode,
+    NStep,
+    UpdatePlan,
+    Shard,
+    Hook,
+    IterationEnd,
+    RunEnd,
+]
+EVENT_KINDS = tuple(cls.kind for cls in get_args(Event))
+
+
+@dataclass(frozen=True)
+class Trace:
+    """An ordered tuple of events plus a header (format, producer, scenario)."""
+
+    events: tuple[Event, ...]
+    header: dict[str, Any] = field(default_factory=dict)
+
+    def of_kind(self, kind: str) -> Iterator[Any]:
+        """The events of one kind, in order."""
+        return (e for e in self.events if e.kind == kind)
+
+    def to_jsonl(self) -> str:
+        """The JSON Lines text: header line, then one canonical line per event."""
+        header = {"format": TRACE_FORMAT, **self.header}
+        lines = [canonical_json(header)]
+        lines.extend(canonical_json(e) for e in self.events)
+        return "\n".join(lines) + "\n"
+
+    @classmethod
+    def from_jsonl(cls, text: str) -> Trace:
+        """Parse JSON Lines; errors name the line number and what is wrong."""
+        return cls.from_records(_records(text.splitlines()))
+
+    @classmethod
+    def from_records(cls, records: Iterable[tuple[int, Any]]) -> Trace:
+        header: dict[str, Any] | None = None
+        events: list[Event] = []
+        for lineno, data in records:
+            if header is None:
+                if not isinstance(data, dict) or data.get("format") != TRACE_FORMAT:
+                    raise ValueError(
+                        f"line {lineno}: expected a header with format {TRACE_FORMAT!r}, got {data!r}"
+                    )
+                header = {k: v for k, v in data.items() if k != "format"}
+                continue
+            if not isinstance(data, dict) or data.get("kind") not in EVENT_KINDS:
+                kind = data.get("kind") if isinstance(data, dict) else data
+                raise ValueError(
+                    f"line {lineno}: expected an event kind in {EVENT_KINDS}, got {kind!r}"
+                )
+            try:
+                events.append(_decode(data, f"line {lineno}"))
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"line {lineno}: malformed {data['kind']} event: {exc}") from exc
+        if header is None:
+            raise ValueError("empty trace: expected a header line")
+        return cls(tuple(events), header)
+
+    def to_jsonable(self) -> list[Any]:
+        return [to_jsonable(e) for e in self.events]
+
+
+_BY_KIND = {cls.kind: cls for cls in get_args(Event)}
+_PLANS: dict[type, tuple[tuple[str, Any], ...]] = {}
+
+
+def _plan(cls: type) -> tuple[tuple[str, Any], ...]:
+    """Each init field of an event class with its type (resolved once per class)."""
+    plan = _PLANS.get(cls)
+    if plan is None:
+        hints = get_type_hints(cls)
+        plan = _PLANS[cls] = tuple((f.name, hints[f.name]) for f in fields(cls) if f.init)
+    return plan
+
+
+def _scalars(data: Any, kind: type) -> tuple[Any, ...] | None:
+    """``data`` as a tuple of ints or floats when it plainly is one (else None: the general
+    decoder then names what is wrong)."""
+    if type(data) is not list:
+        return None
+    if kind is int:
+        return tuple(data) if all(type(v) is int for v in data) else None
+    if all(type(v) is float or type(v) is int for v in data):
+        return tuple(float(v) for v in data)
+    return None
+
+
+def _decode(data: dict[str, Any], where: str) -> Event:
+    """One event from its JSON object: the columns of ints and floats that make up nearly
+    all of a trace are taken directly, every other field (and every malformed one) goes
+    through :func:`xpspec.protocol.codec.from_jsonable`, which names what is wrong."""
+    cls = _BY_KIND[data["kind"]]
+    names = {name for name, _ in _plan(cls)}
+    if not names.issuperset(data):
+        return from_jsonable(cls, data, where)
+    kwargs: dict[str, Any] = {}
+    for name, hint in _plan(cls):
+        if name not in data:
+            continue
+        value = data[name]
+        if hint is int and type(value) is int:
+            kwargs[name] = value
+            continue
+        fast = None
+        if hint == Ints:
+            fast = _scalars(value, int)
+        elif hint == Floats:
+            fast = _scalars(value, float)
+        kwargs[name] = fast if fast is not None else from_jsonable(hint, value, f"{where}.{name}")
+    return cls(**kwargs)
+
+
+def _records(lines: Iterable[str]) -> Iterator[tuple[int, Any]]:
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            yield lineno, json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"line {lineno}: not JSON ({exc.msg})") from exc
