@@ -74,6 +74,7 @@ ADAPTERS = ("sb3", "tianshou", "torchrl", "flashbax", "rllib")
 def conformance(session: nox.Session, adapter: str) -> None:
     """The adapter's own tests, then the suite against it, in a venv of its own (frameworks
     pin conflicting dependencies). Writes reports/<adapter>.jsonl and prints the wall time."""
+    import glob
     import time
 
     install(session, f"adapter-{adapter}")
@@ -82,7 +83,11 @@ def conformance(session: nox.Session, adapter: str) -> None:
         # The adapter's own tests (skipped in the default session, which lacks the framework;
         # importing the adapter first makes a broken install fail here instead of skipping).
         session.run("python", "-c", f"import xpspec.adapters.{adapter}")
-        session.run("pytest", "-p", "no:cacheprovider", "-q", f"tests/adapters/test_{adapter}.py")
+        # test_<adapter>.py and test_<adapter>_findings.py: the findings' framework-alone
+        # repros that the expectations file cites.
+        tests = sorted(glob.glob(f"tests/adapters/test_{adapter}.py"))
+        tests += sorted(glob.glob(f"tests/adapters/test_{adapter}_*.py"))
+        session.run("pytest", "-p", "no:cacheprovider", "-q", *tests)
         session.run(
             "xpspec",
             "run",
