@@ -14,6 +14,7 @@ import re
 import sys
 import types
 import typing
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any, Final, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
 
@@ -21,7 +22,9 @@ from xpspec.protocol.errors import MISSING, ConfigError
 
 __all__ = [
     "MAX_DECIMAL_DENOMINATOR",
+    "Decoder",
     "canonical_json",
+    "decoder",
     "from_jsonable",
     "parse_fraction",
     "to_jsonable",
@@ -143,68 +146,195 @@ def _within(path: str, name: str) -> str:
     return f"{path}.{name}"
 
 
+Decoder = Callable[[Any, str], Any]
+"""A compiled reading rule: ``decoder(data, field)`` is the value, or raises naming ``field``."""
+
+_DECODERS: dict[Any, Decoder] = {}
+
+
 def from_jsonable(tp: Any, data: Any, field: str = "value") -> Any:
-    """Rebuild a value of type ``tp`` from its JSON form; errors name the field path."""
+    """Rebuild a value of type ``tp`` from its JSON form; errors name the field path.
+
+    The rule for each type is worked out once (type hints resolved, unions indexed by
+    ``kind``) and kept, so reading a long trace costs a dictionary lookup per value, not a
+    type-hint resolution."""
+    return decoder(tp)(data, field)
+
+
+def decoder(tp: Any) -> Decoder:
+    """The compiled rule for ``tp`` (see :func:`from_jsonable`)."""
+    try:
+        return _DECODERS[tp]
+    except KeyError:
+        rule = _DECODERS[tp] = _compile(tp)
+        return rule
+    except TypeError:  # an unhashable type form: compiled each time
+        return _compile(tp)
+
+
+def _identity(data: Any, field: str) -> Any:
+    return data
+
+
+def _compile(tp: Any) -> Decoder:
     origin = get_origin(tp)
-    if tp is Any:
-        return data
+    if tp is Any or isinstance(tp, typing.TypeVar) or tp is object:
+        return _identity
     if tp is Fraction:
-        return parse_fraction(field, data)
+        return lambda data, field: parse_fraction(field, data)
     if origin is Literal:
-        if data not in get_args(tp):
-            raise ConfigError(field, data, " or ".join(repr(a) for a in get_args(tp)))
-        return data
+        return _literal(get_args(tp))
     if origin in (Union, types.UnionType):
-        options = [a for a in get_args(tp) if a is not type(None)]
-        if data is None and len(options) < len(get_args(tp)):
+        return _union(tp)
+    if origin is tuple:
+        return _tuple(get_args(tp))
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        return _dataclass(tp)
+    if tp is float:
+        return _float
+    if tp in _SCALARS:
+        return _scalar(tp)
+
+    def no_rule(data: Any, field: str) -> Any:
+        raise TypeError(f"{field}: no JSON rule for type {tp!r}")
+
+    return no_rule
+
+
+def _literal(args: tuple[Any, ...]) -> Decoder:
+    allowed = " or ".join(repr(a) for a in args)
+
+    def read(data: Any, field: str) -> Any:
+        if data not in args:
+            raise ConfigError(field, data, allowed)
+        return data
+
+    return read
+
+
+def _union(tp: Any) -> Decoder:
+    options = [a for a in get_args(tp) if a is not type(None)]
+    optional = len(options) < len(get_args(tp))
+    classes = [a for a in options if isinstance(a, type) and dataclasses.is_dataclass(a)]
+    named = sorted(k for k in map(_kind_of, classes) if k)
+    kinds = {_kind_of(c): c for c in classes}
+    names = " or ".join(getattr(o, "__name__", str(o)) for o in options)
+    rules: list[Decoder] = []  # the options' rules, compiled on first use
+
+    def read(data: Any, field: str) -> Any:
+        if data is None and optional:
             return None
-        classes = [a for a in options if isinstance(a, type) and dataclasses.is_dataclass(a)]
-        named = sorted(k for k in map(_kind_of, classes) if k)
         if classes and isinstance(data, dict):
-            kinds = {_kind_of(c): c for c in classes}
             kind = data.get("kind")
             if (kind is None or isinstance(kind, str)) and kind in kinds:
-                return from_jsonable(kinds[kind], data, field)
+                return decoder(kinds[kind])(data, field)
             raise ConfigError(f"{field}.kind", data.get("kind", MISSING), f"one of {_or(named)}")
         if named and len(classes) == len(options):
             raise ConfigError(field, data, f'an object whose "kind" is one of {_or(named)}')
-        for option in options:
+        if not rules:
+            rules.extend(map(decoder, options))
+        for rule in rules:
             try:
-                return from_jsonable(option, data, field)
+                return rule(data, field)
             except (ConfigError, TypeError):
                 continue
-        raise ConfigError(field, data, " or ".join(getattr(o, "__name__", str(o)) for o in options))
-    if origin is tuple:
-        args = get_args(tp)
+        raise ConfigError(field, data, names)
+
+    return read
+
+
+def _tuple(args: tuple[Any, ...]) -> Decoder:
+    if len(args) == 2 and args[1] is Ellipsis:
+        item = args[0]
+        if item is int:
+            return _ints
+        if item is float:
+            return _floats
+
+        def read_all(data: Any, field: str) -> tuple[Any, ...]:
+            if not isinstance(data, list):
+                raise ConfigError(field, data, "a list")
+            each = decoder(item)
+            return tuple(each(v, f"{field}[{i}]") for i, v in enumerate(data))
+
+        return read_all
+
+    width, all_ints = len(args), all(a is int for a in args)
+
+    def read(data: Any, field: str) -> tuple[Any, ...]:
+        if all_ints and type(data) is list and len(data) == width:
+            if all(type(v) is int for v in data):
+                return tuple(data)
         if not isinstance(data, list):
             raise ConfigError(field, data, "a list")
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(from_jsonable(args[0], v, f"{field}[{i}]") for i, v in enumerate(data))
         if len(args) != len(data):
             raise ConfigError(field, data, f"a list of {len(args)} values")
-        return tuple(
-            from_jsonable(a, v, f"{field}[{i}]") for i, (a, v) in enumerate(zip(args, data))
-        )
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        return tuple(decoder(a)(v, f"{field}[{i}]") for i, (a, v) in enumerate(zip(args, data)))
+
+    return read
+
+
+def _ints(data: Any, field: str) -> tuple[int, ...]:
+    if type(data) is list and all(type(v) is int for v in data):
+        return tuple(data)
+    if not isinstance(data, list):
+        raise ConfigError(field, data, "a list")
+    return tuple(_scalar(int)(v, f"{field}[{i}]") for i, v in enumerate(data))
+
+
+def _floats(data: Any, field: str) -> tuple[float, ...]:
+    if type(data) is list and all(type(v) is float or type(v) is int for v in data):
+        return tuple(float(v) for v in data)
+    if not isinstance(data, list):
+        raise ConfigError(field, data, "a list")
+    return tuple(_float(v, f"{field}[{i}]") for i, v in enumerate(data))
+
+
+def _float(data: Any, field: str) -> float:
+    if isinstance(data, bool) or not isinstance(data, (int, float)):
+        raise ConfigError(field, data, "a number")
+    return float(data)
+
+
+def _scalar(tp: type) -> Decoder:
+    expected = _SCALARS[tp]
+
+    def read(data: Any, field: str) -> Any:
+        if type(data) is not tp:
+            raise ConfigError(field, data, expected)
+        return data
+
+    return read
+
+
+def _dataclass(tp: type) -> Decoder:
+    fields = [f for f in dataclasses.fields(tp)]
+    names = {f.name for f in fields if f.init}
+    listed = ", ".join(sorted(names))
+    required = [
+        f.name
+        for f in fields
+        if f.init and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    ]
+    rules: dict[str, Decoder] = {}  # filled on first use: a field's type may name this class
+
+    def read(data: Any, field: str) -> Any:
         if not isinstance(data, dict):
             raise ConfigError(field, data, f"an object ({tp.__name__})")
-        module = sys.modules[tp.__module__]
-        hints = get_type_hints(tp, vars(module))
-        names = {f.name for f in dataclasses.fields(tp) if f.init}
+        if not rules:
+            hints = get_type_hints(tp, vars(sys.modules[tp.__module__]))
+            rules.update((name, decoder(hints[name])) for name in names)
         unknown = sorted(set(data) - names)
         if unknown:
             raise ConfigError(
-                f"{field}.{unknown[0]}",
-                data[unknown[0]],
-                f"a field of {tp.__name__} ({', '.join(sorted(names))})",
+                f"{field}.{unknown[0]}", data[unknown[0]], f"a field of {tp.__name__} ({listed})"
             )
-        for f in dataclasses.fields(tp):
-            required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-            if f.init and required and f.name not in data:
+        for name in required:
+            if name not in data:
                 raise ConfigError(
-                    f"{field}.{f.name}", MISSING, f"a value (a required field of {tp.__name__})"
+                    f"{field}.{name}", MISSING, f"a value (a required field of {tp.__name__})"
                 )
-        kwargs = {k: from_jsonable(hints[k], v, f"{field}.{k}") for k, v in data.items()}
+        kwargs = {k: rules[k](v, f"{field}.{k}") for k, v in data.items()}
         try:
             return tp(**kwargs)
         except ConfigError as exc:
@@ -212,14 +342,5 @@ def from_jsonable(tp: Any, data: Any, field: str = "value") -> Any:
             if type(exc) is not ConfigError:
                 raise
             raise ConfigError(_within(field, exc.field), exc.value, exc.allowed) from None
-    if tp is float:
-        if isinstance(data, bool) or not isinstance(data, (int, float)):
-            raise ConfigError(field, data, "a number")
-        return float(data)
-    if tp in _SCALARS:
-        if type(data) is not tp:
-            raise ConfigError(field, data, _SCALARS[tp])
-        return data
-    if isinstance(tp, typing.TypeVar) or tp is object:
-        return data
-    raise TypeError(f"{field}: no JSON rule for type {tp!r}")
+
+    return read

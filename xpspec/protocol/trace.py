@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field, fields
-from typing import Any, Literal, Union, get_args, get_type_hints
+from dataclasses import dataclass, field
+from typing import Any, Literal, Union, get_args
 
-from xpspec.protocol.codec import canonical_json, from_jsonable, to_jsonable
+from xpspec.protocol.codec import canonical_json, decoder, to_jsonable
 
 __all__ = [
     "TRACE_FORMAT",
@@ -341,53 +341,13 @@ class Trace:
 
 
 _BY_KIND = {cls.kind: cls for cls in get_args(Event)}
-_PLANS: dict[type, tuple[tuple[str, Any], ...]] = {}
-
-
-def _plan(cls: type) -> tuple[tuple[str, Any], ...]:
-    """Each init field of an event class with its type (resolved once per class)."""
-    plan = _PLANS.get(cls)
-    if plan is None:
-        hints = get_type_hints(cls)
-        plan = _PLANS[cls] = tuple((f.name, hints[f.name]) for f in fields(cls) if f.init)
-    return plan
-
-
-def _scalars(data: Any, kind: type) -> tuple[Any, ...] | None:
-    """``data`` as a tuple of ints or floats when it plainly is one (else None: the general
-    decoder then names what is wrong)."""
-    if type(data) is not list:
-        return None
-    if kind is int:
-        return tuple(data) if all(type(v) is int for v in data) else None
-    if all(type(v) is float or type(v) is int for v in data):
-        return tuple(float(v) for v in data)
-    return None
 
 
 def _decode(data: dict[str, Any], where: str) -> Event:
-    """One event from its JSON object: the columns of ints and floats that make up nearly
-    all of a trace are taken directly, every other field (and every malformed one) goes
-    through :func:`xpspec.protocol.codec.from_jsonable`, which names what is wrong."""
-    cls = _BY_KIND[data["kind"]]
-    names = {name for name, _ in _plan(cls)}
-    if not names.issuperset(data):
-        return from_jsonable(cls, data, where)
-    kwargs: dict[str, Any] = {}
-    for name, hint in _plan(cls):
-        if name not in data:
-            continue
-        value = data[name]
-        if hint is int and type(value) is int:
-            kwargs[name] = value
-            continue
-        fast = None
-        if hint == Ints:
-            fast = _scalars(value, int)
-        elif hint == Floats:
-            fast = _scalars(value, float)
-        kwargs[name] = fast if fast is not None else from_jsonable(hint, value, f"{where}.{name}")
-    return cls(**kwargs)
+    """One event from its JSON object, by the compiled rule of its class
+    (:func:`xpspec.protocol.codec.decoder`), which names what is wrong."""
+    event: Event = decoder(_BY_KIND[data["kind"]])(data, where)
+    return event
 
 
 def _records(lines: Iterable[str]) -> Iterator[tuple[int, Any]]:
