@@ -262,9 +262,13 @@ def _tuple(args: tuple[Any, ...]) -> Decoder:
     width, all_ints = len(args), all(a is int for a in args)
 
     def read(data: Any, field: str) -> tuple[Any, ...]:
-        if all_ints and type(data) is list and len(data) == width:
-            if all(type(v) is int for v in data):
-                return tuple(data)
+        if (
+            all_ints
+            and type(data) is list
+            and len(data) == width
+            and all(type(v) is int for v in data)
+        ):
+            return tuple(data)
         if not isinstance(data, list):
             raise ConfigError(field, data, "a list")
         if len(args) != len(data):
