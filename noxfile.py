@@ -1,5 +1,8 @@
-"""Sessions of xpspec. Every session installs torch through constraints/torch.txt: any other
-torch would pull several GB of CUDA packages.
+"""Sessions of xpspec. Every session installs torch through constraints/torch.txt (any other
+torch would pull several GB of CUDA packages) and the test tools through constraints/ci.txt;
+those that install no framework also take numpy and gymnasium from
+constraints/numpy-gymnasium.txt (a framework's session leaves them to the framework's own
+requirements). pyproject.toml states ranges; these files are the exact versions CI runs.
 
 - ``tests`` (default): the project's own tests, the executable docs and spec, and the
   conformance suite against the reference implementation.
@@ -8,6 +11,7 @@ torch would pull several GB of CUDA packages.
 - ``docs``: build the site in strict mode.
 - ``bench``: throughput of the reference trainer and sampler beside minimal torch loops, and
   what running the adapter in a worker process costs.
+- ``minimums``: the tests on the lower bounds pyproject.toml states (constraints/minimum.txt).
 - ``mutation``: mutation testing of refimpl's semantic modules against the suite, with its
   table written to docs/mutation.md (long: about an hour for the default sample).
 """
@@ -20,13 +24,18 @@ nox.needs_version = ">=2024.3"
 nox.options.sessions = ["tests"]
 nox.options.default_venv_backend = "virtualenv"
 
-CONSTRAINTS = ("-c", "constraints/torch.txt")
+FRAMEWORK = ("-c", "constraints/torch.txt", "-c", "constraints/ci.txt")
+"""The constraints of a session that installs a framework beside xpspec."""
+CONSTRAINTS = (*FRAMEWORK, "-c", "constraints/numpy-gymnasium.txt")
+"""The constraints of every other session."""
 THREADS = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+TESTS = ("tests", "spec", "docs", "--pyargs", "xpspec.conformance.suite")
+"""What the tests session runs: unit tests, executable docs and spec, the suite on refimpl."""
 
 
-def install(session: nox.Session, *extras: str) -> None:
+def install(session: nox.Session, *extras: str, constraints: tuple[str, ...] = CONSTRAINTS) -> None:
     spec = f".[{','.join(extras)}]" if extras else "."
-    session.install("-e", spec, *CONSTRAINTS)
+    session.install("-e", spec, *constraints)
 
 
 @nox.session(python="3.11")
@@ -34,18 +43,21 @@ def tests(session: nox.Session) -> None:
     """Unit tests, docs and spec examples, and the suite against refimpl (in parallel)."""
     install(session, "test")
     session.run(
-        "pytest",
-        "-n",
-        "2",
-        "-p",
-        "no:cacheprovider",
-        "tests",
-        "spec",
-        "docs",
-        "--pyargs",
-        "xpspec.conformance.suite",
-        *session.posargs,
-        env=THREADS,
+        "pytest", "-n", "2", "-p", "no:cacheprovider", *TESTS, *session.posargs, env=THREADS
+    )
+
+
+@nox.session(python="3.11", default=False)
+def minimums(session: nox.Session) -> None:
+    """The tests on the lowest versions pyproject.toml admits (torch excepted: 2.13.0, the one
+    installable here), so its lower bounds stay true."""
+    install(
+        session,
+        "test",
+        constraints=("-c", "constraints/torch.txt", "-c", "constraints/minimum.txt"),
+    )
+    session.run(
+        "pytest", "-n", "2", "-p", "no:cacheprovider", *TESTS, *session.posargs, env=THREADS
     )
 
 
@@ -77,7 +89,7 @@ def conformance(session: nox.Session, adapter: str) -> None:
     import glob
     import time
 
-    install(session, f"adapter-{adapter}")
+    install(session, f"adapter-{adapter}", constraints=FRAMEWORK)
     start = time.perf_counter()
     try:
         # The adapter's own tests (skipped in the default session, which lacks the framework;
@@ -184,10 +196,10 @@ def conformance_alf(session: nox.Session) -> None:
     root = Path(source).expanduser().resolve()
     if not (root / "alf" / "algorithms" / "rl_algorithm.py").is_file():
         session.error(f"ALF_SOURCE={source}: not a checkout of HorizonRobotics/alf")
-    install(session)
+    install(session, constraints=FRAMEWORK)
     session.install(
         *("absl-py", "gin-config", "cnest", "fasteners", "six", "psutil", "tensorboard", "gym"),
-        *CONSTRAINTS,
+        *FRAMEWORK,
         *("-c", "constraints/alf.txt"),
     )
     (site,) = Path(session.virtualenv.location).glob("lib/python3*/site-packages")
