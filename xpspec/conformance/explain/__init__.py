@@ -5,11 +5,14 @@ vector of a catalogue scenario, refimpl's run, or another trace file) are laid o
 timelines, one lane per env and one for the trainer, iterations across
 (:mod:`.timeline`); the first event where they differ is found (:mod:`.divergence`); and the
 suite's checks, ranked as a run ranks them (:mod:`xpspec.conformance.blame`), name the clause
-the trace breaks (:mod:`.verdict`).
+the trace breaks (:mod:`.verdict`). The result renders as a self-contained HTML page with
+inline SVG (:mod:`.html_page`) or as text for a terminal (:mod:`.text_view`).
 """
 
 from xpspec.conformance.explain.divergence import Divergence, first_divergence
 from xpspec.conformance.explain.explanation import Explanation, explain
+from xpspec.conformance.explain.html_page import render_html
+from xpspec.conformance.explain.text_view import render_text
 from xpspec.conformance.explain.timeline import TRAINER, Column, Mark, Timeline, build_timeline
 from xpspec.conformance.explain.verdict import FailedCheck, Verdict, judge
 
@@ -26,4 +29,6 @@ __all__ = [
     "explain",
     "first_divergence",
     "judge",
+    "render_html",
+    "render_text",
 ]
