@@ -29,6 +29,18 @@ WIDTH = 100
 """The width prose (a clause's statement) is wrapped to."""
 
 
+def _wrap(text: str, first: str, rest: str) -> list[str]:
+    """``text`` filled to :data:`WIDTH` on spaces (never inside a word or a clause id)."""
+    return textwrap.wrap(
+        text,
+        WIDTH,
+        initial_indent=first,
+        subsequent_indent=rest,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+
+
 def _lane_name(lane: Lane) -> str:
     return "trainer" if lane is TRAINER else f"env {lane}"
 
@@ -105,12 +117,13 @@ def _verdict_lines(x: Explanation) -> list[str]:
     lines = [f"clause: {', '.join(cause.clauses)} (charged by check {cause.check}{at})"]
     for clause in x.clauses:
         statement = f"{clause.id} ({clause.level}): {' '.join(clause.statement.split())}"
-        lines.extend(textwrap.wrap(statement, WIDTH, initial_indent="  ", subsequent_indent="    "))
+        lines.extend(_wrap(statement, "  ", "    "))
     lines.extend(f"    {line}" for line in message_lines(f"{cause.check}: {cause.message}"))
     downstream = [f for f in v.failures if f.downstream]
     if downstream:
         names = ", ".join(f"{f.check} [{', '.join(f.clauses)}]" for f in downstream)
-        lines.append(f"  downstream of it ({len(downstream)}): {names}")
+        text = f"downstream of it ({len(downstream)}): {names}"
+        lines.extend(_wrap(text, "  ", "    "))
     return lines
 
 
@@ -119,12 +132,12 @@ def render_text(x: Explanation) -> str:
     lanes: list[Lane] = [*sorted(set(x.timeline.lanes) | set(x.reference_timeline.lanes))]
     lanes.append(TRAINER)
     width = max(len(_lane_name(lane)) for lane in lanes) + 2
-    legend = "  ".join(f"{s.symbol} {s.label}" for s in LEGEND)
+    legend = _wrap("marks: " + ", ".join(f"{s.symbol} {s.label}" for s in LEGEND), "", "  ")
     lines = [
         f"xpspec explain: scenario {clean(x.scenario)}",
         f"  trace:     {clean(x.subject)}",
         f"  reference: {clean(x.against)}",
-        f"marks: {legend}",
+        *legend,
         *_timeline_lines(x, lanes, width),
         "",
         *_divergence_lines(x),
