@@ -26,6 +26,8 @@ LANE = 26
 """Height of one lane."""
 TOP = 30
 """Height of the column headers."""
+_CHAR = 6.5
+"""About the width of one character of a column header."""
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,12 @@ def _slot_x(column: int, slot: int) -> float:
     return LEFT + column * GAP + GAP / 2 + slot * SLOT + SLOT / 2
 
 
+def _fit(label: str, width: float) -> str:
+    """``label`` cut (``…``) to about what ``width`` pixels hold."""
+    room = max(1, int(width // _CHAR))
+    return label if len(label) <= room else label[: room - 1] + "…"
+
+
 def _mark_title(timeline: Timeline, mark: Mark) -> str:
     event = timeline.events[mark.event]
     return tooltip(event, mark.event, mark.rows, windows=mark.kind in ("window", "update"))
@@ -115,7 +123,7 @@ def draw(
         PlacedColumn(
             LEFT + c * GAP + col.first_slot * SLOT,
             GAP + col.slots * SLOT,
-            col.short,
+            _fit(col.short, GAP + col.slots * SLOT),
             _column_title(timeline, col.first_event, col.stop_event, col.label),
             at is not None and col.first_event <= at < col.stop_event,
         )

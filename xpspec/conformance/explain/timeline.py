@@ -13,6 +13,8 @@ the same slots for them, so their timelines can be read one above the other.
 
 from __future__ import annotations
 
+import bisect
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -48,8 +50,12 @@ class Column:
 
     @property
     def short(self) -> str:
-        """The label as a column header: the number alone for an iteration."""
-        return self.label.removeprefix("iteration ")
+        """The label as a column header: ``3`` for iteration 3, ``d3`` for draw 3."""
+        if self.label.startswith("iteration "):
+            return self.label.removeprefix("iteration ")
+        if self.label.startswith("draw "):
+            return "d" + self.label.removeprefix("draw ")
+        return self.label
 
 
 @dataclass(frozen=True)
@@ -96,10 +102,16 @@ class Timeline:
         """The marks in ``lane`` (of ``kind``, if given)."""
         return tuple(m for m in self.marks if m.lane == lane and kind in (None, m.kind))
 
+    @functools.cached_property
+    def _mark_events(self) -> list[int]:
+        return [m.event for m in self.marks]  # ascending: marks are made in event order
+
     def marks_of(self, first: int, stop: int | None = None) -> tuple[Mark, ...]:
         """The marks of events ``first`` up to ``stop`` (just ``first`` without it)."""
         stop = first + 1 if stop is None else stop
-        return tuple(m for m in self.marks if first <= m.event < stop)
+        lo = bisect.bisect_left(self._mark_events, first)
+        hi = bisect.bisect_left(self._mark_events, stop, lo)
+        return self.marks[lo:hi]
 
     def column_label(self, event: int) -> str:
         """The label of the column of event ``event`` (``end`` past the last event)."""
