@@ -472,6 +472,25 @@ def _check(args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
+def _explain(args: argparse.Namespace) -> int:
+    """Draw where a trace parts from its reference (:mod:`xpspec.conformance.explain`)."""
+    from xpspec.conformance.engine import Session
+    from xpspec.conformance.explain.command import Request, explain_command
+    from xpspec.conformance.harness import connect
+
+    scenario = _read_scenario(args.scenario)
+    request = Request(
+        scenario, args.scenario, args.adapter, args.trace, args.reference, args.format, args.out
+    )
+
+    def session() -> Any:
+        adapter = connect(args.adapter, args.isolation, _limits(args), smoke=False)
+        return Session(adapter, args.adapter, timeout=args.op_timeout)
+
+    with _stdout_to_stderr(args.isolation == "inline" and args.trace is None) as out:
+        return explain_command(request, out, session)
+
+
 def _clauses(args: argparse.Namespace) -> int:
     from xpspec.conformance.clauses import ClauseRegistry, parse_spec_pages
 
@@ -663,6 +682,37 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("scenario", help="a scenario JSON file or a catalogue scenario name")
     p.add_argument("trace", help="the trace to check (JSON Lines, as `xpspec trace` prints it)")
     p.set_defaults(func=_check)
+    p = sub.add_parser(
+        "explain", help="draw where a trace parts from its reference, and the clause it breaks"
+    )
+    p.add_argument("scenario", help="a scenario JSON file or a catalogue scenario name")
+    _adapter_options(p)
+    p.add_argument(
+        "--trace",
+        default=None,
+        metavar="PATH",
+        help="explain this trace (JSON Lines) instead of running the adapter",
+    )
+    p.add_argument(
+        "--reference",
+        default=None,
+        metavar="PATH",
+        help="the reference trace (default: the scenario's committed vector, else refimpl's run)",
+    )
+    p.add_argument(
+        "--format",
+        default="html",
+        choices=["html", "text"],
+        help="html: a self-contained page with SVG timelines (default); text: for a terminal",
+    )
+    p.add_argument(
+        "--out",
+        default=None,
+        metavar="PATH",
+        help="where to write it, - for standard output (default: xpspec-explain.html for "
+        "html, standard output for text)",
+    )
+    p.set_defaults(func=_explain)
     p = sub.add_parser(
         "scenarios", help="list the catalogue's scenarios and the clauses checked on each"
     )

@@ -100,12 +100,19 @@ def _time_limit(seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def repro(name: str, scenario: Scenario, adapter: str) -> str:
-    """A copy-pasteable reproduction of a scenario run."""
-    return (
+def repro(name: str, scenario: Scenario, adapter: str, explain: bool = False) -> str:
+    """A copy-pasteable reproduction of a scenario run (and, with ``explain``, the command that
+    draws where the run parts from the reference)."""
+    text = (
         f"scenario {name!r}:\n  {scenario_to_json(scenario)}\n"
         f"  reproduce: save the JSON above as s.json, then `xpspec trace s.json --adapter {adapter}`"
     )
+    if explain:
+        text += (
+            f"\n  explain: `xpspec explain s.json --adapter {adapter} --format text` shows where "
+            "it parts from the reference and the clause it breaks (without --format: a page)"
+        )
+    return text
 
 
 def _stopped(trace: Trace) -> str:
@@ -385,7 +392,7 @@ class Session:
     ) -> Outcome:
         """A check failed: a failure, a warning, or a deviation the expectations explain.
         ``note`` (where the trace parts from the committed vector) ends the message."""
-        message = f"[{', '.join(check.clauses)}] {check.name}: {exc}\n{repro(name, scenario, self.adapter_name)}"
+        message = f"[{', '.join(check.clauses)}] {check.name}: {exc}\n{repro(name, scenario, self.adapter_name, explain=True)}"
         if note:
             message += "\n" + note
         level = self._level(check)
