@@ -245,7 +245,7 @@ class _StopsAfterTwoIterations:
     ends: the trace keeps iterations 1-2 and names the exception in its header."""
 
     def __init__(self) -> None:
-        from xpspec.adapters.refimpl import RefimplAdapter
+        from xpspec.refimpl.adapter import RefimplAdapter
 
         self._inner = RefimplAdapter()
 

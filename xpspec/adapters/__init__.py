@@ -7,7 +7,7 @@ other ``package.module:object`` path works too, so an adapter can live in anothe
 __all__ = ["REGISTERED"]
 
 REGISTERED: dict[str, str] = {
-    "refimpl": "xpspec.adapters.refimpl:RefimplAdapter",
+    "refimpl": "xpspec.refimpl.adapter:RefimplAdapter",
     "sb3": "xpspec.adapters.sb3:SB3Adapter",
     "tianshou": "xpspec.adapters.tianshou:TianshouAdapter",
     "torchrl": "xpspec.adapters.torchrl:TorchRLAdapter",

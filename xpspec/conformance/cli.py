@@ -418,8 +418,8 @@ def _check(args: argparse.Namespace) -> int:
         validate_trace(scenario, trace)
     except ValueError as exc:
         raise ValueError(f"{args.trace}: malformed trace: {exc}") from None
-    from xpspec.adapters.refimpl import RefimplAdapter
     from xpspec.conformance.vectors import committed, difference_note
+    from xpspec.refimpl.adapter import RefimplAdapter
 
     ref = RefimplAdapter()
     vector = committed(scenario)

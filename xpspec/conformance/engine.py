@@ -136,7 +136,7 @@ class Session:
         self._vectors = reference is None
         """Whether a committed vector, where one exists, is the reference (not a fresh run)."""
         if reference is None:
-            from xpspec.adapters.refimpl import RefimplAdapter
+            from xpspec.refimpl.adapter import RefimplAdapter
 
             reference = RefimplAdapter()
         self._reference = reference
