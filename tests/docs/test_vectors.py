@@ -101,7 +101,13 @@ def test_xpspec_trace_reproduces_a_vector_from_a_worker_process() -> None:
     """The same through the command line and a worker process, as a user runs it."""
     stem = vectors.stem("fractional-u1/4-b1")
     done = subprocess.run(
-        [sys.executable, "-m", "xpspec.conformance", "trace", str(DIRECTORY / f"{stem}.scenario.json")],
+        [
+            sys.executable,
+            "-m",
+            "xpspec.conformance",
+            "trace",
+            str(DIRECTORY / f"{stem}.scenario.json"),
+        ],
         capture_output=True,
         text=True,
         cwd=ROOT,

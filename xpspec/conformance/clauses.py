@@ -155,7 +155,11 @@ class ClauseRegistry:
 
     @classmethod
     def load(cls) -> ClauseRegistry:
-        text = resources.files("xpspec.conformance").joinpath("clauses.json").read_text(encoding="utf-8")
+        text = (
+            resources.files("xpspec.conformance")
+            .joinpath("clauses.json")
+            .read_text(encoding="utf-8")
+        )
         return cls.from_json(text)
 
     @classmethod

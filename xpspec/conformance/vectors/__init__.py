@@ -250,7 +250,9 @@ def stale_files(directory: Path | None = None) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m xpspec.conformance.vectors --write|--check [--out DIR]``."""
-    parser = argparse.ArgumentParser(prog="python -m xpspec.conformance.vectors", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m xpspec.conformance.vectors", description=__doc__
+    )
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--write", action="store_true", help="(re)generate the vector files")
     action.add_argument("--check", action="store_true", help="exit 1 if the files are stale")
