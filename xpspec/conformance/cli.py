@@ -559,7 +559,8 @@ def _adapter_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--adapter",
         default="refimpl",
-        help="a registered name, package.module:object, or exec:COMMAND (default refimpl)",
+        help="a registered name (an entry point of the group xpspec.adapters), "
+        "package.module:object, or exec:COMMAND (default refimpl)",
     )
     p.add_argument(
         "--isolation",
@@ -610,7 +611,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--expectations",
         default=None,
         metavar="TOML",
-        help="the adapter's expectations file (default xpspec/adapters/NAME.expectations.toml)",
+        help="the adapter's expectations file (default: MODULE.expectations.toml beside the "
+        "adapter's module MODULE.py, if present)",
     )
     p.add_argument(
         "--timeout",

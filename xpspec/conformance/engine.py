@@ -7,7 +7,6 @@ the mutant zoo all call :func:`Session.evaluate`.
 
 from __future__ import annotations
 
-import importlib
 import signal
 import threading
 import time
@@ -26,7 +25,7 @@ from xpspec.protocol.adapter import Adapter, Unsupported
 from xpspec.protocol.scenario import Scenario, scenario_to_json
 from xpspec.protocol.trace import Trace
 
-__all__ = ["GENERATED", "AdapterError", "Outcome", "Session", "load_adapter"]
+__all__ = ["GENERATED", "AdapterError", "Outcome", "Session"]
 
 GENERATED = "generated"
 """The scenario name of every Hypothesis-generated scenario (expectations scope to it)."""
@@ -52,31 +51,6 @@ class Outcome:
     downstream_of: str = ""
     """For a failure: the clause of the earlier failure it follows from ("" if it is the
     cause), see :mod:`xpspec.conformance.blame`."""
-
-
-def load_adapter(spec: str) -> Adapter:
-    """An adapter from a registered name or a ``package.module:object`` path. The object may
-    be an adapter instance, or a class or factory called without arguments."""
-    from xpspec.adapters import REGISTERED
-
-    path = REGISTERED.get(spec, spec)
-    if ":" not in path:
-        raise ValueError(
-            f"adapter: expected a registered name ({', '.join(sorted(REGISTERED))}) or 'package.module:object', got {spec!r}"
-        )
-    module_name, _, attr = path.partition(":")
-    module = importlib.import_module(module_name)
-    try:
-        obj = getattr(module, attr)
-    except AttributeError:
-        raise ValueError(f"adapter: module {module_name!r} has no attribute {attr!r}") from None
-    # A class or a factory is called; an instance (it has info()) is used as it is.
-    is_instance = hasattr(obj, "info") and not isinstance(obj, type)
-    adapter = obj if is_instance else obj()
-    for method in ("info", "smoke"):
-        if not callable(getattr(adapter, method, None)):
-            raise ValueError(f"adapter {spec!r}: expected a method {method}(), got none")
-    return adapter
 
 
 @contextmanager

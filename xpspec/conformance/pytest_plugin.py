@@ -74,7 +74,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--expectations",
         default=None,
-        help="expectations TOML (default: xpspec/adapters/<name>.expectations.toml if present)",
+        help="expectations TOML (default: MODULE.expectations.toml beside the adapter's "
+        "module MODULE.py, if present)",
     )
     group.addoption("--xpspec-report", default=None, help="write the JSON Lines report here")
     group.addoption(
@@ -159,13 +160,13 @@ def _adapter_name(config: pytest.Config) -> str:
 
 
 def _expectations_path(config: pytest.Config, name: str) -> Path | None:
+    """``--expectations``, else the file beside the adapter's module (if there is one)."""
     given = config.getoption("--expectations", None)
     if given:
         return Path(given)
-    import xpspec.adapters
+    from xpspec.conformance.harness import expectations_path
 
-    candidate = Path(xpspec.adapters.__file__).parent / f"{name}.expectations.toml"
-    return candidate if candidate.exists() else None
+    return expectations_path(name)
 
 
 def _limits(config: pytest.Config) -> Any:
