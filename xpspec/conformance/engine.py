@@ -74,11 +74,14 @@ def _time_limit(seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def repro(name: str, scenario: Scenario, adapter: str) -> str:
-    """A copy-pasteable reproduction of a scenario run."""
+def _repro(name: str, scenario: Scenario, command: str) -> str:
+    """The scenario of an outcome, and a copy-pasteable ``command`` that reproduces it (none
+    when ``command`` is "": the user holds the scenario already)."""
+    if not command:
+        return f"scenario {name!r}"
     return (
         f"scenario {name!r}:\n  {scenario_to_json(scenario)}\n"
-        f"  reproduce: save the JSON above as s.json, then `xpspec trace s.json --adapter {adapter}`"
+        f"  reproduce: save the JSON above as s.json, then `{command}`"
     )
 
 
@@ -90,7 +93,9 @@ def _stopped(trace: Trace) -> str:
 class Session:
     """One adapter under test, with its expectations, a trace cache and the reference: the
     committed vector of a catalogue scenario (:mod:`xpspec.conformance.vectors`), else a run of
-    ``reference`` (refimpl by default; passing one turns the vectors off)."""
+    ``reference`` (refimpl by default; passing one turns the vectors off). ``reproduce`` is the
+    command a failure's message gives to reproduce its scenario's trace (default ``xpspec
+    trace s.json --adapter ADAPTER_NAME``; "" for none)."""
 
     def __init__(
         self,
@@ -99,8 +104,12 @@ class Session:
         expectations: Expectations | None = None,
         timeout: float = 120.0,
         reference: Adapter | None = None,
+        reproduce: str | None = None,
     ) -> None:
         self.adapter, self.adapter_name = adapter, adapter_name
+        self.reproduce = (
+            f"xpspec trace s.json --adapter {adapter_name}" if reproduce is None else reproduce
+        )
         self.info = adapter.info()
         self.expectations = expectations or Expectations()
         self.timeout = timeout
@@ -305,7 +314,7 @@ class Session:
         except AdapterError as exc:
             return out(
                 exc.status,
-                f"{self.adapter_name} broke on {repro(name, scenario, self.adapter_name)}\n{exc}",
+                f"{self.adapter_name} broke on {_repro(name, scenario, self.reproduce)}\n{exc}",
             )
         reruns: list[Scenario] = []
         consulted: list[Vector] = []
@@ -359,7 +368,7 @@ class Session:
     ) -> Outcome:
         """A check failed: a failure, a warning, or a deviation the expectations explain.
         ``note`` (where the trace parts from the committed vector) ends the message."""
-        message = f"[{', '.join(check.clauses)}] {check.name}: {exc}\n{repro(name, scenario, self.adapter_name)}"
+        message = f"[{', '.join(check.clauses)}] {check.name}: {exc}\n{_repro(name, scenario, self.reproduce)}"
         if note:
             message += "\n" + note
         level = self._level(check)
