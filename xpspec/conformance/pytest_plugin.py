@@ -27,7 +27,7 @@ from typing import Any, TextIO
 
 import pytest
 
-from xpspec.conformance.outcomes import ADAPTER_FAILURES, AdapterUnavailable, ExitCode
+from xpspec.conformance.outcomes import ADAPTER_FAILURES, AdapterUnavailable, ExitCode, RunStatus
 
 __all__ = ["Handoff", "XpspecSession", "run_settings"]
 
@@ -48,7 +48,7 @@ class _Run:
     counts: dict[str, int] = field(default_factory=dict)
     started: float = 0.0
     deadline: float | None = None
-    status: str = "complete"
+    status: RunStatus = "complete"
     message: str = ""
     adapter: Any = None
     session: pytest.Session | None = None

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from xpspec.protocol.scenario import Scenario
 from xpspec.protocol.trace import Trace
 
-__all__ = ["Check", "CheckFailure", "Context", "Projection"]
+__all__ = ["Check", "CheckFailure", "Context"]
 
 
 class CheckFailure(AssertionError):
@@ -65,17 +65,13 @@ class Context:
         self.fresh = fresh or rerun
 
 
-Projection = Callable[[Scenario, Trace], Any]
-
-
 @dataclass(frozen=True)
 class Check:
     """One check of one or more clauses, for one capability.
 
     ``verify(scenario, trace, context)`` raises :class:`CheckFailure` on violation.
     ``applies(scenario)`` says whether the check concerns a scenario at all; a check that
-    does not apply is not reported for that scenario. Exact checks also expose their
-    ``projection`` so a declared variant can be confirmed against refimpl run as that variant.
+    does not apply is not reported for that scenario.
     """
 
     name: str
@@ -84,7 +80,5 @@ class Check:
     kind: Literal["exact", "invariant", "statistical"]
     verify: Callable[[Scenario, Trace, Context], None]
     applies: Callable[[Scenario], bool] = lambda scenario: True
-    projection: Projection | None = None
-    doc: str = ""
     requires: tuple[str, ...] = ()
     """Observables (capabilities beyond ``capability``) the check needs the trace to have."""
