@@ -19,13 +19,25 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Literal
 
-from xpspec.conformance.checks.base import Check, CheckFailure, Context
-from xpspec.conformance.checks.other import check_deterministic
+from xpspec.conformance.checks.base import CheckFailure, Context
 from xpspec.protocol.scenario import LearnerScenario, Scenario
 from xpspec.protocol.trace import Trace
 from xpspec.refimpl.learner import shard_episodes
 
-__all__ = ["ATOL", "LEARNER_CHECKS", "NORM_ATOL", "LearnerEpisode", "learner_episodes"]
+__all__ = [
+    "ATOL",
+    "NORM_ATOL",
+    "LearnerEpisode",
+    "check_bootstrap_masked",
+    "check_episode_unmodified",
+    "check_gae",
+    "check_nstep",
+    "check_shards",
+    "check_stats",
+    "check_truncation",
+    "check_update_count",
+    "learner_episodes",
+]
 
 ATOL = 1e-5
 """Tolerance of advantages, value targets and n-step targets: ``ATOL * max(1, |expected|)``."""
@@ -490,46 +502,3 @@ def _check_split_shards(sc: LearnerScenario, trace: Trace) -> None:
                 want,
                 found,
             )
-
-
-LEARNER_CHECKS: tuple[Check, ...] = (
-    Check("learner-gae", ("learner.gae",), "learner", "exact", check_gae),
-    Check(
-        "learner-truncation",
-        ("learner.truncation-bootstraps",),
-        "learner",
-        "invariant",
-        check_truncation,
-    ),
-    Check(
-        "learner-bootstrap-masked",
-        ("learner.bootstrap-timestep-masked",),
-        "learner",
-        "invariant",
-        check_bootstrap_masked,
-        requires=("bootstrap",),
-    ),
-    Check(
-        "learner-episode-unmodified",
-        ("learner.episode-unmodified",),
-        "learner",
-        "invariant",
-        check_episode_unmodified,
-        requires=("caller-episodes",),
-    ),
-    Check(
-        "learner-stats", ("learner.stats-exclude-bootstrap",), "learner", "invariant", check_stats
-    ),
-    Check("learner-nstep", ("learner.nstep-episode-end",), "learner", "invariant", check_nstep),
-    Check(
-        "learner-update-count",
-        ("learner.update-count",),
-        "learner",
-        "invariant",
-        check_update_count,
-    ),
-    Check("learner-shards", ("learner.shard-episodes",), "learner", "invariant", check_shards),
-    Check(
-        "deterministic-learner", ("trace.deterministic",), "learner", "exact", check_deterministic
-    ),
-)
