@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from xpspec.conformance.outcomes import (
     ADAPTER_FAILURES,
@@ -14,6 +14,11 @@ from xpspec.conformance.outcomes import (
     AdapterUnavailable,
     ExitCode,
 )
+
+if TYPE_CHECKING:  # the commands import what they use when they run
+    from xpspec.conformance.checks import Check
+    from xpspec.conformance.engine import Outcome
+    from xpspec.protocol.scenario import Scenario
 
 __all__ = ["build_parser", "main"]
 
@@ -324,7 +329,7 @@ def _diff(args: argparse.Namespace) -> int:
     return 1 if regressions(a, b, strict=args.strict, aliases=aliases) else 0
 
 
-def _read_scenario(path: str) -> Any:
+def _read_scenario(path: str) -> Scenario:
     """A scenario file, or the name of a catalogue scenario when no such file exists."""
     from xpspec.conformance.catalog import CATALOG
     from xpspec.protocol.scenario import scenario_from_json
@@ -432,14 +437,14 @@ def _check(args: argparse.Namespace) -> int:
     return ExitCode.FINDINGS if failed or broke else ExitCode.OK
 
 
-def _checks_of(scenario: Any) -> list[Any]:
+def _checks_of(scenario: Scenario) -> list[Check]:
     """The suite's checks that run on ``scenario``, in the suite's order."""
     from xpspec.conformance.checks import ALL_CHECKS
 
     return [c for c in ALL_CHECKS if c.capability == scenario.kind and c.applies(scenario)]
 
 
-def _check_line(outcome: Any, strict: bool) -> str:
+def _check_line(outcome: Outcome, strict: bool) -> str:
     """One outcome of ``xpspec check``: a word, the check and its clauses (for a failure, the
     clauses it is charged to and the clause it is downstream of), then why, indented."""
     clauses = outcome.charged or outcome.clauses

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from xpspec.protocol.scenario import Scenario
 from xpspec.protocol.trace import Trace
@@ -33,8 +33,8 @@ class CheckFailure(AssertionError):
     def __init__(
         self,
         what: str,
-        expected: Any,
-        actual: Any,
+        expected: object,
+        actual: object,
         *,
         clause: str | None = None,
         iteration: int | None = None,
@@ -45,7 +45,7 @@ class CheckFailure(AssertionError):
         super().__init__(f"{what}\n  expected: {_short(expected)}\n  actual:   {_short(actual)}")
 
 
-def _short(value: Any, limit: int = 600) -> str:
+def _short(value: object, limit: int = 600) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[:limit] + f"... ({len(text)} chars)"
 

@@ -17,7 +17,6 @@ import math
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
@@ -26,7 +25,7 @@ from xpspec.conformance.checks.views import BufferModel
 from xpspec.protocol.env_spec import goal_reward
 from xpspec.protocol.scenario import RelabelScenario, Scenario
 from xpspec.protocol.step_type import StepType
-from xpspec.protocol.trace import Trace
+from xpspec.protocol.trace import Relabel, Trace
 from xpspec.refimpl.relabel import EpisodeGoals, annotate_episode
 
 __all__ = [
@@ -266,7 +265,7 @@ def check_ratio(scenario: Scenario, trace: Trace, ctx: Context) -> None:
             )
 
 
-def _check_bernoulli(sc: RelabelScenario, events: list[Any]) -> None:
+def _check_bernoulli(sc: RelabelScenario, events: list[Relabel]) -> None:
     for e in events:
         if len(e.t) > sc.batch_size:
             raise CheckFailure(f"rows in draw {e.draw}", f"<= {sc.batch_size}", len(e.t))

@@ -14,12 +14,12 @@ from xpspec.conformance.checks.base import CheckFailure, Context
 from xpspec.conformance.checks.views import BufferModel
 from xpspec.protocol.scenario import ReplayScenario, Scenario
 from xpspec.protocol.step_type import StepType
-from xpspec.protocol.trace import Trace
+from xpspec.protocol.trace import Sampled, Trace, Window
 
 __all__ = ["check_no_window", "check_replay_windows", "check_uniform", "within_batch_dispersion"]
 
 
-def _replay(scenario: Scenario, trace: Trace) -> tuple[ReplayScenario, BufferModel, list[Any]]:
+def _replay(scenario: Scenario, trace: Trace) -> tuple[ReplayScenario, BufferModel, list[Sampled]]:
     assert isinstance(scenario, ReplayScenario)
     model = BufferModel(scenario.capacity)
     for e in trace.of_kind("store"):
@@ -27,7 +27,7 @@ def _replay(scenario: Scenario, trace: Trace) -> tuple[ReplayScenario, BufferMod
     return scenario, model, list(trace.of_kind("sampled"))
 
 
-def _start(model: BufferModel, window: tuple[Any, ...]) -> tuple[int, int]:
+def _start(model: BufferModel, window: Window) -> tuple[int, int]:
     located = model.locate(window)
     if located is None:
         raise CheckFailure(
@@ -58,7 +58,7 @@ def check_replay_windows(scenario: Scenario, trace: Trace, ctx: Context) -> None
                 raise CheckFailure("window length", s.window_length, len(window))
             env, index = _start(model, window)
             live = model.live(env)
-            real = [tuple(w) for w in window if w is not None]
+            real = [(w[0], w[1], w[2]) for w in window if w is not None]
             if real != live[index : index + len(real)]:
                 raise CheckFailure(
                     "sampled window vs the stored sequence",

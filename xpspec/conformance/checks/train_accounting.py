@@ -229,9 +229,9 @@ def check_after_train_iter(scenario: Scenario, trace: Trace, ctx: Context) -> No
     """train.after-train-iter: one ``after_train_iter`` in every iteration that unrolled, none
     in the others (none before the first store under ``alf-lazy-buffer``)."""
     lazy = trainer_scenario(scenario).trainer.replay_creation == "lazy"
-    unrolled = per_iteration(trace, "env_step")
-    stored = per_iteration(trace, "store", lambda e: len(e.env))
-    hooks = per_iteration(trace, "hook", lambda e: e.name == "after_train_iter")
+    unrolled = per_iteration(trace, trace.of_kind("env_step"))
+    stored = per_iteration(trace, trace.of_kind("store"), lambda e: len(e.env))
+    hooks = per_iteration(trace, trace.of_kind("hook"), lambda e: e.name == "after_train_iter")
     stored_so_far = 0
     for it in iterations(trace):
         stored_so_far += stored.get(it, 0)

@@ -25,6 +25,7 @@ from xpspec.conformance.harness.loading import adapter_target, load_adapter, reg
 from xpspec.conformance.harness.process import DEFAULT_LIMITS, Limits
 from xpspec.conformance.harness.remote import RemoteAdapter
 from xpspec.conformance.outcomes import AdapterError, AdapterUnavailable
+from xpspec.protocol.adapter import Adapter
 
 __all__ = ["Isolation", "connect", "parse_memory"]
 
@@ -75,7 +76,7 @@ def connect(
     limits: Limits = DEFAULT_LIMITS,
     smoke: bool = True,
     meanwhile: Callable[[], object] | None = None,
-) -> Any:
+) -> Adapter:
     """The adapter named by ``spec``, handshake (and smoke check) done. Raises
     :class:`AdapterUnavailable` with one line when it cannot be used. ``meanwhile`` runs
     while a worker starts up (e.g. the caller's own imports)."""
