@@ -173,7 +173,7 @@ def test_a_draw_before_can_sample_is_a_refused_draw() -> None:
     assert [s.windows for s in trace.of_kind("sampled")] == [()]
     no_window = next(c for c in ALL_CHECKS if c.name == "replay-no-window")
     assert no_window.applies(scenario)
-    from xpspec.adapters.refimpl import RefimplAdapter
+    from xpspec.refimpl.adapter import RefimplAdapter
 
     reference = RefimplAdapter().run_replay
     no_window.verify(scenario, trace, Context(reference, lambda s: trace))

@@ -16,11 +16,11 @@ import sys
 import time
 from typing import Any
 
-from xpspec.adapters.refimpl import RefimplAdapter
 from xpspec.conformance.catalog import CATALOG
 from xpspec.protocol.adapter import AdapterInfo, Unsupported
 from xpspec.protocol.scenario import TrainerScenario, scenario_to_json
 from xpspec.protocol.trace import Store, Trace
+from xpspec.refimpl.adapter import RefimplAdapter
 
 TARGET = "plain-u1-b1"
 """The one trainer scenario the broken adapters run (a plain run: a few checks apply)."""

@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from xpspec.adapters.refimpl import RefimplAdapter
 from xpspec.conformance.catalog import CATALOG
 from xpspec.conformance.strategies import trainer_scenarios
 from xpspec.conformance.vectors import vectors as committed_vectors
 from xpspec.protocol.budget import BUDGET, BudgetError, trainer_extent
 from xpspec.protocol.errors import ConfigError
 from xpspec.protocol.scenario import TrainerScenario, scenario_from_json, scenario_to_json
+from xpspec.refimpl.adapter import RefimplAdapter
 
 
 def _json(name: str, **changes: Any) -> dict[str, Any]:

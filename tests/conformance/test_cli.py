@@ -57,7 +57,45 @@ def test_check_reports_a_broken_trace(scenario_file: Path, tmp_path: Path, capsy
     broken = tmp_path / "broken.jsonl"
     broken.write_text("\n".join(lines[:first_store] + lines[first_store + 1 :]) + "\n")
     assert main(["check", str(scenario_file), str(broken)]) == 1
-    assert "FAIL  conservation" in capsys.readouterr().out
+    lines = capsys.readouterr().out.splitlines()
+    # Ranked as in a run: the lost items' clause is the cause, the failures it leads to are
+    # downstream of it.
+    assert "FAIL  conservation [preprocess.conservation]" in lines
+    downstream = [
+        line for line in lines if line.endswith("(downstream of preprocess.conservation)")
+    ]
+    assert any(line.startswith("FAIL  ") for line in downstream)
+
+
+@pytest.mark.parametrize(
+    ("name", "check", "why"),
+    [
+        ("plain-u2-b3", "deterministic-trainer", "a check that runs the scenario again"),
+        ("exclude-steps", "excluded-earn-nothing", "a run of another scenario"),
+    ],
+)
+def test_check_makes_a_check_that_needs_another_run_not_applicable(
+    name: str, check: str, why: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``xpspec check`` holds one trace: a check that needs another run of the implementation
+    is not applicable (never passed on the same bytes), and the others run."""
+    assert main(["trace", name]) == 0
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(capsys.readouterr().out)
+    assert main(["check", name, str(trace)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    (line,) = [line for line in lines if f" {check} [" in line]
+    assert line.startswith(f"n/a   {check} [") and why in line
+    assert sum(line.startswith("pass  ") for line in lines) > 10
+
+
+def test_check_lines_say_should_misses_apart() -> None:
+    from xpspec.conformance.cli import _check_line
+    from xpspec.conformance.engine import Outcome
+
+    miss = Outcome("utd-bound", ("train.utd-converges",), "s", "fail", "why", level="SHOULD")
+    assert _check_line(miss, strict=False).startswith("WARN  utd-bound [train.utd-converges]")
+    assert _check_line(miss, strict=True).startswith("FAIL  utd-bound [train.utd-converges]\n")
 
 
 def test_invalid_scenario_names_the_field(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]

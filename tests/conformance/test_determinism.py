@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from xpspec.conformance.catalog import CATALOG
-from xpspec.conformance.engine import load_adapter
+from xpspec.conformance.harness import load_adapter
 
 
 def _run(tmp: Path, name: str, *extra: str) -> list[str]:
@@ -48,7 +48,7 @@ def test_trace_bytes_identical_in_another_process() -> None:
     name = "delayed-fractional"
     here = load_adapter("refimpl").run_trainer(CATALOG[name]).to_jsonl()  # type: ignore[attr-defined]
     code = (
-        "import sys; from xpspec.conformance.catalog import CATALOG; from xpspec.conformance.engine import load_adapter; "
+        "import sys; from xpspec.conformance.catalog import CATALOG; from xpspec.conformance.harness import load_adapter; "
         f"sys.stdout.write(load_adapter('refimpl').run_trainer(CATALOG[{name!r}]).to_jsonl())"
     )
     there = subprocess.run(

@@ -6,8 +6,9 @@ import pytest
 
 from xpspec.conformance.catalog import CATALOG
 from xpspec.conformance.checks import ALL_CHECKS
-from xpspec.conformance.engine import GENERATED, Session, load_adapter
+from xpspec.conformance.engine import GENERATED, Session
 from xpspec.conformance.expectations import Deviation, Expectations
+from xpspec.conformance.harness import load_adapter
 
 SCENARIO = CATALOG["plain-u2-b3"]
 CHECK = next(c for c in ALL_CHECKS if c.name == "conservation")
@@ -245,7 +246,7 @@ class _StopsAfterTwoIterations:
     ends: the trace keeps iterations 1-2 and names the exception in its header."""
 
     def __init__(self) -> None:
-        from xpspec.adapters.refimpl import RefimplAdapter
+        from xpspec.refimpl.adapter import RefimplAdapter
 
         self._inner = RefimplAdapter()
 

@@ -13,7 +13,6 @@ import pytest
 import torch
 
 from tests.conformance.helpers import assert_breaks, failures
-from xpspec.adapters.refimpl import RefimplAdapter
 from xpspec.conformance.catalog import CATALOG
 from xpspec.conformance.checks import ALL_CHECKS
 from xpspec.conformance.checks.learner import LearnerEpisode, learner_episodes
@@ -24,6 +23,7 @@ from xpspec.protocol.scenario import LearnerScenario
 from xpspec.protocol.schedule import CycleSchedule, EpisodePlan, FixedSchedule
 from xpspec.protocol.trace import Trace, UpdatePlan
 from xpspec.refimpl import learner as lrn
+from xpspec.refimpl.adapter import RefimplAdapter
 
 _TWO_ENVS = EnvSpec(2, (FixedSchedule(2),))
 LEARNER = {name: s for name, s in CATALOG.items() if s.kind == "learner"}

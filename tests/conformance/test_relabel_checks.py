@@ -13,7 +13,6 @@ import pytest
 import torch
 
 from tests.conformance.helpers import assert_breaks, failures
-from xpspec.adapters.refimpl import RefimplAdapter
 from xpspec.conformance.catalog import CATALOG
 from xpspec.conformance.checks import ALL_CHECKS
 from xpspec.conformance.checks.base import CheckFailure
@@ -23,6 +22,7 @@ from xpspec.protocol.errors import ConfigError
 from xpspec.protocol.identity import ItemId
 from xpspec.protocol.scenario import RelabelScenario
 from xpspec.protocol.trace import Relabel, Trace
+from xpspec.refimpl.adapter import RefimplAdapter
 from xpspec.refimpl.relabel import (
     Relabeled,
     SampledTransitions,

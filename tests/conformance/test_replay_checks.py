@@ -13,11 +13,11 @@ import torch
 
 from tests.conformance.helpers import assert_breaks, failures
 from tests.conformance.zoo import MUTANTS, MutantAdapter
-from xpspec.adapters.refimpl import RefimplAdapter
 from xpspec.conformance.catalog import CATALOG
-from xpspec.conformance.checks.other import within_batch_dispersion
+from xpspec.conformance.checks.replay import within_batch_dispersion
 from xpspec.protocol.scenario import ReplayScenario
 from xpspec.protocol.trace import Sampled, Trace
+from xpspec.refimpl.adapter import RefimplAdapter
 
 
 def _failures(adapter: RefimplAdapter) -> dict[str, list[str]]:

@@ -324,3 +324,17 @@ def test_the_column_is_named_as_the_adapter_names_itself(tmp_path: Path) -> None
     assert "| clause | tiny |" in render_markdown(doc)
     old = build_compliance([_run(tmp_path / "b.jsonl", "b", [("x.one", "pass")])], ["x.one"])
     assert list(old["clauses"]["x.one"]) == ["b"]
+
+
+def test_the_matrix_schema_knows_every_way_a_run_ends() -> None:
+    """A run's footer status (:data:`RUN_STATUSES`), or ``died`` for a report without a footer,
+    is what the compliance document's schema allows as an implementation's run."""
+    from importlib import resources
+
+    from xpspec.conformance.outcomes import RUN_STATUSES
+
+    schema = json.loads(
+        resources.files("xpspec.conformance").joinpath("compliance.schema.json").read_text()
+    )
+    run = schema["properties"]["implementations"]["items"]["properties"]["run"]
+    assert run["enum"] == [*RUN_STATUSES, "died"]

@@ -94,7 +94,7 @@ def test_every_seed_is_bounded_by_what_every_consumer_takes(name: str, seed: obj
 
 
 def test_the_largest_seed_runs() -> None:
-    from xpspec.adapters.refimpl import RefimplAdapter
+    from xpspec.refimpl.adapter import RefimplAdapter
 
     scenario = replace(CATALOG["fractional-u3/2-b4"], seed=MAX_SEED)
     assert RefimplAdapter().run_trainer(scenario).events  # type: ignore[arg-type]

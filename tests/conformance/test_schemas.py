@@ -10,11 +10,11 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from xpspec.adapters.refimpl import RefimplAdapter
 from xpspec.conformance.catalog import CATALOG
 from xpspec.conformance.schemas import DERIVED, current_text
 from xpspec.protocol import load_schema
 from xpspec.protocol.scenario import scenario_to_json
+from xpspec.refimpl.adapter import RefimplAdapter
 
 
 def _validator(name: str) -> jsonschema.Draft202012Validator:

@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 
-from xpspec.adapters.refimpl import RefimplAdapter
 from xpspec.conformance import strategies
 from xpspec.conformance.checks import ALL_CHECKS, Check
 from xpspec.conformance.checks.base import Context
@@ -17,6 +16,7 @@ from xpspec.conformance.strategies import relabel_scenarios, scenarios_for, trai
 from xpspec.conformance.validate import validate_trace
 from xpspec.protocol.scenario import RelabelScenario, Scenario, TrainerScenario
 from xpspec.protocol.trace import Trace
+from xpspec.refimpl.adapter import RefimplAdapter
 
 TRAINER = [c for c in ALL_CHECKS if c.capability == "trainer"]
 INVARIANTS = [c for c in TRAINER if c.kind == "invariant"]

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from xpspec.adapters.refimpl import RefimplAdapter
 from xpspec.conformance.catalog import CATALOG
 from xpspec.conformance.checks import ALL_CHECKS, CheckFailure, Context
 from xpspec.conformance.validate import TraceError, validate_trace
 from xpspec.protocol.scenario import Scenario, TrainerScenario
 from xpspec.protocol.trace import Event, Trace
+from xpspec.refimpl.adapter import RefimplAdapter
 
 ADAPTER = RefimplAdapter()
 TRAINER = [name for name, s in CATALOG.items() if isinstance(s, TrainerScenario)]

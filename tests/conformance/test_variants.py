@@ -13,8 +13,9 @@ import pytest
 from xpspec.conformance.catalog import CATALOG
 from xpspec.conformance.checks import ALL_CHECKS
 from xpspec.conformance.clauses import ClauseRegistry
-from xpspec.conformance.engine import Session, load_adapter
+from xpspec.conformance.engine import Session
 from xpspec.conformance.expectations import Expectations, ExpectationsError
+from xpspec.conformance.harness import load_adapter
 from xpspec.conformance.variants import UNDECLARABLE, VARIANTS, undeclarable, variant_scenario
 from xpspec.protocol.scenario import Scenario
 

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from xpspec.adapters.refimpl import RefimplAdapter
 from xpspec.conformance.catalog import CATALOG
 from xpspec.conformance.checks import ALL_CHECKS
 from xpspec.conformance.engine import Session
 from xpspec.refimpl import replay
+from xpspec.refimpl.adapter import RefimplAdapter
 from xpspec.refimpl.trainer import Trainer
 
 CHECKS = {check.name: check for check in ALL_CHECKS}

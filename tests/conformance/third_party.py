@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import time
 
-from xpspec.adapters.refimpl import RefimplAdapter
 from xpspec.protocol.adapter import AdapterInfo, Unsupported
 from xpspec.protocol.preprocessors import Identity
 from xpspec.protocol.scenario import TrainerScenario
 from xpspec.protocol.trace import EnvStep, Trace
+from xpspec.refimpl.adapter import RefimplAdapter
 
 
 class External(RefimplAdapter):

@@ -10,7 +10,6 @@ from typing import Any
 
 import torch
 
-from xpspec.adapters.refimpl import RefimplAdapter
 from xpspec.protocol.adapter import AdapterInfo
 from xpspec.protocol.identity import ItemId
 from xpspec.protocol.scenario import RelabelScenario, TrainerScenario
@@ -19,6 +18,7 @@ from xpspec.protocol.trace import Trace
 from xpspec.refimpl import preprocess as pre
 from xpspec.refimpl import replay
 from xpspec.refimpl.accounting import FloatCarrySchedule
+from xpspec.refimpl.adapter import RefimplAdapter
 from xpspec.refimpl.relabel import Relabeled, SampledTransitions, StoredEpisode, goal_rewards
 from xpspec.refimpl.trainer import GOAL_FIELDS, ROW_FIELDS, Trainer
 

@@ -34,9 +34,9 @@ def test_canonical_json_is_the_encoding_of_to_jsonable() -> None:
     # for every kind of trace event the catalogue produces.
     import json
 
-    from xpspec.adapters.refimpl import RefimplAdapter
     from xpspec.conformance.catalog import CATALOG
     from xpspec.protocol.codec import canonical_json, to_jsonable
+    from xpspec.refimpl.adapter import RefimplAdapter
 
     def plain(value: object) -> str:
         return json.dumps(to_jsonable(value), sort_keys=True, separators=(",", ":"))

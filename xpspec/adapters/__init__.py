@@ -1,17 +1,10 @@
-"""Adapters: one module per implementation, each driving that implementation's own code.
+"""Adapters of real frameworks: one module per framework, each driving that framework's own
+code, with its expectations file beside it (``NAME.expectations.toml``).
 
-:data:`REGISTERED` maps the names accepted by ``--adapter`` to ``module:object`` paths; any
-other ``package.module:object`` path works too, so an adapter can live in another repository.
+Each is registered under its name as an entry point of the group ``xpspec.adapters`` (in
+xpspec's ``pyproject.toml``), as the reference adapter ``refimpl`` is and as any installed
+package can register its own; the conformance suite finds them there and never imports this
+package.
 """
 
-__all__ = ["REGISTERED"]
-
-REGISTERED: dict[str, str] = {
-    "refimpl": "xpspec.adapters.refimpl:RefimplAdapter",
-    "sb3": "xpspec.adapters.sb3:SB3Adapter",
-    "tianshou": "xpspec.adapters.tianshou:TianshouAdapter",
-    "torchrl": "xpspec.adapters.torchrl:TorchRLAdapter",
-    "flashbax": "xpspec.adapters.flashbax:FlashbaxAdapter",
-    "rllib": "xpspec.adapters.rllib:RLlibAdapter",
-    "alf": "xpspec.adapters.alf:ALFAdapter",
-}
+__all__: list[str] = []

@@ -30,7 +30,7 @@ from xpspec.protocol.scenario import (
 )
 from xpspec.protocol.schedule import CycleSchedule, EpisodePlan, FixedSchedule, RandomSchedule
 
-__all__ = ["CATALOG", "scenarios_for"]
+__all__ = ["CATALOG"]
 
 _MIXED = CycleSchedule(
     (EpisodePlan(3, "terminated"), EpisodePlan(5, "truncated"), EpisodePlan(2, "terminated")),
@@ -393,9 +393,3 @@ CATALOG: dict[str, Scenario] = {
         seed=2,
     ),
 }
-
-
-def scenarios_for(kind: str) -> list[tuple[str, Scenario]]:
-    """The catalogue's scenarios of one kind (``trainer``, ``replay``, ``env``, ``learner`` or
-    ``relabel``)."""
-    return [(name, s) for name, s in CATALOG.items() if s.kind == kind]

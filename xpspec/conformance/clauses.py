@@ -218,7 +218,3 @@ class ClauseRegistry:
         if clause_id in self._by_id:
             return (clause_id,)
         raise KeyError(f"unknown clause id {clause_id!r} (neither a clause nor an alias)")
-
-    def known(self, clause_id: str) -> bool:
-        """Whether ``clause_id`` is a clause or an alias of clauses."""
-        return clause_id in self._by_id or clause_id in self.aliases

@@ -6,9 +6,19 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from xpspec.conformance.outcomes import STATUSES, AdapterUnavailable, ExitCode
+from xpspec.conformance.outcomes import (
+    ADAPTER_FAILURES,
+    STATUSES,
+    AdapterUnavailable,
+    ExitCode,
+)
+
+if TYPE_CHECKING:  # the commands import what they use when they run
+    from xpspec.conformance.checks import Check
+    from xpspec.conformance.engine import Outcome
+    from xpspec.protocol.scenario import Scenario
 
 __all__ = ["build_parser", "main"]
 
@@ -319,7 +329,7 @@ def _diff(args: argparse.Namespace) -> int:
     return 1 if regressions(a, b, strict=args.strict, aliases=aliases) else 0
 
 
-def _read_scenario(path: str) -> Any:
+def _read_scenario(path: str) -> Scenario:
     """A scenario file, or the name of a catalogue scenario when no such file exists."""
     from xpspec.conformance.catalog import CATALOG
     from xpspec.protocol.scenario import scenario_from_json
@@ -396,14 +406,14 @@ class _stdout_to_stderr:
 
 
 def _check(args: argparse.Namespace) -> int:
-    """Check a trace produced elsewhere; its failures are ranked as in a run
-    (:mod:`xpspec.conformance.blame`): the cause first-class, the others marked downstream."""
-    from xpspec.conformance.blame import Failure, cause_of
-    from xpspec.conformance.checks import ALL_CHECKS
-    from xpspec.conformance.checks.base import CheckFailure, Context
-    from xpspec.conformance.clauses import ClauseRegistry
+    """Check a trace produced elsewhere: every check of its scenario, evaluated by the engine of
+    ``xpspec run`` on an adapter whose only run is that trace
+    (:class:`~xpspec.conformance.given_trace.GivenTrace`), with the same outcomes, blame
+    (:mod:`xpspec.conformance.blame`) and exit codes. A check that needs another run of the
+    implementation is not applicable."""
+    from xpspec.conformance.engine import Session
+    from xpspec.conformance.given_trace import GivenTrace
     from xpspec.conformance.validate import validate_trace
-    from xpspec.protocol.adapter import Unsupported
     from xpspec.protocol.trace import Trace
 
     scenario = _read_scenario(args.scenario)
@@ -418,58 +428,41 @@ def _check(args: argparse.Namespace) -> int:
         validate_trace(scenario, trace)
     except ValueError as exc:
         raise ValueError(f"{args.trace}: malformed trace: {exc}") from None
-    from xpspec.adapters.refimpl import RefimplAdapter
-    from xpspec.conformance.vectors import committed, difference_note
+    session = Session(GivenTrace(scenario, trace, args.trace), args.trace, reproduce="")
+    outcomes = [session.evaluate(check, args.scenario, scenario) for check in _checks_of(scenario)]
+    for outcome in outcomes:
+        print(_check_line(outcome, args.strict))
+    failed = any(o.status == "fail" and (args.strict or o.level != "SHOULD") for o in outcomes)
+    broke = any(o.status in ADAPTER_FAILURES for o in outcomes)
+    return ExitCode.FINDINGS if failed or broke else ExitCode.OK
 
-    ref = RefimplAdapter()
-    vector = committed(scenario)
 
-    def reference(s: Any) -> Any:
-        """The committed vector of a catalogue scenario, else a run of refimpl."""
-        if vector is not None and s == scenario:
-            return vector.trace()
-        return getattr(ref, f"run_{s.kind}")(s)
+def _checks_of(scenario: Scenario) -> list[Check]:
+    """The suite's checks that run on ``scenario``, in the suite's order."""
+    from xpspec.conformance.checks import ALL_CHECKS
 
-    def no_rerun(s: Any) -> Any:
-        raise Unsupported("xpspec check has one trace and no adapter to run another")
+    return [c for c in ALL_CHECKS if c.capability == scenario.kind and c.applies(scenario)]
 
-    ctx = Context(reference, no_rerun)
-    order = {c.id: i for i, c in enumerate(ClauseRegistry.load().clauses)}
-    lines: list[tuple[str, Failure | None, str]] = []  # (head, failure, message)
-    for check in ALL_CHECKS:
-        if (
-            check.capability != scenario.kind
-            or not check.applies(scenario)
-            or check.name.startswith("deterministic")
-            or check.name == "excluded-earn-nothing"
-        ):
-            continue
-        try:
-            check.verify(scenario, trace, ctx)
-            lines.append((f"{check.name} [{', '.join(check.clauses)}]", None, ""))
-        except CheckFailure as exc:
-            charged = (exc.clause,) if exc.clause in check.clauses else check.clauses
-            failure = Failure(
-                check.name,
-                charged,
-                check.kind == "exact",
-                exc.iteration,
-                min(order.get(c, len(order)) for c in charged),
-                exc.diverged,
-            )
-            lines.append((f"{check.name} [{', '.join(charged)}]", failure, str(exc)))
-    failures = [f for _, f, _ in lines if f is not None]
-    cause = cause_of(failures) if failures else None
-    for head, found, message in lines:
-        if found is None:
-            print(f"pass  {head}")
-        elif found is cause or cause is None:
-            print(f"FAIL  {head}: {message}")
-        else:
-            print(f"FAIL  {head} (downstream of {', '.join(cause.charged)}): {message}")
-    if failures and vector is not None:
-        print(difference_note(vector, trace))
-    return 1 if failures else 0
+
+def _check_line(outcome: Outcome, strict: bool) -> str:
+    """One outcome of ``xpspec check``: a word, the check and its clauses (for a failure, the
+    clauses it is charged to and the clause it is downstream of), then why, indented."""
+    clauses = outcome.charged or outcome.clauses
+    head = f"{outcome.check} [{', '.join(clauses)}]"
+    if outcome.status == "pass":
+        return f"pass  {head}"
+    if outcome.status == "not-applicable":
+        return f"n/a   {head}: {outcome.message}"
+    if outcome.status == "fail" and outcome.level == "SHOULD" and not strict:
+        word, head = "WARN", f"{head} (a SHOULD miss: --strict fails on it)"
+    elif outcome.status == "fail":
+        word = "FAIL"
+    else:
+        word = outcome.status.upper()
+    if outcome.downstream_of:
+        head += f" (downstream of {outcome.downstream_of})"
+    detail = "\n".join(f"      {line}" for line in outcome.message.splitlines())
+    return f"{word:<5} {head}\n{detail}"
 
 
 def _explain(args: argparse.Namespace) -> int:
@@ -578,7 +571,8 @@ def _adapter_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--adapter",
         default="refimpl",
-        help="a registered name, package.module:object, or exec:COMMAND (default refimpl)",
+        help="a registered name (an entry point of the group xpspec.adapters), "
+        "package.module:object, or exec:COMMAND (default refimpl)",
     )
     p.add_argument(
         "--isolation",
@@ -629,7 +623,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--expectations",
         default=None,
         metavar="TOML",
-        help="the adapter's expectations file (default xpspec/adapters/NAME.expectations.toml)",
+        help="the adapter's expectations file (default: MODULE.expectations.toml beside the "
+        "adapter's module MODULE.py, if present)",
     )
     p.add_argument(
         "--timeout",
@@ -681,6 +676,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("check", help="check a trace produced elsewhere")
     p.add_argument("scenario", help="a scenario JSON file or a catalogue scenario name")
     p.add_argument("trace", help="the trace to check (JSON Lines, as `xpspec trace` prints it)")
+    p.add_argument(
+        "--strict", action="store_true", help="a SHOULD miss fails the check like a MUST failure"
+    )
     p.set_defaults(func=_check)
     p = sub.add_parser(
         "explain", help="draw where a trace parts from its reference, and the clause it breaks"

@@ -7,7 +7,6 @@ the mutant zoo all call :func:`Session.evaluate`.
 
 from __future__ import annotations
 
-import importlib
 import signal
 import threading
 import time
@@ -26,7 +25,7 @@ from xpspec.protocol.adapter import Adapter, Unsupported
 from xpspec.protocol.scenario import Scenario, scenario_to_json
 from xpspec.protocol.trace import Trace
 
-__all__ = ["GENERATED", "AdapterError", "Outcome", "Session", "load_adapter"]
+__all__ = ["GENERATED", "AdapterError", "Outcome", "Session"]
 
 GENERATED = "generated"
 """The scenario name of every Hypothesis-generated scenario (expectations scope to it)."""
@@ -54,31 +53,6 @@ class Outcome:
     cause), see :mod:`xpspec.conformance.blame`."""
 
 
-def load_adapter(spec: str) -> Adapter:
-    """An adapter from a registered name or a ``package.module:object`` path. The object may
-    be an adapter instance, or a class or factory called without arguments."""
-    from xpspec.adapters import REGISTERED
-
-    path = REGISTERED.get(spec, spec)
-    if ":" not in path:
-        raise ValueError(
-            f"adapter: expected a registered name ({', '.join(sorted(REGISTERED))}) or 'package.module:object', got {spec!r}"
-        )
-    module_name, _, attr = path.partition(":")
-    module = importlib.import_module(module_name)
-    try:
-        obj = getattr(module, attr)
-    except AttributeError:
-        raise ValueError(f"adapter: module {module_name!r} has no attribute {attr!r}") from None
-    # A class or a factory is called; an instance (it has info()) is used as it is.
-    is_instance = hasattr(obj, "info") and not isinstance(obj, type)
-    adapter = obj if is_instance else obj()
-    for method in ("info", "smoke"):
-        if not callable(getattr(adapter, method, None)):
-            raise ValueError(f"adapter {spec!r}: expected a method {method}(), got none")
-    return adapter
-
-
 @contextmanager
 def _time_limit(seconds: float) -> Iterator[None]:
     """Interrupt an inline operation after ``seconds`` (main thread only; elsewhere no
@@ -100,17 +74,20 @@ def _time_limit(seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def repro(name: str, scenario: Scenario, adapter: str, explain: bool = False) -> str:
-    """A copy-pasteable reproduction of a scenario run (and, with ``explain``, the command that
-    draws where the run parts from the reference)."""
+def _repro(name: str, scenario: Scenario, command: str, explain: str = "") -> str:
+    """The scenario of an outcome, and a copy-pasteable ``command`` that reproduces it (none
+    when ``command`` is "": the user holds the scenario already), then the ``explain`` command
+    that draws where the run parts from the reference, if any."""
+    if not command:
+        return f"scenario {name!r}"
     text = (
         f"scenario {name!r}:\n  {scenario_to_json(scenario)}\n"
-        f"  reproduce: save the JSON above as s.json, then `xpspec trace s.json --adapter {adapter}`"
+        f"  reproduce: save the JSON above as s.json, then `{command}`"
     )
     if explain:
         text += (
-            f"\n  explain: `xpspec explain s.json --adapter {adapter} --format text` shows where "
-            "it parts from the reference and the clause it breaks (without --format: a page)"
+            f"\n  explain: `{explain}` shows where it parts from the reference and the clause "
+            "it breaks (without --format: a page)"
         )
     return text
 
@@ -123,7 +100,9 @@ def _stopped(trace: Trace) -> str:
 class Session:
     """One adapter under test, with its expectations, a trace cache and the reference: the
     committed vector of a catalogue scenario (:mod:`xpspec.conformance.vectors`), else a run of
-    ``reference`` (refimpl by default; passing one turns the vectors off)."""
+    ``reference`` (refimpl by default; passing one turns the vectors off). ``reproduce`` is the
+    command a failure's message gives to reproduce its scenario's trace (default ``xpspec
+    trace s.json --adapter ADAPTER_NAME``; "" for none)."""
 
     def __init__(
         self,
@@ -132,8 +111,19 @@ class Session:
         expectations: Expectations | None = None,
         timeout: float = 120.0,
         reference: Adapter | None = None,
+        reproduce: str | None = None,
     ) -> None:
         self.adapter, self.adapter_name = adapter, adapter_name
+        self.reproduce = (
+            f"xpspec trace s.json --adapter {adapter_name}" if reproduce is None else reproduce
+        )
+        self.explain = (
+            f"xpspec explain s.json --adapter {adapter_name} --format text"
+            if reproduce is None
+            else ""
+        )
+        """The command a failure's message gives to draw where the run parts from the
+        reference ("" when ``reproduce`` is given: the caller holds the trace)."""
         self.info = adapter.info()
         self.expectations = expectations or Expectations()
         self.timeout = timeout
@@ -143,7 +133,7 @@ class Session:
         self._vectors = reference is None
         """Whether a committed vector, where one exists, is the reference (not a fresh run)."""
         if reference is None:
-            from xpspec.adapters.refimpl import RefimplAdapter
+            from xpspec.refimpl.adapter import RefimplAdapter
 
             reference = RefimplAdapter()
         self._reference = reference
@@ -338,7 +328,7 @@ class Session:
         except AdapterError as exc:
             return out(
                 exc.status,
-                f"{self.adapter_name} broke on {repro(name, scenario, self.adapter_name)}\n{exc}",
+                f"{self.adapter_name} broke on {_repro(name, scenario, self.reproduce)}\n{exc}",
             )
         reruns: list[Scenario] = []
         consulted: list[Vector] = []
@@ -392,7 +382,7 @@ class Session:
     ) -> Outcome:
         """A check failed: a failure, a warning, or a deviation the expectations explain.
         ``note`` (where the trace parts from the committed vector) ends the message."""
-        message = f"[{', '.join(check.clauses)}] {check.name}: {exc}\n{repro(name, scenario, self.adapter_name, explain=True)}"
+        message = f"[{', '.join(check.clauses)}] {check.name}: {exc}\n{_repro(name, scenario, self.reproduce, self.explain)}"
         if note:
             message += "\n" + note
         level = self._level(check)

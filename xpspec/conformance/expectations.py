@@ -1,6 +1,7 @@
 """Expectations files: the deviations an adapter declares up front.
 
-An adapter ``NAME`` may ship ``xpspec/adapters/NAME.expectations.toml`` (or pass any path)::
+An adapter module ``x.py`` may keep ``x.expectations.toml`` beside it, found by
+:func:`xpspec.conformance.harness.loading.expectations_path` (or any path may be passed)::
 
     [[deviation]]
     clause = "unroll.fractional-schedule"

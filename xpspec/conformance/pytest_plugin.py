@@ -27,7 +27,13 @@ from typing import Any, TextIO
 
 import pytest
 
-from xpspec.conformance.outcomes import ADAPTER_FAILURES, AdapterUnavailable, ExitCode
+from xpspec.conformance.outcomes import ADAPTER_FAILURES, AdapterUnavailable, ExitCode, RunStatus
+
+if typing.TYPE_CHECKING:  # the plugin loads in every pytest run: the engine only when used
+    from xpspec.conformance.checks import Check
+    from xpspec.conformance.engine import Outcome
+    from xpspec.protocol.adapter import Adapter
+    from xpspec.protocol.scenario import Scenario
 
 __all__ = ["Handoff", "XpspecSession", "run_settings"]
 
@@ -48,7 +54,7 @@ class _Run:
     counts: dict[str, int] = field(default_factory=dict)
     started: float = 0.0
     deadline: float | None = None
-    status: str = "complete"
+    status: RunStatus = "complete"
     message: str = ""
     adapter: Any = None
     session: pytest.Session | None = None
@@ -74,7 +80,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--expectations",
         default=None,
-        help="expectations TOML (default: xpspec/adapters/<name>.expectations.toml if present)",
+        help="expectations TOML (default: MODULE.expectations.toml beside the adapter's "
+        "module MODULE.py, if present)",
     )
     group.addoption("--xpspec-report", default=None, help="write the JSON Lines report here")
     group.addoption(
@@ -159,13 +166,13 @@ def _adapter_name(config: pytest.Config) -> str:
 
 
 def _expectations_path(config: pytest.Config, name: str) -> Path | None:
+    """``--expectations``, else the file beside the adapter's module (if there is one)."""
     given = config.getoption("--expectations", None)
     if given:
         return Path(given)
-    import xpspec.adapters
+    from xpspec.conformance.harness import expectations_path
 
-    candidate = Path(xpspec.adapters.__file__).parent / f"{name}.expectations.toml"
-    return candidate if candidate.exists() else None
+    return expectations_path(name)
 
 
 def _limits(config: pytest.Config) -> Any:
@@ -180,7 +187,7 @@ def _limits(config: pytest.Config) -> Any:
         raise pytest.UsageError(str(exc)) from None
 
 
-def _connect(config: pytest.Config) -> Any:
+def _connect(config: pytest.Config) -> Adapter:
     """The adapter under test, connected and smoke-checked (AdapterUnavailable if not)."""
     from xpspec.conformance.harness import connect
 
@@ -197,7 +204,7 @@ class XpspecSession:
     """The session fixture's value: evaluates a check and turns its outcome into a pytest
     result (pass, failure, skip for not applicable, xfail for a known deviation)."""
 
-    def __init__(self, config: pytest.Config, adapter: Any = None) -> None:
+    def __init__(self, config: pytest.Config, adapter: Adapter | None = None) -> None:
         from xpspec.conformance.engine import Session
         from xpspec.conformance.expectations import Expectations
 
@@ -220,11 +227,11 @@ class XpspecSession:
         self.strict = bool(config.getoption("--xpspec-strict", False))
         self.node: Any = None
 
-    def assert_outcome(self, check: Any, name: str, scenario: Any) -> None:
+    def assert_outcome(self, check: Check, name: str, scenario: Scenario) -> None:
         """Evaluate ``check`` on ``scenario`` and turn the outcome into the test's result."""
         self.report(self.engine.evaluate(check, name, scenario))
 
-    def record(self, outcome: Any) -> None:
+    def record(self, outcome: Outcome) -> None:
         """Attach ``outcome`` to the current test (the report's record of it)."""
         if self.node is not None:
             self.node.user_properties[:] = [
@@ -232,7 +239,7 @@ class XpspecSession:
             ]
             self.node.user_properties.append(("xpspec", outcome.__dict__))
 
-    def report(self, outcome: Any) -> None:
+    def report(self, outcome: Outcome) -> None:
         """Record ``outcome`` on the current test and raise the matching pytest result."""
         self.record(outcome)
         if outcome.stale:

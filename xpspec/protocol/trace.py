@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal, Union, get_args
+from typing import Any, Literal, Union, get_args, overload
 
 from xpspec.protocol.codec import canonical_json, decoder, to_jsonable
 
@@ -38,6 +38,7 @@ __all__ = [
     "TrainCall",
     "Update",
     "UpdatePlan",
+    "Window",
 ]
 
 TRACE_FORMAT = "xpspec-trace/3"
@@ -48,6 +49,7 @@ Item = tuple[int, int, int]
 Ints = tuple[int, ...]
 Floats = tuple[float, ...]
 Window = tuple[tuple[int, int, int] | None, ...]
+"""A sampled window: its items in order, ``None`` for padding."""
 
 
 @dataclass(frozen=True)
@@ -295,8 +297,44 @@ class Trace:
     events: tuple[Event, ...]
     header: dict[str, Any] = field(default_factory=dict)
 
-    def of_kind(self, kind: str) -> Iterator[Any]:
-        """The events of one kind, in order."""
+    @overload
+    def of_kind(self, kind: Literal["iteration"]) -> Iterator[IterationStart]: ...
+    @overload
+    def of_kind(self, kind: Literal["env_step"]) -> Iterator[EnvStep]: ...
+    @overload
+    def of_kind(self, kind: Literal["store"]) -> Iterator[Store]: ...
+    @overload
+    def of_kind(self, kind: Literal["exclude"]) -> Iterator[Exclude]: ...
+    @overload
+    def of_kind(self, kind: Literal["hold"]) -> Iterator[Hold]: ...
+    @overload
+    def of_kind(self, kind: Literal["train_call"]) -> Iterator[TrainCall]: ...
+    @overload
+    def of_kind(self, kind: Literal["update"]) -> Iterator[Update]: ...
+    @overload
+    def of_kind(self, kind: Literal["sampled"]) -> Iterator[Sampled]: ...
+    @overload
+    def of_kind(self, kind: Literal["relabel"]) -> Iterator[Relabel]: ...
+    @overload
+    def of_kind(self, kind: Literal["advantages"]) -> Iterator[Advantages]: ...
+    @overload
+    def of_kind(self, kind: Literal["caller_episode"]) -> Iterator[CallerEpisode]: ...
+    @overload
+    def of_kind(self, kind: Literal["nstep"]) -> Iterator[NStep]: ...
+    @overload
+    def of_kind(self, kind: Literal["update_plan"]) -> Iterator[UpdatePlan]: ...
+    @overload
+    def of_kind(self, kind: Literal["shard"]) -> Iterator[Shard]: ...
+    @overload
+    def of_kind(self, kind: Literal["hook"]) -> Iterator[Hook]: ...
+    @overload
+    def of_kind(self, kind: Literal["iteration_end"]) -> Iterator[IterationEnd]: ...
+    @overload
+    def of_kind(self, kind: Literal["run_end"]) -> Iterator[RunEnd]: ...
+    @overload
+    def of_kind(self, kind: str) -> Iterator[Event]: ...
+    def of_kind(self, kind: str) -> Iterator[Event]:
+        """The events of one kind, in order, typed by their class when ``kind`` is a literal."""
         return (e for e in self.events if e.kind == kind)
 
     def to_jsonl(self) -> str:

@@ -6,7 +6,8 @@ from __future__ import annotations
 from tests.conformance.zoo import MUTANTS, MutantAdapter
 from xpspec.conformance.catalog import CATALOG
 from xpspec.conformance.checks import ALL_CHECKS
-from xpspec.conformance.engine import Session, load_adapter
+from xpspec.conformance.engine import Session
+from xpspec.conformance.harness import load_adapter
 
 CHECKS = {c.name: c for c in ALL_CHECKS}
 

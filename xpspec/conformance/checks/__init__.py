@@ -1,13 +1,7 @@
-"""All checks of the suite, by capability."""
+"""All checks of the suite (:data:`ALL_CHECKS`, from :mod:`xpspec.conformance.checks.registry`)
+and what a check is (:mod:`xpspec.conformance.checks.base`)."""
 
 from xpspec.conformance.checks.base import Check, CheckFailure, Context
-from xpspec.conformance.checks.learner import LEARNER_CHECKS
-from xpspec.conformance.checks.other import DETERMINISM, ENV_CHECKS, REPLAY_CHECKS
-from xpspec.conformance.checks.relabel import RELABEL_CHECKS
-from xpspec.conformance.checks.trainer import TRAINER_CHECKS
+from xpspec.conformance.checks.registry import ALL_CHECKS
 
 __all__ = ["ALL_CHECKS", "Check", "CheckFailure", "Context"]
-
-ALL_CHECKS: tuple[Check, ...] = (
-    TRAINER_CHECKS + REPLAY_CHECKS + ENV_CHECKS + DETERMINISM + LEARNER_CHECKS + RELABEL_CHECKS
-)

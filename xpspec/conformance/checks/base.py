@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from xpspec.protocol.scenario import Scenario
 from xpspec.protocol.trace import Trace
 
-__all__ = ["Check", "CheckFailure", "Context", "Projection"]
+__all__ = ["Check", "CheckFailure", "Context"]
 
 
 class CheckFailure(AssertionError):
@@ -33,8 +33,8 @@ class CheckFailure(AssertionError):
     def __init__(
         self,
         what: str,
-        expected: Any,
-        actual: Any,
+        expected: object,
+        actual: object,
         *,
         clause: str | None = None,
         iteration: int | None = None,
@@ -45,7 +45,7 @@ class CheckFailure(AssertionError):
         super().__init__(f"{what}\n  expected: {_short(expected)}\n  actual:   {_short(actual)}")
 
 
-def _short(value: Any, limit: int = 600) -> str:
+def _short(value: object, limit: int = 600) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[:limit] + f"... ({len(text)} chars)"
 
@@ -65,17 +65,13 @@ class Context:
         self.fresh = fresh or rerun
 
 
-Projection = Callable[[Scenario, Trace], Any]
-
-
 @dataclass(frozen=True)
 class Check:
     """One check of one or more clauses, for one capability.
 
     ``verify(scenario, trace, context)`` raises :class:`CheckFailure` on violation.
     ``applies(scenario)`` says whether the check concerns a scenario at all; a check that
-    does not apply is not reported for that scenario. Exact checks also expose their
-    ``projection`` so a declared variant can be confirmed against refimpl run as that variant.
+    does not apply is not reported for that scenario.
     """
 
     name: str
@@ -84,7 +80,5 @@ class Check:
     kind: Literal["exact", "invariant", "statistical"]
     verify: Callable[[Scenario, Trace, Context], None]
     applies: Callable[[Scenario], bool] = lambda scenario: True
-    projection: Projection | None = None
-    doc: str = ""
     requires: tuple[str, ...] = ()
     """Observables (capabilities beyond ``capability``) the check needs the trace to have."""

@@ -17,15 +17,27 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Literal
+from typing import Literal
 
-from xpspec.conformance.checks.base import Check, CheckFailure, Context
-from xpspec.conformance.checks.other import check_deterministic
+from xpspec.conformance.checks.base import CheckFailure, Context
 from xpspec.protocol.scenario import LearnerScenario, Scenario
-from xpspec.protocol.trace import Trace
+from xpspec.protocol.trace import Advantages, CallerEpisode, Trace, UpdatePlan
 from xpspec.refimpl.learner import shard_episodes
 
-__all__ = ["ATOL", "LEARNER_CHECKS", "NORM_ATOL", "LearnerEpisode", "learner_episodes"]
+__all__ = [
+    "ATOL",
+    "NORM_ATOL",
+    "LearnerEpisode",
+    "check_bootstrap_masked",
+    "check_episode_unmodified",
+    "check_gae",
+    "check_nstep",
+    "check_shards",
+    "check_stats",
+    "check_truncation",
+    "check_update_count",
+    "learner_episodes",
+]
 
 ATOL = 1e-5
 """Tolerance of advantages, value targets and n-step targets: ``ATOL * max(1, |expected|)``."""
@@ -79,11 +91,11 @@ def _close(actual: float, expected: Fraction | float, atol: float = ATOL) -> boo
     return abs(actual - float(expected)) <= atol * max(1.0, abs(float(expected)))
 
 
-def _advantage_events(sc: LearnerScenario, trace: Trace) -> dict[tuple[int, int], Any]:
+def _advantage_events(sc: LearnerScenario, trace: Trace) -> dict[tuple[int, int], Advantages]:
     """The Advantages event of each expected episode; fails on a missing, duplicate or
     unexpected episode (a one-row event for a chunk without a transition is tolerated)."""
     expected = {(ep.env, ep.episode) for ep in learner_episodes(sc)}
-    found: dict[tuple[int, int], Any] = {}
+    found: dict[tuple[int, int], Advantages] = {}
     for e in trace.of_kind("advantages"):
         key = (e.env, e.episode)
         if key in found:
@@ -101,7 +113,7 @@ def _advantage_events(sc: LearnerScenario, trace: Trace) -> dict[tuple[int, int]
     return found
 
 
-def _rows(event: Any, length: int) -> dict[int, int]:
+def _rows(event: Advantages, length: int) -> dict[int, int]:
     """Column index of each row ``t`` of an Advantages event; fails unless rows are
     ``0..L``."""
     if tuple(event.t) != tuple(range(length + 1)):
@@ -179,7 +191,7 @@ def check_episode_unmodified(scenario: Scenario, trace: Trace, ctx: Context) -> 
     Variant ``episode_handling="rllib-2.60"``: after the call the episode holds one transition
     more and an episode that is not done is flagged truncated."""
     sc = _sc(scenario)
-    handed: dict[tuple[int, int], Any] = {}
+    handed: dict[tuple[int, int], CallerEpisode] = {}
     for event in trace.of_kind("caller_episode"):
         key = (event.env, event.episode)
         if key in handed:
@@ -223,7 +235,7 @@ def check_stats(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     sc = _sc(scenario)
     every_row = sc.advantage_variant == "rllib-2.60"
     events = _advantage_events(sc, trace)
-    used: list[tuple[LearnerEpisode, int, Any, int]] = []
+    used: list[tuple[LearnerEpisode, int, Advantages, int]] = []
     for ep in learner_episodes(sc):
         event = events[(ep.env, ep.episode)]
         rows = _rows(event, ep.length)
@@ -295,14 +307,14 @@ def check_nstep(scenario: Scenario, trace: Trace, ctx: Context) -> None:
             (missing[:5], extra[:5]),
         )
     factor = f"gamma^{n}" if requested else "gamma^k"
-    for item, (target, k) in want.items():
+    for item, (expected, k) in want.items():
         got_target, got_k = got[item]
         if got_k != k:
             raise CheckFailure(f"rewards summed for the transition at {item} (n={n})", k, got_k)
-        if not _close(got_target, target):
+        if not _close(got_target, expected):
             raise CheckFailure(
                 f"{n}-step target of the transition at {item} ({k} steps, bootstrap {factor})",
-                float(target),
+                float(expected),
                 got_target,
             )
 
@@ -316,7 +328,7 @@ def _alf_size(rows: int, size: int) -> int:
     return size
 
 
-def _plan(trace: Trace) -> Any:
+def _plan(trace: Trace) -> UpdatePlan:
     plans = list(trace.of_kind("update_plan"))
     if len(plans) != 1:
         raise CheckFailure("UpdatePlan events", 1, len(plans))
@@ -490,46 +502,3 @@ def _check_split_shards(sc: LearnerScenario, trace: Trace) -> None:
                 want,
                 found,
             )
-
-
-LEARNER_CHECKS: tuple[Check, ...] = (
-    Check("learner-gae", ("learner.gae",), "learner", "exact", check_gae),
-    Check(
-        "learner-truncation",
-        ("learner.truncation-bootstraps",),
-        "learner",
-        "invariant",
-        check_truncation,
-    ),
-    Check(
-        "learner-bootstrap-masked",
-        ("learner.bootstrap-timestep-masked",),
-        "learner",
-        "invariant",
-        check_bootstrap_masked,
-        requires=("bootstrap",),
-    ),
-    Check(
-        "learner-episode-unmodified",
-        ("learner.episode-unmodified",),
-        "learner",
-        "invariant",
-        check_episode_unmodified,
-        requires=("caller-episodes",),
-    ),
-    Check(
-        "learner-stats", ("learner.stats-exclude-bootstrap",), "learner", "invariant", check_stats
-    ),
-    Check("learner-nstep", ("learner.nstep-episode-end",), "learner", "invariant", check_nstep),
-    Check(
-        "learner-update-count",
-        ("learner.update-count",),
-        "learner",
-        "invariant",
-        check_update_count,
-    ),
-    Check("learner-shards", ("learner.shard-episodes",), "learner", "invariant", check_shards),
-    Check(
-        "deterministic-learner", ("trace.deterministic",), "learner", "exact", check_deterministic
-    ),
-)

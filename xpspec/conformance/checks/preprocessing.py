@@ -26,7 +26,7 @@ from xpspec.protocol.preprocessors import (
 )
 from xpspec.protocol.scenario import Scenario, TrainerScenario
 from xpspec.protocol.step_type import StepType
-from xpspec.protocol.trace import Item, Trace
+from xpspec.protocol.trace import EnvStep, Exclude, Item, RunEnd, Store, Trace
 
 __all__ = [
     "check_conservation",
@@ -46,14 +46,14 @@ def _fate(trace: Trace) -> tuple[Counter[Item], Counter[Item], Counter[Item], Co
     excluded: Counter[Item] = Counter()
     pending: Counter[Item] = Counter()
     for e in trace.events:
-        target = {
-            "env_step": unrolled,
-            "store": stored,
-            "exclude": excluded,
-            "run_end": pending,
-        }.get(e.kind)
-        if target is not None:
-            target.update(items_of(e))
+        if isinstance(e, EnvStep):
+            unrolled.update(items_of(e))
+        elif isinstance(e, Store):
+            stored.update(items_of(e))
+        elif isinstance(e, Exclude):
+            excluded.update(items_of(e))
+        elif isinstance(e, RunEnd):
+            pending.update(items_of(e))
     return unrolled, stored, excluded, pending
 
 
@@ -192,8 +192,8 @@ def _stored_as_unrolled(
     """Every stored item's (step type, reward, discount) equals ``want`` of its unrolled
     fields (what its clause says the mode stores); an item never unrolled fails too."""
     unrolled: dict[Item, tuple[int, float, float]] = {}
-    for _, item, e, i in env_items(trace):
-        unrolled[item] = (e.step_type[i], e.reward[i], e.discount[i])
+    for _, item, step, i in env_items(trace):
+        unrolled[item] = (step.step_type[i], step.reward[i], step.discount[i])
     for e in trace.of_kind("store"):
         for item, st, reward, discount in zip(items_of(e), e.step_type, e.reward, e.discount):
             if item not in unrolled:
@@ -219,8 +219,8 @@ def _as_unrolled(item: Item, st: int, reward: float, discount: float) -> tuple[i
 def check_delayed_per_env(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     sc = trainer_scenario(scenario)
     last_at: dict[tuple[int, int], int] = {}
-    for it, (env, episode, _), e, i in env_items(trace):
-        if e.step_type[i] == StepType.LAST:
+    for it, (env, episode, _), step, i in env_items(trace):
+        if step.step_type[i] == StepType.LAST:
             last_at[(env, episode)] = it
     closed: set[int] = set()
     released: set[tuple[int, int]] = set()

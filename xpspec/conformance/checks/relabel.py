@@ -17,20 +17,28 @@ import math
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
-from xpspec.conformance.checks.base import Check, CheckFailure, Context
-from xpspec.conformance.checks.other import check_deterministic
+from xpspec.conformance.checks.base import CheckFailure, Context
 from xpspec.conformance.checks.views import BufferModel
 from xpspec.protocol.env_spec import goal_reward
 from xpspec.protocol.scenario import RelabelScenario, Scenario
 from xpspec.protocol.step_type import StepType
-from xpspec.protocol.trace import Trace
+from xpspec.protocol.trace import Relabel, Trace
 from xpspec.refimpl.relabel import EpisodeGoals, annotate_episode
 
-__all__ = ["RELABEL_CHECKS", "SIGMAS", "StoredRange", "stored_ranges"]
+__all__ = [
+    "SIGMAS",
+    "StoredRange",
+    "check_eligible",
+    "check_placement",
+    "check_ratio",
+    "check_reward",
+    "check_same_episode",
+    "check_uniform_goals",
+    "stored_ranges",
+]
 
 SIGMAS = 4.5
 """The statistical check fails when its statistic's normal score exceeds this (a false alarm
@@ -257,7 +265,7 @@ def check_ratio(scenario: Scenario, trace: Trace, ctx: Context) -> None:
             )
 
 
-def _check_bernoulli(sc: RelabelScenario, events: list[Any]) -> None:
+def _check_bernoulli(sc: RelabelScenario, events: list[Relabel]) -> None:
     for e in events:
         if len(e.t) > sc.batch_size:
             raise CheckFailure(f"rows in draw {e.draw}", f"<= {sc.batch_size}", len(e.t))
@@ -322,48 +330,3 @@ def _annotation(sc: RelabelScenario, env: int, episode: int) -> tuple[list[int],
         EpisodeGoals(torch.tensor(types), achieved, desired, rewards), relabel_final=True
     )
     return [int(g[2]) for g in out.desired_goal.tolist()], [float(r) for r in out.reward.tolist()]
-
-
-def _uniform_strategy(scenario: Scenario) -> bool:
-    return isinstance(scenario, RelabelScenario) and scenario.strategy in ("future", "episode")
-
-
-def _final_ratio_one(scenario: Scenario) -> bool:
-    return (
-        isinstance(scenario, RelabelScenario)
-        and scenario.strategy == "final"
-        and scenario.ratio == 1
-    )
-
-
-RELABEL_CHECKS: tuple[Check, ...] = (
-    Check(
-        "relabel-same-episode",
-        ("relabel.same-episode",),
-        "relabel",
-        "invariant",
-        check_same_episode,
-    ),
-    Check("relabel-eligible", ("relabel.eligible-goals",), "relabel", "invariant", check_eligible),
-    Check(
-        "relabel-uniform-goals",
-        ("relabel.eligible-goals",),
-        "relabel",
-        "statistical",
-        check_uniform_goals,
-        _uniform_strategy,
-    ),
-    Check("relabel-reward", ("relabel.reward-recomputed",), "relabel", "invariant", check_reward),
-    Check("relabel-ratio", ("relabel.ratio",), "relabel", "invariant", check_ratio),
-    Check(
-        "relabel-placement",
-        ("relabel.placement",),
-        "relabel",
-        "invariant",
-        check_placement,
-        _final_ratio_one,
-    ),
-    Check(
-        "deterministic-relabel", ("trace.deterministic",), "relabel", "exact", check_deterministic
-    ),
-)

@@ -10,7 +10,7 @@ from xpspec.conformance.checks.views import (
 )
 from xpspec.protocol.scenario import Scenario
 from xpspec.protocol.step_type import StepType
-from xpspec.protocol.trace import Item, Trace
+from xpspec.protocol.trace import EnvStep, Exclude, Hold, Item, RunEnd, Store, Trace
 
 __all__ = [
     "check_auto_reset",
@@ -22,9 +22,14 @@ __all__ = [
 
 
 def check_identity(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """timestep.identity: every item an event names is one the toy env has, ``t`` within
+    its episode's plan."""
     sc = scenario
-    for kind in ("env_step", "store", "exclude", "hold", "run_end"):
-        for e in trace.of_kind(kind):
+    columnar: tuple[type[EnvStep | Store | Exclude | Hold | RunEnd], ...]
+    columnar = (EnvStep, Store, Exclude, Hold, RunEnd)
+    for cls in columnar:  # kind by kind, as the events of each are reported
+        kind = cls.kind
+        for e in (e for e in trace.events if isinstance(e, cls)):
             for env, episode, t in items_of(e):
                 if not 0 <= env < sc.env.num_envs:
                     raise CheckFailure(

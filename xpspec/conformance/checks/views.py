@@ -4,17 +4,19 @@ the per-env buffer contents implied by the stores)."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol, TypeVar
 
 from xpspec.conformance.checks.base import CheckFailure
 from xpspec.protocol.scenario import Scenario, TrainerScenario
-from xpspec.protocol.trace import Item, Trace
+from xpspec.protocol.trace import EnvStep, Item, Store, Trace, TrainCall, Update, Window
 
 __all__ = [
     "BufferModel",
     "Clearing",
+    "Columnar",
+    "InIteration",
     "buffer_shape",
     "calls_per_iteration",
     "calls_with_state",
@@ -30,7 +32,28 @@ __all__ = [
 ]
 
 
-def items_of(event: Any) -> list[Item]:
+class Columnar(Protocol):
+    """An event that lists its items column-wise (``env``, ``episode``, ``t``)."""
+
+    @property
+    def env(self) -> tuple[int, ...]: ...
+    @property
+    def episode(self) -> tuple[int, ...]: ...
+    @property
+    def t(self) -> tuple[int, ...]: ...
+
+
+class InIteration(Protocol):
+    """An event that names the iteration it happened in."""
+
+    @property
+    def iteration(self) -> int: ...
+
+
+E = TypeVar("E", bound=InIteration)
+
+
+def items_of(event: Columnar) -> list[Item]:
     """The ``(env, episode, t)`` items of a columnar event."""
     return list(zip(event.env, event.episode, event.t))
 
@@ -39,12 +62,15 @@ def iterations(trace: Trace) -> list[int]:
     return [e.iteration for e in trace.of_kind("iteration")]
 
 
-def per_iteration(trace: Trace, kind: str, weight: Any = None) -> dict[int, int]:
-    """Count events of ``kind`` per iteration (or sum ``weight(event)``)."""
+def per_iteration(
+    trace: Trace, events: Iterable[E], weight: Callable[[E], int] | None = None
+) -> dict[int, int]:
+    """Count ``events`` (of ``trace``) per iteration, or sum ``weight(event)``; every
+    iteration of ``trace`` is a key, with 0 where it has none."""
     counts: dict[int, int] = defaultdict(int)
     for it in iterations(trace):
         counts[it] += 0
-    for e in trace.of_kind(kind):
+    for e in events:
         counts[e.iteration] += 1 if weight is None else weight(e)
     return dict(counts)
 
@@ -96,7 +122,7 @@ class BufferModel:
     kept: dict[int, list[Item]] = field(default_factory=dict)
     """Per env, the items the last clear kept."""
 
-    def add(self, event: Any) -> None:
+    def add(self, event: Store) -> None:
         for item, st in zip(items_of(event), event.step_type):
             seq = self.stored[item[0]]
             seq.append(item)
@@ -125,23 +151,23 @@ class BufferModel:
         """The items of ``env`` currently in the buffer, oldest first."""
         return self.stored[env][self.start[env] :]
 
-    def locate(self, window: tuple[Any, ...]) -> tuple[int, int] | None:
+    def locate(self, window: Window) -> tuple[int, int] | None:
         """``(env, index into live(env))`` of the window's first item, or None."""
         first = window[0]
         if first is None:
             return None
         live = self.live(first[0])
         try:
-            return first[0], live.index(tuple(first))
+            return first[0], live.index((first[0], first[1], first[2]))
         except ValueError:
             return None
 
 
-def stored_items(model: BufferModel, window: tuple[Any, ...], what: str) -> list[Item]:
+def stored_items(model: BufferModel, window: Window, what: str) -> list[Item]:
     """The real items of ``window`` (padding left out). A check of what the buffer held can
     judge only windows of items the trace's stores put there: raise :class:`CheckFailure`
     for a window of padding only or holding an item never stored."""
-    real = [tuple(w) for w in window if w is not None]
+    real = [(w[0], w[1], w[2]) for w in window if w is not None]
     unstored = [item for item in real if item not in model.step_type]
     if not real or unstored:
         raise CheckFailure(
@@ -154,7 +180,7 @@ def stored_items(model: BufferModel, window: tuple[Any, ...], what: str) -> list
 
 def windows_with_state(
     trace: Trace, capacity: int, clear: Clearing
-) -> Iterator[tuple[Any, BufferModel]]:
+) -> Iterator[tuple[Update, BufferModel]]:
     """Each Update event with the buffer model as it was when the update sampled.
 
     Clearing (clause ``replay.clear``) takes effect when a call that trained is over, i.e. at
@@ -177,7 +203,7 @@ def windows_with_state(
 
 def calls_with_state(
     trace: Trace, capacity: int, clear: Clearing
-) -> Iterator[tuple[Any, BufferModel, int]]:
+) -> Iterator[tuple[TrainCall, BufferModel, int]]:
     """Each TrainCall event with the buffer model as it was when the call began, and the
     number of items stored since the last clear (since the start without clearing).
 
@@ -203,7 +229,7 @@ def trainer_scenario(scenario: Scenario) -> TrainerScenario:
     return scenario
 
 
-def env_items(trace: Trace) -> list[tuple[int, Item, Any, int]]:
+def env_items(trace: Trace) -> list[tuple[int, Item, EnvStep, int]]:
     """(iteration, item, event, column index) of every unrolled item, in order."""
     out = []
     for e in trace.of_kind("env_step"):
@@ -213,12 +239,12 @@ def env_items(trace: Trace) -> list[tuple[int, Item, Any, int]]:
 
 
 def steps_per_iteration(trace: Trace) -> list[int]:
-    counts = per_iteration(trace, "env_step")
+    counts = per_iteration(trace, trace.of_kind("env_step"))
     return [counts[i] for i in iterations(trace)]
 
 
 def calls_per_iteration(trace: Trace) -> list[int]:
-    counts = per_iteration(trace, "train_call")
+    counts = per_iteration(trace, trace.of_kind("train_call"))
     return [counts[i] for i in iterations(trace)]
 
 

@@ -35,7 +35,7 @@ def check_windows_valid(scenario: Scenario, trace: Trace, ctx: Context) -> None:
         for window in update.windows:
             located = model.locate(window)
             if located is None:
-                first = None if window[0] is None else tuple(window[0])
+                first = window[0]
                 why = "replay.window-validity" if first is None else model.absence(first)
                 if why == "replay.clear":
                     continue  # a window of cleared items is replay.clear's (check_clear)
@@ -248,14 +248,14 @@ def check_clear(scenario: Scenario, trace: Trace, ctx: Context) -> None:
                 iteration=cleared_at.get(c.call),
             )
     stored_since_clear = 0
-    for e in trace.events:
-        if e.kind == "store":
-            stored_since_clear += len(e.env)
-        elif e.kind == "train_call" and e.status == "trained":
+    for event in trace.events:
+        if event.kind == "store":
+            stored_since_clear += len(event.env)
+        elif event.kind == "train_call" and event.status == "trained":
             if stored_since_clear == 0:
                 raise CheckFailure(
-                    f"call {e.call} trained with nothing stored since the last clear",
+                    f"call {event.call} trained with nothing stored since the last clear",
                     "no-data",
-                    e.status,
+                    event.status,
                 )
             stored_since_clear = 0

@@ -62,7 +62,7 @@ def _default_reference(scenario: Scenario) -> tuple[Trace, str]:
     vector = committed(scenario)
     if vector is not None:
         return vector.trace(), f"committed vector {vector.name}"
-    from xpspec.adapters.refimpl import RefimplAdapter
+    from xpspec.refimpl.adapter import RefimplAdapter
 
     run: Callable[[Scenario], Trace] = getattr(RefimplAdapter(), f"run_{scenario.kind}")
     return run(scenario), "the reference implementation's run"

@@ -67,7 +67,7 @@ def explain(
             return reference
         if reference_of is not None:
             return reference_of(other)
-        from xpspec.adapters.refimpl import RefimplAdapter
+        from xpspec.refimpl.adapter import RefimplAdapter
 
         run: Callable[[Scenario], Trace] = getattr(RefimplAdapter(), f"run_{other.kind}")
         return run(other)

@@ -2,6 +2,8 @@
 ``xpspec-worker/1`` (:mod:`xpspec.protocol`), under a time limit per operation and a memory
 limit, so that no adapter can take a run down, hang it, or write into its verdicts.
 
+- :mod:`~xpspec.conformance.harness.loading` finds an adapter by its registered name (an entry
+  point) or its ``package.module:object`` path, and its expectations file;
 - :func:`~xpspec.conformance.harness.connect.connect` turns an ``--adapter`` string into a ready
   adapter (a worker for a Python adapter or an ``exec:`` program, or the adapter imported
   inline for debugging);
@@ -12,7 +14,24 @@ limit, so that no adapter can take a run down, hang it, or write into its verdic
 """
 
 from xpspec.conformance.harness.connect import Isolation, connect, parse_memory
+from xpspec.conformance.harness.loading import (
+    ENTRY_POINT_GROUP,
+    expectations_path,
+    load_adapter,
+    registrations,
+)
 from xpspec.conformance.harness.process import Limits, WorkerProcess
 from xpspec.conformance.harness.remote import RemoteAdapter
 
-__all__ = ["Isolation", "Limits", "RemoteAdapter", "WorkerProcess", "connect", "parse_memory"]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "Isolation",
+    "Limits",
+    "RemoteAdapter",
+    "WorkerProcess",
+    "connect",
+    "expectations_path",
+    "load_adapter",
+    "parse_memory",
+    "registrations",
+]

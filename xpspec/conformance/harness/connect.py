@@ -1,10 +1,11 @@
 """From one ``--adapter`` string to a ready adapter: where it runs and how it is reached.
 
-- ``NAME`` (a registered adapter) or ``package.module:object``: with ``isolation="process"``
-  (the default) the adapter runs in a worker process (:mod:`xpspec.conformance.harness.host`); with
-  ``"inline"`` it is imported into the suite's own process (for debugging: a crash then
-  takes the run down and a hang in native code cannot be interrupted; an adapter that
-  needs a fresh process per operation is refused).
+- ``NAME`` (a registered adapter, :mod:`xpspec.conformance.harness.loading`) or
+  ``package.module:object``: with ``isolation="process"`` (the default) the adapter runs in a
+  worker process (:mod:`xpspec.conformance.harness.host`); with ``"inline"`` it is imported into
+  the suite's own process (for debugging: a crash then takes the run down and a hang in native
+  code cannot be interrupted; an adapter that needs a fresh process per operation is refused).
+  Either way a module in the current directory is importable without ``PYTHONPATH``.
 - ``exec:COMMAND``: any program that speaks ``xpspec-worker/1`` on its standard streams,
   written in any language; COMMAND is split like a shell command line (no shell runs).
 
@@ -20,23 +21,20 @@ import sys
 from collections.abc import Callable
 from typing import Any, Literal
 
+from xpspec.conformance.harness.loading import adapter_target, load_adapter, registrations
 from xpspec.conformance.harness.process import DEFAULT_LIMITS, Limits
 from xpspec.conformance.harness.remote import RemoteAdapter
 from xpspec.conformance.outcomes import AdapterError, AdapterUnavailable
+from xpspec.protocol.adapter import Adapter
 
 __all__ = ["Isolation", "connect", "parse_memory"]
 
 Isolation = Literal["process", "inline"]
 
 
-def _registered() -> dict[str, str]:
-    from xpspec.adapters import REGISTERED
-
-    return REGISTERED
-
-
-def check_spec(spec: str) -> None:
-    """Raise :class:`AdapterUnavailable` when ``spec`` names no adapter at all."""
+def _check_spec(spec: str) -> None:
+    """Raise :class:`AdapterUnavailable` when ``spec`` names no adapter at all (a misspelt
+    name: the message lists the registered ones and the closest)."""
     if spec.startswith("exec:"):
         if not shlex.split(spec[5:]):
             raise AdapterUnavailable(
@@ -44,31 +42,26 @@ def check_spec(spec: str) -> None:
                 "fix: e.g. --adapter 'exec:./my-worker --flag'"
             )
         return
-    if spec in _registered() or ":" in spec:
-        return
-    names = ", ".join(sorted(_registered()))
-    close = [n for n in _registered() if _similar(n, spec)]
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    raise AdapterUnavailable(
-        f"adapter {spec!r}: no such adapter{hint}; fix: give a registered name ({names}), "
-        "'package.module:object' or 'exec:COMMAND'"
-    )
-
-
-def _similar(a: str, b: str) -> bool:
-    import difflib
-
-    return difflib.SequenceMatcher(None, a.lower(), b.lower()).ratio() >= 0.6
+    try:
+        adapter_target(spec)
+    except ValueError as exc:
+        raise AdapterUnavailable(
+            f"{exc}; fix: give a registered name, 'package.module:object' or 'exec:COMMAND'"
+        ) from None
 
 
 def _fix_for(spec: str, cause: str) -> str:
     name = spec.split(":", 1)[0] if ":" not in spec or spec.startswith("exec:") else spec
     if any(word in cause for word in ("ImportError", "ModuleNotFoundError", "No module named")):
-        if spec in _registered() and spec != "refimpl":
-            return (
-                f"install the framework: pip install 'xpspec[adapter-{spec}]', or run "
-                f"nox -s 'conformance({spec})'"
-            )
+        found = registrations().get(spec, ())
+        extra = found[0].extra() if found else ""
+        if extra:
+            fix = f"install the framework: pip install '{found[0].distribution}[{extra}]'"
+            if found[0].distribution == "xpspec":
+                fix += f", or run nox -s 'conformance({spec})'"
+            return fix
+        if found:
+            return "install what the adapter's module imports (the error names it)"
         return "make the module importable (install its package, or run from its directory)"
     if "fresh process per operation" in cause:
         return "run it with --isolation process (the default)"
@@ -83,11 +76,11 @@ def connect(
     limits: Limits = DEFAULT_LIMITS,
     smoke: bool = True,
     meanwhile: Callable[[], object] | None = None,
-) -> Any:
+) -> Adapter:
     """The adapter named by ``spec``, handshake (and smoke check) done. Raises
     :class:`AdapterUnavailable` with one line when it cannot be used. ``meanwhile`` runs
     while a worker starts up (e.g. the caller's own imports)."""
-    check_spec(spec)
+    _check_spec(spec)
     if isolation not in ("process", "inline"):
         raise ValueError(f"isolation: expected 'process' or 'inline', got {isolation!r}")
     adapter: Any
@@ -98,10 +91,6 @@ def connect(
             command = [sys.executable, "-m", "xpspec.conformance.harness.host", spec]
             adapter = RemoteAdapter(command, limits, label=spec, env=_worker_env())
         else:
-            from xpspec.conformance.engine import load_adapter
-
-            if os.getcwd() not in sys.path:
-                sys.path.insert(0, os.getcwd())  # a module beside the user, as in the worker
             adapter = load_adapter(spec)
             _prepare_inline(adapter)
         if isinstance(adapter, RemoteAdapter):

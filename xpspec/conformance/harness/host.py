@@ -1,10 +1,11 @@
 """The worker that serves a Python adapter: ``python -m xpspec.conformance.harness.host ADAPTER``.
 
 It answers ``xpspec-worker/1`` requests (:mod:`xpspec.protocol.worker`) by calling the
-adapter loaded from ``ADAPTER`` (a registered name or ``package.module:object``). The
-protocol keeps the process's original standard output to itself: file descriptor 1 is
-pointed at standard error before the adapter is imported, so whatever the adapter or its
-framework prints (from Python or from native code) ends up in the worker's log.
+adapter loaded from ``ADAPTER``, a registered name or ``package.module:object``
+(:func:`xpspec.conformance.harness.loading.load_adapter`). The protocol keeps the process's
+original standard output to itself: file descriptor 1 is pointed at standard error before the
+adapter is imported, so whatever the adapter or its framework prints (from Python or from
+native code) ends up in the worker's log.
 
 Only ``Exception`` is answered as an ``error``: ``SystemExit``, ``KeyboardInterrupt``, a
 signal or ``os._exit`` end the process, and the suite reports a *crash*.
@@ -70,7 +71,7 @@ class _Host:
         self.load_error: BaseException | None = None
         self.load_context = f"cannot load adapter {spec!r}: "
         try:
-            from xpspec.conformance.engine import load_adapter
+            from xpspec.conformance.harness.loading import load_adapter
             from xpspec.protocol.adapter import needs_fresh_process
 
             self.adapter = load_adapter(spec)

@@ -176,7 +176,7 @@ def scenario_text(scenario: Scenario) -> str:
 
 
 def _trace_text(scenario: Scenario) -> str:
-    from xpspec.adapters.refimpl import RefimplAdapter
+    from xpspec.refimpl.adapter import RefimplAdapter
 
     trace: Trace = getattr(RefimplAdapter(), f"run_{scenario.kind}")(scenario)
     return trace.to_jsonl()

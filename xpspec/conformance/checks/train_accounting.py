@@ -1,6 +1,5 @@
-"""Checks of train-iteration accounting, warm-up, updates and hooks (clauses ``train.*``), and the
-exact comparisons of a trainer trace with the reference trace (the committed vector of a
-catalogue scenario, else a run of the reference trainer)."""
+"""Checks of train-iteration accounting on a trainer trace (clauses ``train.*``): the synced
+schedule and what it owes, warm-up, updates per call, calls without data, and the hooks."""
 
 from __future__ import annotations
 
@@ -16,7 +15,6 @@ from xpspec.conformance.checks.views import (
     buffer_shape,
     calls_per_iteration,
     calls_with_state,
-    items_of,
     iterations,
     per_iteration,
     steps_per_iteration,
@@ -33,8 +31,6 @@ __all__ = [
     "check_after_train_iter",
     "check_after_update",
     "check_bounded_lag",
-    "check_exact_projection",
-    "check_exact_stores",
     "check_excluded_earn_nothing",
     "check_identity_plain_calls",
     "check_idle_calls",
@@ -43,8 +39,6 @@ __all__ = [
     "check_updates_per_call",
     "check_utd_bound",
     "check_warmup_gate",
-    "projection_calls",
-    "store_projection",
     "synced_calls",
 ]
 
@@ -235,9 +229,9 @@ def check_after_train_iter(scenario: Scenario, trace: Trace, ctx: Context) -> No
     """train.after-train-iter: one ``after_train_iter`` in every iteration that unrolled, none
     in the others (none before the first store under ``alf-lazy-buffer``)."""
     lazy = trainer_scenario(scenario).trainer.replay_creation == "lazy"
-    unrolled = per_iteration(trace, "env_step")
-    stored = per_iteration(trace, "store", lambda e: len(e.env))
-    hooks = per_iteration(trace, "hook", lambda e: e.name == "after_train_iter")
+    unrolled = per_iteration(trace, trace.of_kind("env_step"))
+    stored = per_iteration(trace, trace.of_kind("store"), lambda e: len(e.env))
+    hooks = per_iteration(trace, trace.of_kind("hook"), lambda e: e.name == "after_train_iter")
     stored_so_far = 0
     for it in iterations(trace):
         stored_so_far += stored.get(it, 0)
@@ -404,89 +398,3 @@ def check_insufficient_data(scenario: Scenario, trace: Trace, ctx: Context) -> N
                 "trained (or warmup)" if has_data else "no-data",
                 call.status,
             )
-
-
-def projection_calls(scenario: Scenario, trace: Trace) -> Any:
-    return {
-        "unroll": steps_per_iteration(trace),
-        "calls": calls_per_iteration(trace),
-        "status": [e.status for e in trace.of_kind("train_call")],
-    }
-
-
-def check_exact_projection(scenario: Scenario, trace: Trace, ctx: Context) -> None:
-    """The schedule equals the reference trainer's. The first difference is charged to its
-    own clause: unrolled vector steps to ``unroll.fractional-schedule``, calls per iteration
-    to ``train.synced-schedule``, a call's status to ``train.warmup-gate`` (when either side
-    says ``warmup``) or ``train.insufficient-data``; the earliest iteration wins, and within
-    one iteration the unroll comes before the calls and the calls before their statuses."""
-    reference = ctx.reference(scenario)
-    want, got = projection_calls(scenario, reference), projection_calls(scenario, trace)
-    if got == want:
-        return
-    differences: list[tuple[int, int, str, str]] = []  # (iteration, stage, clause, key)
-    numbers = (
-        iterations(reference)
-        if len(iterations(reference)) >= len(iterations(trace))
-        else iterations(trace)
-    )
-    for stage, (key, clause) in enumerate(
-        (("unroll", "unroll.fractional-schedule"), ("calls", "train.synced-schedule"))
-    ):
-        first = _first_difference(want[key], got[key])
-        if first is not None:
-            differences.append((numbers[first], stage, clause, key))
-    first = _first_difference(want["status"], got["status"])
-    if first is not None:
-        calls = [*reference.of_kind("train_call"), None]
-        ours = [*trace.of_kind("train_call"), None]
-        at = [c.iteration for c in (calls[first], ours[first]) if c is not None]
-        pair = want["status"][first : first + 1] + got["status"][first : first + 1]
-        clause = "train.warmup-gate" if "warmup" in pair else "train.insufficient-data"
-        differences.append((min(at), 2, clause, "status"))
-    iteration, _, clause, key = min(differences)
-    raise CheckFailure(
-        f"{key} per iteration vs the reference trainer (first difference in iteration "
-        f"{iteration}, charged to {clause})",
-        want[key],
-        got[key],
-        clause=clause,
-        iteration=iteration,
-    )
-
-
-def _first_difference(want: list[Any], got: list[Any]) -> int | None:
-    """The first index at which two lists differ (a missing element counts), or None."""
-    for i, (a, b) in enumerate(zip(want, got)):
-        if a != b:
-            return i
-    return None if len(want) == len(got) else min(len(want), len(got))
-
-
-def store_projection(scenario: Scenario, trace: Trace) -> Any:
-    return [(e.iteration, tuple(items_of(e))) for e in trace.of_kind("store")]
-
-
-def check_exact_stores(scenario: Scenario, trace: Trace, ctx: Context) -> None:
-    """The stores equal the reference trainer's. The first difference is charged to
-    ``preprocess.store-order`` when both sides stored the same items up to that store's
-    iteration, and to ``preprocess.conservation`` when they did not."""
-    want = store_projection(scenario, ctx.reference(scenario))
-    got = store_projection(scenario, trace)
-    first = _first_difference(want, got)
-    if first is None:
-        return
-    iteration = min(side[first][0] for side in (want, got) if first < len(side))
-
-    def upto(stores: list[tuple[int, tuple[Any, ...]]]) -> list[Any]:
-        return sorted(item for k, items in stores if k <= iteration for item in items)
-
-    clause = "preprocess.store-order" if upto(want) == upto(got) else "preprocess.conservation"
-    raise CheckFailure(
-        f"stores vs the reference trainer (first difference at store #{first}, iteration "
-        f"{iteration}, charged to {clause})",
-        want[first : first + 2],
-        got[first : first + 2],
-        clause=clause,
-        iteration=iteration,
-    )

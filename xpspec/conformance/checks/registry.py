@@ -1,10 +1,24 @@
-"""The registry of trainer checks: which check verifies which clauses, and on which scenarios."""
+"""The registry of checks: every check of the suite, the clauses it verifies, the capability
+(and observables) it needs, its kind, and the scenarios it concerns. The check functions live
+in one module per spec area; :data:`ALL_CHECKS` is the suite, in the order it runs."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from xpspec.conformance.checks.base import Check
+from xpspec.conformance.checks.determinism import check_deterministic
+from xpspec.conformance.checks.exact import check_exact_schedule, check_exact_stores
+from xpspec.conformance.checks.learner import (
+    check_bootstrap_masked,
+    check_episode_unmodified,
+    check_gae,
+    check_nstep,
+    check_shards,
+    check_stats,
+    check_truncation,
+    check_update_count,
+)
 from xpspec.conformance.checks.preprocessing import (
     check_conservation,
     check_delayed_per_env,
@@ -15,6 +29,15 @@ from xpspec.conformance.checks.preprocessing import (
     check_store_order,
     check_transform,
 )
+from xpspec.conformance.checks.relabel import (
+    check_eligible,
+    check_placement,
+    check_ratio,
+    check_reward,
+    check_same_episode,
+    check_uniform_goals,
+)
+from xpspec.conformance.checks.replay import check_no_window, check_replay_windows, check_uniform
 from xpspec.conformance.checks.timesteps import (
     check_auto_reset,
     check_identity,
@@ -22,12 +45,10 @@ from xpspec.conformance.checks.timesteps import (
     check_state_reset,
     check_step_fields,
 )
-from xpspec.conformance.checks.train import (
+from xpspec.conformance.checks.train_accounting import (
     check_after_train_iter,
     check_after_update,
     check_bounded_lag,
-    check_exact_projection,
-    check_exact_stores,
     check_excluded_earn_nothing,
     check_identity_plain_calls,
     check_idle_calls,
@@ -36,8 +57,6 @@ from xpspec.conformance.checks.train import (
     check_updates_per_call,
     check_utd_bound,
     check_warmup_gate,
-    projection_calls,
-    store_projection,
 )
 from xpspec.conformance.checks.unroll import (
     check_all_envs_step,
@@ -65,16 +84,26 @@ from xpspec.protocol.preprocessors import (
     OverwriteStepType,
     RewardTransform,
 )
-from xpspec.protocol.scenario import Scenario, TrainerScenario
+from xpspec.protocol.scenario import RelabelScenario, ReplayScenario, Scenario, TrainerScenario
 
-__all__ = ["TRAINER_CHECKS"]
+__all__ = [
+    "ALL_CHECKS",
+    "DETERMINISM_CHECKS",
+    "ENV_CHECKS",
+    "LEARNER_CHECKS",
+    "RELABEL_CHECKS",
+    "REPLAY_CHECKS",
+    "TRAINER_CHECKS",
+]
 
 
 def _is(*types: type) -> Callable[[Scenario], bool]:
+    """Trainer scenarios whose preprocessing is one of ``types``."""
     return lambda s: isinstance(s, TrainerScenario) and isinstance(s.preprocess, types)
 
 
 def _cfg(pred: Callable[[TrainerScenario], object]) -> Callable[[Scenario], bool]:
+    """Trainer scenarios that satisfy ``pred``."""
     return lambda s: isinstance(s, TrainerScenario) and bool(pred(s))
 
 
@@ -380,9 +409,8 @@ TRAINER_CHECKS: tuple[Check, ...] = (
         ),
         "trainer",
         "exact",
-        check_exact_projection,
+        check_exact_schedule,
         _ANY,
-        projection=projection_calls,
     ),
     Check(
         "exact-stores",
@@ -391,6 +419,157 @@ TRAINER_CHECKS: tuple[Check, ...] = (
         "exact",
         check_exact_stores,
         _ANY,
-        projection=store_projection,
     ),
+)
+
+
+def _windows_law(s: Scenario) -> bool:
+    """The law is checked with period 1 under ``cross`` and ``forbid`` (padding and period
+    grids change which windows exist and are left to replay-windows)."""
+    return (
+        isinstance(s, ReplayScenario)
+        and s.sampling.boundary in ("cross", "forbid")
+        and s.sampling.period == 1
+    )
+
+
+ENV_CHECKS: tuple[Check, ...] = (
+    Check("env-identity", ("timestep.identity",), "env", "invariant", check_identity),
+    Check(
+        "env-step-fields",
+        ("timestep.step-types", "timestep.discount"),
+        "env",
+        "invariant",
+        check_step_fields,
+    ),
+    Check("env-auto-reset", ("timestep.auto-reset",), "env", "invariant", check_auto_reset),
+)
+
+REPLAY_CHECKS: tuple[Check, ...] = (
+    Check(
+        "replay-windows",
+        (
+            "replay.window-validity",
+            "replay.eviction",
+            "replay.boundary-policy",
+            "replay.period-anchor",
+        ),
+        "replay",
+        "invariant",
+        check_replay_windows,
+    ),
+    Check("replay-no-window", ("replay.no-window",), "replay", "exact", check_no_window),
+    Check(
+        "replay-uniform",
+        ("replay.uniform-windows",),
+        "replay",
+        "statistical",
+        check_uniform,
+        _windows_law,
+    ),
+)
+
+DETERMINISM_CHECKS: tuple[Check, ...] = (
+    Check(
+        "deterministic-trainer", ("trace.deterministic",), "trainer", "exact", check_deterministic
+    ),
+    Check("deterministic-replay", ("trace.deterministic",), "replay", "exact", check_deterministic),
+)
+
+LEARNER_CHECKS: tuple[Check, ...] = (
+    Check("learner-gae", ("learner.gae",), "learner", "exact", check_gae),
+    Check(
+        "learner-truncation",
+        ("learner.truncation-bootstraps",),
+        "learner",
+        "invariant",
+        check_truncation,
+    ),
+    Check(
+        "learner-bootstrap-masked",
+        ("learner.bootstrap-timestep-masked",),
+        "learner",
+        "invariant",
+        check_bootstrap_masked,
+        requires=("bootstrap",),
+    ),
+    Check(
+        "learner-episode-unmodified",
+        ("learner.episode-unmodified",),
+        "learner",
+        "invariant",
+        check_episode_unmodified,
+        requires=("caller-episodes",),
+    ),
+    Check(
+        "learner-stats", ("learner.stats-exclude-bootstrap",), "learner", "invariant", check_stats
+    ),
+    Check("learner-nstep", ("learner.nstep-episode-end",), "learner", "invariant", check_nstep),
+    Check(
+        "learner-update-count",
+        ("learner.update-count",),
+        "learner",
+        "invariant",
+        check_update_count,
+    ),
+    Check("learner-shards", ("learner.shard-episodes",), "learner", "invariant", check_shards),
+    Check(
+        "deterministic-learner", ("trace.deterministic",), "learner", "exact", check_deterministic
+    ),
+)
+
+
+def _uniform_strategy(scenario: Scenario) -> bool:
+    """Relabeling whose goals are drawn uniformly among the eligible ones."""
+    return isinstance(scenario, RelabelScenario) and scenario.strategy in ("future", "episode")
+
+
+def _final_ratio_one(scenario: Scenario) -> bool:
+    """Relabeling of every row with its episode's final goal."""
+    return (
+        isinstance(scenario, RelabelScenario)
+        and scenario.strategy == "final"
+        and scenario.ratio == 1
+    )
+
+
+RELABEL_CHECKS: tuple[Check, ...] = (
+    Check(
+        "relabel-same-episode",
+        ("relabel.same-episode",),
+        "relabel",
+        "invariant",
+        check_same_episode,
+    ),
+    Check("relabel-eligible", ("relabel.eligible-goals",), "relabel", "invariant", check_eligible),
+    Check(
+        "relabel-uniform-goals",
+        ("relabel.eligible-goals",),
+        "relabel",
+        "statistical",
+        check_uniform_goals,
+        _uniform_strategy,
+    ),
+    Check("relabel-reward", ("relabel.reward-recomputed",), "relabel", "invariant", check_reward),
+    Check("relabel-ratio", ("relabel.ratio",), "relabel", "invariant", check_ratio),
+    Check(
+        "relabel-placement",
+        ("relabel.placement",),
+        "relabel",
+        "invariant",
+        check_placement,
+        _final_ratio_one,
+    ),
+    Check(
+        "deterministic-relabel", ("trace.deterministic",), "relabel", "exact", check_deterministic
+    ),
+)
+
+ALL_CHECKS: tuple[Check, ...] = (
+    TRAINER_CHECKS
+    + REPLAY_CHECKS
+    + ENV_CHECKS
+    + DETERMINISM_CHECKS
+    + LEARNER_CHECKS
+    + RELABEL_CHECKS
 )

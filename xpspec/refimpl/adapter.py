@@ -1,5 +1,9 @@
-"""The reference adapter: runs refimpl itself. It passes every clause by construction of the
-spec, and it is the model for adapters of real frameworks.
+"""The reference adapter: refimpl speaking the adapter protocol (:mod:`xpspec.protocol.adapter`).
+
+It is the conformance suite's oracle (the reference trace of a scenario without a committed
+vector, and refimpl run as a declared variant's model), it passes every clause by construction
+of the spec, and it is the model for adapters of real frameworks. It is registered as the
+adapter ``refimpl``.
 
 The learner and relabel operations feed refimpl's learner-side and relabeling functions with
 toy-env data; their conventions (which data, row numbering, random draws) are stated on
@@ -130,7 +134,7 @@ def _held(episode: lrn.Episode) -> tuple[int, int, int]:
 
 
 class RefimplAdapter:
-    """Adapter over :mod:`refimpl`.
+    """Adapter over :mod:`xpspec.refimpl`.
 
     The learner and relabel operations call refimpl through small methods
     (``_learner_episode``, ``_advantage_rows``, ``_nstep_returns``, ``_update_plan``,

@@ -1,4 +1,6 @@
-"""Checks of env stepping and of replay sampling on its own, and of determinism."""
+"""Checks of replay sampling on its own (capability ``replay``, clauses ``replay.*``): a buffer
+filled with every item of the toy env, then sampled draw after draw. The windows a trainer
+samples for its updates are checked in :mod:`xpspec.conformance.checks.windows`."""
 
 from __future__ import annotations
 
@@ -8,17 +10,16 @@ from collections import Counter
 from collections.abc import Hashable, Sequence
 from typing import Any
 
-from xpspec.conformance.checks.base import Check, CheckFailure, Context
-from xpspec.conformance.checks.timesteps import check_auto_reset, check_identity, check_step_fields
+from xpspec.conformance.checks.base import CheckFailure, Context
 from xpspec.conformance.checks.views import BufferModel
 from xpspec.protocol.scenario import ReplayScenario, Scenario
 from xpspec.protocol.step_type import StepType
-from xpspec.protocol.trace import Trace
+from xpspec.protocol.trace import Sampled, Trace, Window
 
-__all__ = ["DETERMINISM", "ENV_CHECKS", "REPLAY_CHECKS", "within_batch_dispersion"]
+__all__ = ["check_no_window", "check_replay_windows", "check_uniform", "within_batch_dispersion"]
 
 
-def _replay(scenario: Scenario, trace: Trace) -> tuple[ReplayScenario, BufferModel, list[Any]]:
+def _replay(scenario: Scenario, trace: Trace) -> tuple[ReplayScenario, BufferModel, list[Sampled]]:
     assert isinstance(scenario, ReplayScenario)
     model = BufferModel(scenario.capacity)
     for e in trace.of_kind("store"):
@@ -26,7 +27,7 @@ def _replay(scenario: Scenario, trace: Trace) -> tuple[ReplayScenario, BufferMod
     return scenario, model, list(trace.of_kind("sampled"))
 
 
-def _start(model: BufferModel, window: tuple[Any, ...]) -> tuple[int, int]:
+def _start(model: BufferModel, window: Window) -> tuple[int, int]:
     located = model.locate(window)
     if located is None:
         raise CheckFailure(
@@ -57,7 +58,7 @@ def check_replay_windows(scenario: Scenario, trace: Trace, ctx: Context) -> None
                 raise CheckFailure("window length", s.window_length, len(window))
             env, index = _start(model, window)
             live = model.live(env)
-            real = [tuple(w) for w in window if w is not None]
+            real = [(w[0], w[1], w[2]) for w in window if w is not None]
             if real != live[index : index + len(real)]:
                 raise CheckFailure(
                     "sampled window vs the stored sequence",
@@ -196,23 +197,6 @@ def _window_law(sc: ReplayScenario, model: BufferModel) -> dict[tuple[int, int],
     }
 
 
-def check_deterministic(scenario: Scenario, trace: Trace, ctx: Context) -> None:
-    """trace.deterministic: a second run of the same scenario gives the same bytes."""
-    again = ctx.fresh(scenario)
-    a, b = trace.to_jsonl(), again.to_jsonl()
-    if a != b:
-        first = (
-            next(i for i, (x, y) in enumerate(zip(a.splitlines(), b.splitlines())) if x != y)
-            if a.splitlines() != b.splitlines()[: len(a.splitlines())]
-            else 0
-        )
-        raise CheckFailure(
-            f"second run of the same scenario (first differing line {first})",
-            a.splitlines()[first : first + 1],
-            b.splitlines()[first : first + 1],
-        )
-
-
 def check_no_window(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     """replay.no-window: a draw is empty exactly when the buffer holds no valid window for the
     sampling spec. Whether one exists does not depend on the random draw, so the reference
@@ -235,57 +219,3 @@ def check_no_window(scenario: Scenario, trace: Trace, ctx: Context) -> None:
                 sc.batch_size,
                 0,
             )
-
-
-def _uniform(s: Scenario) -> bool:
-    """The law is checked with period 1 under ``cross`` and ``forbid`` (padding and period
-    grids change which windows exist and are left to replay-windows)."""
-    return (
-        isinstance(s, ReplayScenario)
-        and s.sampling.boundary in ("cross", "forbid")
-        and s.sampling.period == 1
-    )
-
-
-ENV_CHECKS: tuple[Check, ...] = (
-    Check("env-identity", ("timestep.identity",), "env", "invariant", check_identity),
-    Check(
-        "env-step-fields",
-        ("timestep.step-types", "timestep.discount"),
-        "env",
-        "invariant",
-        check_step_fields,
-    ),
-    Check("env-auto-reset", ("timestep.auto-reset",), "env", "invariant", check_auto_reset),
-)
-
-REPLAY_CHECKS: tuple[Check, ...] = (
-    Check(
-        "replay-windows",
-        (
-            "replay.window-validity",
-            "replay.eviction",
-            "replay.boundary-policy",
-            "replay.period-anchor",
-        ),
-        "replay",
-        "invariant",
-        check_replay_windows,
-    ),
-    Check("replay-no-window", ("replay.no-window",), "replay", "exact", check_no_window),
-    Check(
-        "replay-uniform",
-        ("replay.uniform-windows",),
-        "replay",
-        "statistical",
-        check_uniform,
-        _uniform,
-    ),
-)
-
-DETERMINISM: tuple[Check, ...] = (
-    Check(
-        "deterministic-trainer", ("trace.deterministic",), "trainer", "exact", check_deterministic
-    ),
-    Check("deterministic-replay", ("trace.deterministic",), "replay", "exact", check_deterministic),
-)

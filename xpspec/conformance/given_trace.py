@@ -1,0 +1,75 @@
+"""A trace produced elsewhere, as an adapter, so that ``xpspec check`` evaluates it through the
+engine ``xpspec run`` uses (:class:`~xpspec.conformance.engine.Session`): the same checks,
+outcomes, blame and exit codes.
+
+:class:`GivenTrace` answers its one scenario with the given trace, once. Any other run — a
+different scenario a check compares with, or the same scenario run afresh (clause
+``trace.deterministic``) — raises :class:`~xpspec.protocol.adapter.Unsupported`, so a check
+that needs one is not applicable, as it is for an adapter that cannot express a scenario.
+"""
+
+from __future__ import annotations
+
+from xpspec.protocol.adapter import CAPABILITIES, PROTOCOL_VERSION, AdapterInfo, Unsupported
+from xpspec.protocol.scenario import (
+    EnvScenario,
+    LearnerScenario,
+    RelabelScenario,
+    ReplayScenario,
+    Scenario,
+    TrainerScenario,
+    scenario_to_json,
+)
+from xpspec.protocol.trace import Trace
+
+__all__ = ["GivenTrace"]
+
+
+class GivenTrace:
+    """The adapter whose only run is ``trace``, of ``scenario``. It declares every capability:
+    a trace given without its implementation is held to every check of its scenario's kind."""
+
+    def __init__(self, scenario: Scenario, trace: Trace, source: str = "the given trace") -> None:
+        self.scenario, self.trace, self.source = scenario, trace, source
+        self._key = scenario_to_json(scenario)
+        self._answered = False
+
+    def info(self) -> AdapterInfo:
+        return AdapterInfo(
+            name="given-trace",
+            framework=str(self.trace.header.get("producer", "unknown")),
+            framework_version="",
+            protocol_version=PROTOCOL_VERSION,
+            capabilities=CAPABILITIES,
+        )
+
+    def smoke(self) -> None:
+        """Nothing to run: the trace is already there."""
+
+    def _answer(self, scenario: Scenario) -> Trace:
+        if scenario_to_json(scenario) != self._key:
+            raise Unsupported(
+                f"{self.source} is a trace of one scenario; "
+                "a check that compares it with a run of another scenario cannot run"
+            )
+        if self._answered:
+            raise Unsupported(
+                f"{self.source} is one run; a check that runs the scenario again cannot run"
+            )
+        self._answered = True
+        return self.trace
+
+    def run_env(self, scenario: EnvScenario) -> Trace:
+        return self._answer(scenario)
+
+    def run_trainer(self, scenario: TrainerScenario) -> Trace:
+        return self._answer(scenario)
+
+    def run_replay(self, scenario: ReplayScenario) -> Trace:
+        return self._answer(scenario)
+
+    def run_learner(self, scenario: LearnerScenario) -> Trace:
+        return self._answer(scenario)
+
+    def run_relabel(self, scenario: RelabelScenario) -> Trace:
+        return self._answer(scenario)
