@@ -28,7 +28,7 @@ follows ``done``) is FIRST, a ``terminal_observation`` is LAST (discount 0 unles
   Its ring keeps ``buffer_size // n_envs`` rows per env, i.e. that many time steps plus one
   LAST per episode end among them, where the spec's ring keeps ``capacity`` time steps. The
   adapter gives it the most rows whose time steps, LASTs included, fit in ``capacity`` in
-  every env when the draws begin (:mod:`xpspec.adapters.transition_rings`): it then holds no step
+  every env when the draws begin (:mod:`xpspec.kit.transition_rings`): it then holds no step
   the spec's ring has evicted (``capacity * B`` would keep one more step per episode end).
 - ``run_learner``: see :class:`_LearnerRun`.
 
@@ -106,7 +106,7 @@ from xpspec.adapters.sb3_preprocess import (
     Row,
     TaskSelector,
 )
-from xpspec.adapters.transition_rings import rows_within_capacity
+from xpspec.kit.transition_rings import rows_within_capacity
 from xpspec.protocol.adapter import PROTOCOL_VERSION, AdapterInfo, Unsupported
 from xpspec.protocol.env_spec import EnvSpec
 from xpspec.protocol.preprocessors import (

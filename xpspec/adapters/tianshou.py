@@ -117,7 +117,7 @@ import gymnasium
 import numpy as np
 import torch
 
-from xpspec.adapters.transition_rings import rows_within_capacity
+from xpspec.kit.transition_rings import rows_within_capacity
 from xpspec.protocol.adapter import PROTOCOL_VERSION, AdapterInfo, Unsupported
 from xpspec.protocol.env_spec import EnvSpec
 from xpspec.protocol.preprocessors import (
@@ -1105,7 +1105,7 @@ class _RelabelRun:
     rows hold as ``obs_next`` and, when its newest row is not done, that row's ``obs_next``
     (recorded as stored after the fill); ``n = rows_within_capacity(scenario)`` is the most rows that
     are at most ``capacity`` time steps in every env when the draws begin
-    (:mod:`xpspec.adapters.transition_rings`), so it holds no step the spec's ring has evicted.
+    (:mod:`xpspec.kit.transition_rings`), so it holds no step the spec's ring has evicted.
 
     Tianshou relabels at sample time (``HERReplayBuffer.rewrite_transitions``), per
     sub-buffer: ``int(E * future_p)`` of the ``E`` distinct episodes among that env's sampled
