@@ -15,7 +15,10 @@ library, numpy and torch, never on the reference implementation or the conforman
 - :mod:`~xpspec.kit.value` — the toy value function of the learner scenarios;
 - :mod:`~xpspec.kit.episodes` — counts and groupings of the toy env's episodes that learner
   operations need;
-- :mod:`~xpspec.kit.quiet` — the seeded, quiet context an operation runs in.
+- :mod:`~xpspec.kit.transition_rings` — how many transition rows stand for a relabel
+  scenario's ring of time steps;
+- :mod:`~xpspec.kit.quiet` — the seeded, quiet context an operation runs in;
+- :mod:`~xpspec.kit.arrays` — framework columns (numpy, torch, JAX) as plain values.
 """
 
 __all__: list[str] = []
