@@ -12,9 +12,9 @@ import pytest
 pytest.importorskip("stable_baselines3")
 
 from xpspec.adapters.sb3 import SB3Adapter
-from xpspec.adapters.transition_rings import rows_within_capacity
 from xpspec.conformance.catalog import CATALOG
 from xpspec.conformance.checks.relabel import check_same_episode
+from xpspec.kit.transition_rings import rows_within_capacity
 from xpspec.protocol.adapter import Unsupported
 from xpspec.protocol.config import TrainerConfig
 from xpspec.protocol.env_spec import EnvSpec

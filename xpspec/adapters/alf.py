@@ -108,6 +108,12 @@ if importlib.util.find_spec("alf") is None:  # pragma: no cover - exercised with
 import torch
 
 from xpspec.adapters.alf_preprocess import preprocessing_algorithm
+from xpspec.kit.arrays import floats, ints
+from xpspec.kit.events import env_step, run_end, store
+from xpspec.kit.events import exclude as exclude_event
+from xpspec.kit.events import hold as hold_event
+from xpspec.kit.items import decode_items, decode_windows, item_columns
+from xpspec.kit.steps import steps_from_columns
 from xpspec.protocol.adapter import PROTOCOL_VERSION, AdapterInfo, Unsupported
 from xpspec.protocol.env_spec import EnvSpec
 from xpspec.protocol.scenario import (
@@ -121,15 +127,11 @@ from xpspec.protocol.step_type import StepType
 from xpspec.protocol.trace import (
     EnvStep,
     Event,
-    Exclude,
-    Hold,
     Hook,
     IterationEnd,
     IterationStart,
     Relabel,
-    RunEnd,
     Sampled,
-    Store,
     Trace,
     TrainCall,
     Update,
@@ -508,26 +510,6 @@ def _load_toy_env(env_name: str, spec_json: str, seed: int, batch_size: int = 1)
 _load_toy_env.batched = True  # type: ignore[attr-defined]
 
 
-def _items(observation: torch.Tensor) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
-    ids = observation.reshape(-1, 3).to(torch.float64).to(torch.int64)
-    env, episode, t = (tuple(int(v) for v in c) for c in ids.T.tolist())
-    return env, episode, t
-
-
-def _ints(values: torch.Tensor) -> tuple[int, ...]:
-    return tuple(int(v) for v in values.reshape(-1).to(torch.int64).tolist())
-
-
-def _floats(values: torch.Tensor) -> tuple[float, ...]:
-    return tuple(float(v) for v in values.reshape(-1).to(torch.float64).tolist())
-
-
-def _windows(observation: torch.Tensor) -> tuple[Any, ...]:
-    """Batch-major observations ``[N, T, 3]`` as windows of ``(env, episode, t)``."""
-    ids = observation.to(torch.float64).to(torch.int64).tolist()
-    return tuple(tuple((int(o[0]), int(o[1]), int(o[2])) for o in window) for window in ids)
-
-
 def _wrap(owner: Any, name: str, before: Callable[..., Any]) -> None:
     """Replace ``owner.name`` by a function that calls ``before(*args)`` first."""
     original = getattr(owner, name)
@@ -641,8 +623,8 @@ class _TrainerRun:
         env_steps = self._env_steps()
         if cfg.pending_at_end == "flush" and hasattr(self.alg, "flush_pending"):
             self.alg.flush_pending()  # the user's script, once RLTrainer.train has returned
-        pending = _items(self._pending()) if cfg.pending_at_end == "report" else ((), (), ())
-        self.events.append(RunEnd(self.iteration, env_steps, cfg.pending_at_end, *pending))
+        held = decode_items(self._pending()) if cfg.pending_at_end == "report" else []
+        self.events.append(run_end(self.iteration, env_steps, cfg.pending_at_end, held))
         events = tuple(e for e in self.events if e is not None)
         return Trace(events, {"producer": "alf", "seed": sc.seed})
 
@@ -659,9 +641,8 @@ class _TrainerRun:
         unrolled = {
             item for e in events if isinstance(e, EnvStep) for item in zip(e.env, e.episode, e.t)
         }
-        held = [item for item in zip(*_items(self._pending())) if item in unrolled]
-        env, episode, t = (tuple(item[i] for item in held) for i in range(3))
-        events.append(RunEnd(done, env_steps, self.sc.trainer.pending_at_end, env, episode, t))
+        held = [item for item in decode_items(self._pending()) if item in unrolled]
+        events.append(run_end(done, env_steps, self.sc.trainer.pending_at_end, held))
         header = {
             "producer": "alf",
             "seed": self.sc.seed,
@@ -734,21 +715,15 @@ class _TrainerRun:
         return unroll
 
     def _on_env_step(self, policy_step: Any, action: Any, time_step: Any, *rest: Any) -> None:
-        policy_state = rest[1]
-        env, episode, t = _items(time_step.observation)
-        self.events.append(
-            EnvStep(
-                self.iteration,
-                env,
-                episode,
-                t,
-                _ints(time_step.step_type),
-                _floats(time_step.reward),
-                _floats(time_step.discount),
-                _ints(policy_state),
-                _ints(action),
-            )
+        rows = steps_from_columns(
+            decode_items(time_step.observation),
+            ints(time_step.step_type),
+            floats(time_step.reward),
+            floats(time_step.discount),
+            policy_states=ints(rest[1]),
+            actions=ints(action),
         )
+        self.events.append(env_step(self.iteration, rows))
 
     def _pending(self) -> torch.Tensor:
         """The observations the user's hook still holds (``[N, 3]``)."""
@@ -774,28 +749,21 @@ class _TrainerRun:
             for i in range(len(_STORED_FIELDS))
         )
         self._staged = []
-        env, episode, t = _items(observation)
-        self.events.append(
-            Store(
-                self.iteration,
-                env,
-                episode,
-                t,
-                _ints(step_type),
-                _floats(reward),
-                _floats(discount),
-                _floats(annotation),
-            )
+        rows = steps_from_columns(
+            decode_items(observation),
+            ints(step_type),
+            floats(reward),
+            floats(discount),
+            annotations=floats(annotation),
         )
+        self.events.append(store(self.iteration, rows))
 
     # -- the user's hook tells what it decided (xpspec.adapters.alf_preprocess.Journal) ------
     def exclude(self, observation: torch.Tensor, reason: str) -> None:
-        env, episode, t = _items(observation)
-        self.events.append(Exclude(self.iteration, env, episode, t, reason))
+        self.events.append(exclude_event(self.iteration, decode_items(observation), reason))
 
     def hold(self, observation: torch.Tensor) -> None:
-        env, episode, t = _items(observation)
-        self.events.append(Hold(self.iteration, env, episode, t))
+        self.events.append(hold_event(self.iteration, decode_items(observation)))
 
     # -- training ---------------------------------------------------------------------
     def _recorded_train_from_replay_buffer(
@@ -834,7 +802,7 @@ class _TrainerRun:
                 self._call[1],
                 self._updates,
                 self._counter_now(),
-                _windows(observation),
+                decode_windows(observation),
                 tuple(tuple(int(v) for v in row) for row in mask.tolist()),
             )
         )
@@ -858,20 +826,9 @@ def _fill(
         if n:
             ts = env.step(action)
         add(ts)
-        obs = ts.observation["observation"] if goals else ts.observation
-        env_ids, episode, t = _items(obs)
-        events.append(
-            Store(
-                0,
-                env_ids,
-                episode,
-                t,
-                _ints(ts.step_type),
-                _floats(ts.reward),
-                _floats(ts.discount),
-                (0.0,) * len(env_ids),
-            )
-        )
+        items = decode_items(ts.observation)  # a goal env's dict: its "observation"
+        rows = steps_from_columns(items, ints(ts.step_type), floats(ts.reward), floats(ts.discount))
+        events.append(store(0, rows))
     return events
 
 
@@ -901,7 +858,7 @@ def _run_replay(sc: ReplayScenario) -> Trace:
                 raise
             events.append(Sampled(draw, ()))
             continue
-        events.append(Sampled(draw, _windows(batch.observation)))
+        events.append(Sampled(draw, decode_windows(batch.observation)))
     return Trace(tuple(events), {"producer": "alf", "seed": sc.seed})
 
 
@@ -985,7 +942,7 @@ def _relabel_event(
     if j != len(wanted):
         raise ValueError(f"matched {j} of ALF's {len(wanted)} relabeled rows")
     rows = [i for i in range(len(keys)) if int(step_type[i]) != _LAST]
-    env, episode, t = _items(first[rows]) if rows else ((), (), ())
+    env, episode, t = item_columns(decode_items(first[rows]) if rows else [])
     goal_env, goal_episode, goal_t = (
         tuple(int(goal[i][c]) if relabeled[i] else -1 for i in rows) for c in range(3)
     )
@@ -1002,4 +959,4 @@ def _smoke() -> None:
     buffer = ReplayBuffer(dist_utils.extract_spec(ts, from_dim=1), 1, max_length=2)
     buffer.add_batch(ts)
     batch, _ = buffer.get_batch(1, 1)
-    assert _windows(batch.observation) == (((0, 0, 0),),)
+    assert decode_windows(batch.observation) == (((0, 0, 0),),)

@@ -22,10 +22,11 @@ from typing import Any, Protocol
 
 import torch
 
+from xpspec.kit.arrays import ints
+from xpspec.kit.exclusion import EXCLUSIONS, Exclusion, exclusion_reason, selected
+from xpspec.kit.items import decode_items
 from xpspec.protocol.preprocessors import (
     EpisodeDelayed,
-    ExcludeEpisodes,
-    ExcludeSteps,
     ExcludeTasks,
     Identity,
     OverwriteStepType,
@@ -65,10 +66,6 @@ def _t(exp: Any) -> torch.Tensor:
     return exp.time_step.observation[:, 2].to(torch.int64)
 
 
-def _episode(exp: Any) -> torch.Tensor:
-    return exp.time_step.observation[:, 1].to(torch.int64)
-
-
 def preprocessing_algorithm(base: type, spec: PreprocessorSpec) -> type:
     """``base`` (an off-policy ALF algorithm class) with ``observe_for_replay`` overridden as
     ``spec`` says; ``base`` itself for identity. Instances have a ``journal`` attribute."""
@@ -76,7 +73,7 @@ def preprocessing_algorithm(base: type, spec: PreprocessorSpec) -> type:
         return base
     if isinstance(spec, (RewardTransform, OverwriteStepType)):
         return _per_step(base, spec)
-    if isinstance(spec, (ExcludeSteps, ExcludeEpisodes, ExcludeTasks)):
+    if isinstance(spec, EXCLUSIONS):
         return _excluding(base, spec)
     if isinstance(spec, EpisodeDelayed):
         return _delayed(base, spec)
@@ -103,21 +100,17 @@ def _per_step(base: type, spec: RewardTransform | OverwriteStepType) -> type:
     return PerStepAlgorithm
 
 
-def _excluding(base: type, spec: ExcludeSteps | ExcludeEpisodes | ExcludeTasks) -> type:
+def _excluding(base: type, spec: Exclusion) -> type:
     class ExcludingAlgorithm(base):
         journal: Journal = _Silent()
 
         def observe_for_replay(self, exp: Any) -> None:
-            if isinstance(spec, ExcludeSteps):
-                excluded, reason = _t(exp) % spec.every == spec.offset, "step"
-            elif isinstance(spec, ExcludeEpisodes):
-                excluded, reason = _episode(exp) % spec.every == spec.offset, "episode"
-            else:
-                task = exp.time_step.env_info["task_id"].to(torch.int64)
-                excluded = torch.isin(task, torch.tensor(spec.task_ids, dtype=torch.int64))
-                reason = "task"
+            ts = exp.time_step
+            tasks = ints(ts.env_info["task_id"]) if isinstance(spec, ExcludeTasks) else None
+            rows = selected(spec, decode_items(ts.observation), tasks)
+            excluded = torch.tensor(rows, dtype=torch.bool)
             if bool(excluded.any()):
-                self.journal.exclude(exp.time_step.observation[excluded], reason)
+                self.journal.exclude(ts.observation[excluded], exclusion_reason(spec))
             if not bool(excluded.all()):
                 super().observe_for_replay(_rows(exp, ~excluded))
 

@@ -39,7 +39,6 @@ window_length, period)`` and reused by every run of that shape.
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
@@ -60,19 +59,21 @@ except ImportError as exc:  # pragma: no cover - exercised only without the fram
         f"constraints/torch.txt` ({exc})"
     ) from exc
 
+from xpspec.kit.events import store
+from xpspec.kit.items import decode_items, decode_windows, observation_array
+from xpspec.kit.quiet import quiet
+from xpspec.kit.steps import steps_from_columns
 from xpspec.protocol.adapter import PROTOCOL_VERSION, AdapterInfo, Unsupported
 from xpspec.protocol.env_spec import EnvSpec
 from xpspec.protocol.sampling import SamplingSpec
 from xpspec.protocol.scenario import ReplayScenario
-from xpspec.protocol.trace import Event, Sampled, Store, Trace
+from xpspec.protocol.trace import Event, Sampled, Trace
 from xpspec.refimpl.toy_envs.gym_vector import ToyVectorEnv, step_types_from_gym
 
 __all__ = ["FlashbaxAdapter"]
 
 _SOURCE = "https://github.com/instadeepai/flashbax/blob/v0.1.3/flashbax/buffers"
 _TRAJECTORY = f"{_SOURCE}/trajectory_buffer.py"
-
-Item = tuple[int, int, int]
 
 
 # -- what Flashbax can express ----------------------------------------------------------------------
@@ -129,8 +130,7 @@ def _buffer(shape: _Shape) -> _Buffer:
     cached = _BUFFERS.get(shape)
     if cached is not None:
         return cached
-    with warnings.catch_warnings():  # a period longer than the window warns; so be it
-        warnings.simplefilter("ignore")
+    with quiet():  # a period longer than the window warns; so be it
         buffer = fbx.make_trajectory_buffer(
             add_batch_size=shape.num_envs,
             sample_batch_size=shape.batch_size,
@@ -160,16 +160,6 @@ def _template() -> dict[str, Any]:
 
 
 # -- filling ----------------------------------------------------------------------------------------
-def _observations(obs: Any) -> np.ndarray:
-    """The ``[B, 3]`` toy observations (the ``observation`` entry of a goal env's dict)."""
-    return np.asarray(obs["observation"] if isinstance(obs, dict) else obs, dtype=np.float32)
-
-
-def _items(observation: np.ndarray) -> list[Item]:
-    flat = observation.reshape(-1, 3).astype(np.int64).tolist()
-    return [(row[0], row[1], row[2]) for row in flat]
-
-
 class _RecordingFill:
     """Steps the toy env and hands every vector step to Flashbax's ``add`` as one ``[B, 1]``
     batch, recording each batch as a ``store`` event."""
@@ -191,19 +181,13 @@ class _RecordingFill:
             "discount": jnp.asarray(discount.astype(np.float32)[:, None]),
         }
         self.state = self.buffer.add(self.state, batch)
-        items = _items(obs)
-        self.events.append(
-            Store(
-                0,
-                tuple(i[0] for i in items),
-                tuple(i[1] for i in items),
-                tuple(i[2] for i in items),
-                tuple(int(s) for s in step_type.tolist()),
-                tuple(float(r) for r in reward.astype(np.float32).tolist()),
-                tuple(float(d) for d in discount.astype(np.float32).tolist()),
-                (0.0,) * len(items),
-            )
+        rows = steps_from_columns(
+            decode_items(obs),
+            step_type.tolist(),
+            reward.astype(np.float32).tolist(),
+            discount.astype(np.float32).tolist(),
         )
+        self.events.append(store(0, rows))
 
     def fill(self, steps: int) -> None:
         """``steps`` time steps of every env, from the reset's FIRST on."""
@@ -217,16 +201,11 @@ class _RecordingFill:
                 previous_done = terminated | truncated
                 obs, reward, terminated, truncated, _ = self._env.step(self._actions)
             step_type = step_types_from_gym(terminated, truncated, previous_done)
-            self.add(_observations(obs), step_type, reward, np.where(terminated, 0.0, 1.0))
+            observation = observation_array(obs).astype(np.float32)
+            self.add(observation, step_type, reward, np.where(terminated, 0.0, 1.0))
 
 
 # -- sampling ---------------------------------------------------------------------------------------
-def _windows(observation: Any) -> tuple[tuple[Item, ...], ...]:
-    """``[N, T, 3]`` sampled observations as ``N`` windows of items."""
-    obs = np.asarray(observation)
-    return tuple(tuple(_items(window)) for window in obs)
-
-
 def _run_replay(sc: ReplayScenario) -> Trace:
     s = sc.sampling
     _check_support(s)
@@ -243,7 +222,7 @@ def _run_replay(sc: ReplayScenario) -> Trace:
             events.append(Sampled(draw, ()))
             continue
         sample = buffer.sample(state, sample_key)
-        events.append(Sampled(draw, _windows(sample.experience["observation"])))
+        events.append(Sampled(draw, decode_windows(sample.experience["observation"])))
     header = {"producer": "flashbax", "can_sample": bool(buffer.can_sample(state))}
     return Trace(tuple(events), header)
 

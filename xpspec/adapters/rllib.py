@@ -115,10 +115,10 @@ scenario unsupported when the bound is hit.
 from __future__ import annotations
 
 import copy
-import logging
+import dataclasses
 import warnings
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
@@ -147,6 +147,12 @@ with warnings.catch_warnings():  # RLlib's import warns of its own deprecated mo
             f"({exc})"
         ) from exc
 
+from xpspec.kit.episodes import episode_rows, transitions_observed
+from xpspec.kit.events import env_step, store
+from xpspec.kit.items import decode_item, item_columns
+from xpspec.kit.quiet import seeded_quiet
+from xpspec.kit.steps import Step
+from xpspec.kit.value import toy_value
 from xpspec.protocol.adapter import PROTOCOL_VERSION, AdapterInfo, Unsupported
 from xpspec.protocol.env_spec import EnvSpec
 from xpspec.protocol.scenario import (
@@ -159,8 +165,8 @@ from xpspec.protocol.step_type import StepType
 from xpspec.protocol.trace import (
     Advantages,
     CallerEpisode,
-    EnvStep,
     Event,
+    Item,
     NStep,
     Sampled,
     Shard,
@@ -183,30 +189,13 @@ _DRAW_LIMIT = 4000
 sampling for all transition starts (a few seconds; it needs far fewer), or one batch of windows
 (bounded at ``max(_DRAW_LIMIT, 50 * batch_size * W)``)."""
 
-Item = tuple[int, int, int]
-
 
 # -- quiet, seeded execution ----------------------------------------------------------------------
-@contextmanager
-def _seeded(seed: int) -> Iterator[None]:
+def _seeded(seed: int) -> AbstractContextManager[None]:
     """RLlib's log output and warnings silenced; torch's global generator (module weights,
     exploration) and numpy's global state (``SampleBatch.shuffle`` uses ``np.random``) seeded
     with ``seed``; all restored afterwards."""
-    loggers = [logging.getLogger(name) for name in ("ray", "ray.rllib")]
-    levels = [logger.level for logger in loggers]
-    for logger in loggers:
-        logger.setLevel(logging.ERROR)
-    state = np.random.get_state()
-    try:
-        with warnings.catch_warnings(), torch.random.fork_rng(devices=[]):
-            warnings.simplefilter("ignore")
-            torch.manual_seed(seed)
-            np.random.seed(seed)
-            yield
-    finally:
-        np.random.set_state(state)
-        for logger, level in zip(loggers, levels):
-            logger.setLevel(level)
+    return seeded_quiet(seed, ("torch", "numpy"), ("ray", "ray.rllib"))
 
 
 # -- bounded sampling ---------------------------------------------------------------------------
@@ -251,8 +240,7 @@ class _ToyValueModule(DefaultPPOTorchRLModule):
 
     def compute_values(self, batch: dict[str, Any], embeddings: Any = None) -> torch.Tensor:
         config: Any = self.model_config
-        scale = float(config["value_scale"])
-        return scale * batch[Columns.OBS][..., 2]
+        return toy_value(batch[Columns.OBS], float(config["value_scale"]))[..., 0]
 
 
 def _config(
@@ -307,37 +295,14 @@ def _config(
 def _env_steps(spec: EnvSpec, seed: int, steps: int) -> int:
     """RLlib's count of sampled timesteps in the first ``steps`` vector steps after a reset:
     every time step except the FIRSTs (a reset is no timestep, ``SingleAgentEnvRunner._sample``)."""
-    total = 0
-    for env in range(spec.num_envs):
-        remaining, episode = steps, 0
-        while remaining > 0:
-            span = min(remaining, spec.episode(seed, env, episode).length + 1)
-            total += span - 1
-            remaining -= span
-            episode += 1
-    return total
+    return sum(transitions_observed(spec, seed, env, steps) for env in range(spec.num_envs))
 
 
 # -- episodes as time steps ------------------------------------------------------------------------
-def _item(observation: Any) -> Item:
-    e, k, t = (int(v) for v in np.asarray(observation, dtype=np.float64).tolist())
-    return (e, k, t)
-
-
-@dataclass(frozen=True)
-class _Step:
-    """One time step held by an episode chunk, with its spec fields and the action taken at it
-    (``-1`` where none is recorded: a LAST, or the newest observation of a chunk)."""
-
-    item: Item
-    step_type: int
-    reward: float
-    discount: float
-    action: int
-
-
-def _steps(chunk: Any) -> list[_Step]:
-    """The time steps a chunk holds (lookback excluded), its first one included."""
+def _steps(chunk: Any) -> list[Step]:
+    """The time steps a chunk holds (lookback excluded), its first one included, with the
+    action taken at each (``-1`` where none is recorded: a LAST, or the newest observation of
+    a chunk); the modules are stateless, so the policy state is ``t``."""
     observations = chunk.get_observations()
     rewards = [float(r) for r in chunk.get_rewards()]
     actions = [int(a) for a in chunk.get_actions()]
@@ -354,11 +319,11 @@ def _steps(chunk: Any) -> list[_Step]:
         reward = rewards[i - 1] if i > 0 else 0.0
         discount = 0.0 if step_type == _LAST and chunk.is_terminated else 1.0
         action = actions[i] if i < length else -1
-        out.append(_Step(_item(obs), step_type, reward, discount, action))
+        out.append(Step(decode_item(obs), step_type, reward, discount, action=action))
     return out
 
 
-def _new_steps(chunk: Any) -> list[_Step]:
+def _new_steps(chunk: Any) -> list[Step]:
     """The time steps a chunk adds to its episode: a continuation's first observation is its
     predecessor's final one."""
     steps = _steps(chunk)
@@ -367,7 +332,7 @@ def _new_steps(chunk: Any) -> list[_Step]:
 
 # -- env ---------------------------------------------------------------------------------------
 def _run_env(sc: EnvScenario) -> Trace:
-    streams: dict[int, list[_Step]] = {e: [] for e in range(sc.env.num_envs)}
+    streams: dict[int, list[Step]] = {e: [] for e in range(sc.env.num_envs)}
     open_chunks: dict[str, tuple[int, int]] = {}  # id_ -> (env, index of its newest step)
     with _seeded(sc.seed):
         runner = SingleAgentEnvRunner(config=_config(sc.env, sc.seed))
@@ -388,27 +353,14 @@ def _run_env(sc: EnvScenario) -> Trace:
                     open_chunks[chunk.id_] = (env, len(streams[env]) - 1)
         finally:
             runner.stop()
-    events: list[Event] = []
-    for n in range(sc.steps):
-        column = [streams[e][n] for e in range(sc.env.num_envs)]
-        events.append(
-            EnvStep(
-                0,
-                tuple(s.item[0] for s in column),
-                tuple(s.item[1] for s in column),
-                tuple(s.item[2] for s in column),
-                tuple(s.step_type for s in column),
-                tuple(s.reward for s in column),
-                tuple(s.discount for s in column),
-                tuple(s.item[2] for s in column),
-                tuple(s.action for s in column),
-            )
-        )
+    events: list[Event] = [
+        env_step(0, [streams[e][n] for e in range(sc.env.num_envs)]) for n in range(sc.steps)
+    ]
     return Trace(tuple(events), {"producer": "rllib", "autoreset_mode": str(mode)})
 
 
-def _with_action(step: _Step, continued: _Step) -> _Step:
-    return _Step(step.item, step.step_type, step.reward, step.discount, continued.action)
+def _with_action(step: Step, continued: Step) -> Step:
+    return dataclasses.replace(step, action=continued.action)
 
 
 # -- replay ------------------------------------------------------------------------------------
@@ -432,22 +384,11 @@ def _replay_support(sc: ReplayScenario) -> None:
 
 def _store(chunks: Sequence[Any]) -> Store | None:
     steps = [s for chunk in chunks for s in _new_steps(chunk)]
-    if not steps:
-        return None
-    return Store(
-        0,
-        tuple(s.item[0] for s in steps),
-        tuple(s.item[1] for s in steps),
-        tuple(s.item[2] for s in steps),
-        tuple(s.step_type for s in steps),
-        tuple(s.reward for s in steps),
-        tuple(s.discount for s in steps),
-        (0.0,) * len(steps),
-    )
+    return store(0, steps) if steps else None
 
 
 def _windows_of(observations: Any, length: int) -> tuple[Item | None, ...]:
-    items: list[Item | None] = [_item(o) for o in observations]
+    items: list[Item | None] = [decode_item(o) for o in observations]
     return tuple(items + [None] * (length - len(items)))
 
 
@@ -567,7 +508,7 @@ def _learner_episodes(sc: LearnerScenario, config: PPOConfig) -> list[Any]:
         episodes = runner.sample(num_timesteps=_env_steps(sc.env, sc.seed, sc.steps))
     finally:
         runner.stop()
-    return sorted(episodes, key=lambda ep: _item(ep.get_observations(0))[:2])
+    return sorted(episodes, key=lambda ep: decode_item(ep.get_observations(0))[:2])
 
 
 def _held(episode: Any) -> tuple[int, int, int]:
@@ -586,12 +527,12 @@ def _update(sc: LearnerScenario, config: PPOConfig, episodes: list[Any]) -> _Lea
     seen: list[list[Item]] = []
 
     def recorded_update(batch: dict[str, Any], **kwargs: Any) -> Any:
-        seen.append([_item(o) for o in batch[_MODULE_ID][Columns.OBS].detach().cpu().numpy()])
+        seen.append([decode_item(o) for o in batch[_MODULE_ID][Columns.OBS].detach().cpu().numpy()])
         return update(batch, **kwargs)
 
     learner._update = recorded_update
     handed = copy.deepcopy(episodes)
-    keys = [_item(ep.get_observations(0))[:2] for ep in handed]
+    keys = [decode_item(ep.get_observations(0))[:2] for ep in handed]
     before = [_held(ep) for ep in handed]
     learner.update(
         episodes=handed,
@@ -600,7 +541,7 @@ def _update(sc: LearnerScenario, config: PPOConfig, episodes: list[Any]) -> _Lea
         shuffle_batch_per_epoch=True,
     )
     columns = capture.batch
-    items = [_item(o) for o in columns[Columns.OBS]]
+    items = [decode_item(o) for o in columns[Columns.OBS]]
     index = {item: i for i, item in enumerate(items)}
     if len(index) != len(items):
         raise RuntimeError("the learner batch holds a time step twice")
@@ -617,9 +558,6 @@ def _advantage_events(data: _LearnerData) -> list[Advantages]:
     targets = data.columns[Postprocessing.VALUE_TARGETS]
     normalized = data.columns[Postprocessing.ADVANTAGES]
     mask = data.columns[Columns.LOSS_MASK]
-    groups: dict[tuple[int, int], list[int]] = {}
-    for i, (e, k, _) in enumerate(data.items):
-        groups.setdefault((e, k), []).append(i)
     return [
         Advantages(
             e,
@@ -630,7 +568,7 @@ def _advantage_events(data: _LearnerData) -> list[Advantages]:
             tuple(float(normalized[i]) for i in rows),
             tuple(int(bool(mask[i])) for i in rows),
         )
-        for (e, k), rows in groups.items()
+        for (e, k), rows in episode_rows(data.items).items()
     ]
 
 
@@ -647,16 +585,10 @@ def _shard_events(sc: LearnerScenario, config: PPOConfig, episodes: list[Any]) -
     )
     events = []
     for learner, (data, _) in enumerate(shards):
-        pieces = [(_item(ep.get_observations(0)), ep.t_started, ep.t) for ep in data.episodes]
-        events.append(
-            Shard(
-                learner,
-                tuple(item[0] for item, _, _ in pieces),
-                tuple(item[1] for item, _, _ in pieces),
-                tuple(start for _, start, _ in pieces),
-                tuple(stop for _, _, stop in pieces),
-            )
-        )
+        pieces = [(decode_item(ep.get_observations(0)), ep.t_started, ep.t) for ep in data.episodes]
+        env, episode, _ = item_columns([item for item, _, _ in pieces])
+        starts = tuple(start for _, start, _ in pieces)
+        events.append(Shard(learner, env, episode, starts, tuple(stop for _, _, stop in pieces)))
     return events
 
 
@@ -675,7 +607,7 @@ def _nstep_event(sc: LearnerScenario, episodes: list[Any]) -> NStep:
             for item in buffer.sample(
                 batch_size_B=len(starts), n_step=sc.nstep, gamma=gamma, sample_episodes=True
             ):
-                first, nxt = (_item(o) for o in item.get_observations())
+                first, nxt = (decode_item(o) for o in item.get_observations())
                 n_step = int(item.get_extra_model_outputs("n_step")[0])
                 reward = float(item.get_rewards()[0])
                 alive = 0.0 if item.is_terminated else 1.0
@@ -691,13 +623,8 @@ def _nstep_event(sc: LearnerScenario, episodes: list[Any]) -> NStep:
             f"{_SOURCE}/utils/replay_buffers/episode_replay_buffer.py",
         ) from None
     keys = sorted(found)
-    return NStep(
-        tuple(k[0] for k in keys),
-        tuple(k[1] for k in keys),
-        tuple(k[2] for k in keys),
-        tuple(found[k][0] for k in keys),
-        tuple(found[k][1] for k in keys),
-    )
+    targets = tuple(found[k][0] for k in keys)
+    return NStep(*item_columns(keys), targets, tuple(found[k][1] for k in keys))
 
 
 def _run_learner(sc: LearnerScenario) -> Trace:

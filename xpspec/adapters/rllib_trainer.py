@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import traceback
 import warnings
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -31,7 +30,10 @@ with warnings.catch_warnings():  # RLlib's import warns of its own deprecated mo
     from ray.rllib.utils.replay_buffers.episode_replay_buffer import EpisodeReplayBuffer
     from ray.tune.registry import register_env
 
-from xpspec.adapters.rllib import _item, _new_steps, _seeded, _steps, _ToyVectorEnv, _with_action
+from xpspec.adapters.rllib import _new_steps, _seeded, _steps, _ToyVectorEnv, _with_action
+from xpspec.kit.events import env_step, exclude, run_end, store
+from xpspec.kit.exclusion import exclusion_reason, selects
+from xpspec.kit.items import decode_item, decode_items, single_item_windows
 from xpspec.protocol.adapter import Unsupported
 from xpspec.protocol.preprocessors import (
     ExcludeEpisodes,
@@ -42,16 +44,11 @@ from xpspec.protocol.preprocessors import (
     RewardTransform,
 )
 from xpspec.protocol.scenario import TrainerScenario
-from xpspec.protocol.step_type import StepType
 from xpspec.protocol.trace import (
-    EnvStep,
     Event,
-    Exclude,
     Item,
     IterationEnd,
     IterationStart,
-    RunEnd,
-    Store,
     Trace,
     TrainCall,
     Update,
@@ -63,7 +60,6 @@ __all__ = ["RecordingDQNLearner", "RecordingEpisodeReplayBuffer", "run_trainer"]
 _SOURCE = "https://github.com/ray-project/ray/blob/b7f4259e944bf6959f721b106adc366ddfa0c356/rllib"
 _ENV_NAME = "xpspec-toy"
 _MODULE_ID = "default_policy"
-_LAST = int(StepType.LAST)
 
 
 def _unsupported(reason: str, path: str) -> Unsupported:
@@ -105,8 +101,7 @@ class RecordingDQNLearner(DQNTorchLearner):
         self.updates: list[list[Item]] = []
 
     def _update(self, batch: dict[str, Any]) -> Any:
-        obs = batch[_MODULE_ID][Columns.OBS].detach().cpu().numpy()
-        self.updates.append([_item(o) for o in obs])
+        self.updates.append(decode_items(batch[_MODULE_ID][Columns.OBS]))
         return super()._update(batch)
 
 
@@ -134,20 +129,14 @@ class _SampleHook:
         elif isinstance(spec, (ExcludeEpisodes, ExcludeTasks)):
             kept = []
             for chunk in samples:
-                if self._excludes(chunk):
-                    reason = "episode" if isinstance(spec, ExcludeEpisodes) else "task"
-                    self.excluded.append((reason, [s.item for s in _new_steps(chunk)]))
+                # a chunk is one episode's: its first observation and info select it
+                task_id = chunk.get_infos(0)["task_id"] if isinstance(spec, ExcludeTasks) else None
+                if selects(spec, decode_item(chunk.get_observations(0)), task_id):
+                    items = [s.item for s in _new_steps(chunk)]
+                    self.excluded.append((exclusion_reason(spec), items))
                 else:
                     kept.append(chunk)
             samples[:] = kept
-
-    def _excludes(self, chunk: Any) -> bool:
-        spec = self.spec
-        if isinstance(spec, ExcludeEpisodes):
-            episode = _item(chunk.get_observations(0))[1]
-            return episode % spec.every == spec.offset
-        assert isinstance(spec, ExcludeTasks)
-        return int(chunk.get_infos(0)["task_id"]) in spec.task_ids
 
 
 class _SampleRecorder:
@@ -301,38 +290,6 @@ def _config(sc: TrainerScenario, u: int, hook: _SampleHook, recorder: _SampleRec
 
 
 # -- recording ---------------------------------------------------------------------------------
-def _column_events(iteration: int, rows: list[list[Any]]) -> list[EnvStep]:
-    events = []
-    for column in rows:
-        events.append(
-            EnvStep(
-                iteration,
-                tuple(s.item[0] for s in column),
-                tuple(s.item[1] for s in column),
-                tuple(s.item[2] for s in column),
-                tuple(s.step_type for s in column),
-                tuple(s.reward for s in column),
-                tuple(s.discount for s in column),
-                tuple(s.item[2] for s in column),
-                tuple(s.action for s in column),
-            )
-        )
-    return events
-
-
-def _store_event(iteration: int, steps: Sequence[Any]) -> Store:
-    return Store(
-        iteration,
-        tuple(s.item[0] for s in steps),
-        tuple(s.item[1] for s in steps),
-        tuple(s.item[2] for s in steps),
-        tuple(s.step_type for s in steps),
-        tuple(s.reward for s in steps),
-        tuple(s.discount for s in steps),
-        (0.0,) * len(steps),
-    )
-
-
 def run_trainer(sc: TrainerScenario) -> Trace:
     """``num_iterations`` calls of ``Algorithm.train()`` of a DQN built on a local Ray
     instance, recorded as described in :mod:`xpspec.adapters.rllib`."""
@@ -403,7 +360,7 @@ class _Run:
                 )
                 break
         policy = self.sc.trainer.pending_at_end
-        self.events.append(RunEnd(iterations, self.env_steps, policy, (), (), ()))
+        self.events.append(run_end(iterations, self.env_steps, policy))
         return Trace(tuple(self.events), header)
 
     def _iteration(self, iteration: int) -> None:
@@ -419,19 +376,11 @@ class _Run:
         self._env_steps(iteration)
         for steps in self.buffer.added[seen_adds:]:
             if steps:
-                self.events.append(_store_event(iteration, steps))
+                self.events.append(store(iteration, steps))
                 self.stored += len(steps)
         for reason, items in self.hook.excluded[seen_excluded:]:
             if items:
-                self.events.append(
-                    Exclude(
-                        iteration,
-                        tuple(i[0] for i in items),
-                        tuple(i[1] for i in items),
-                        tuple(i[2] for i in items),
-                        reason,
-                    )
-                )
+                self.events.append(exclude(iteration, items, reason))
         updates = self.learner.updates[seen_updates:]
         self.events.append(
             TrainCall(
@@ -439,7 +388,7 @@ class _Run:
             )
         )
         for index, rows in enumerate(updates):
-            windows = tuple((item,) for item in rows)
+            windows = single_item_windows(rows)
             self.events.append(
                 Update(iteration, self.calls, index, counter, windows, ((1,),) * len(rows))
             )
@@ -480,6 +429,6 @@ class _Run:
             [self.env_stream[e][n] for e in range(self.sc.env.num_envs)]
             for n in range(self.vector_steps, done)
         ]
-        self.events.extend(_column_events(iteration, rows))
+        self.events.extend(env_step(iteration, column) for column in rows)
         self.env_steps += len(rows) * self.sc.env.num_envs
         self.vector_steps = done

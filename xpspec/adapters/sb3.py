@@ -28,7 +28,7 @@ follows ``done``) is FIRST, a ``terminal_observation`` is LAST (discount 0 unles
   Its ring keeps ``buffer_size // n_envs`` rows per env, i.e. that many time steps plus one
   LAST per episode end among them, where the spec's ring keeps ``capacity`` time steps. The
   adapter gives it the most rows whose time steps, LASTs included, fit in ``capacity`` in
-  every env when the draws begin (:mod:`xpspec.adapters.transition_rings`): it then holds no step
+  every env when the draws begin (:mod:`xpspec.kit.transition_rings`): it then holds no step
   the spec's ring has evicted (``capacity * B`` would keep one more step per episode end).
 - ``run_learner``: see :class:`_LearnerRun`.
 
@@ -77,9 +77,7 @@ stops there (header ``stopped``).
 from __future__ import annotations
 
 import math
-import warnings
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -104,16 +102,24 @@ from xpspec.adapters.sb3_preprocess import (
     HookedBuffer,
     RewardScalingBuffer,
     Row,
-    TaskSelector,
 )
-from xpspec.adapters.transition_rings import rows_within_capacity
+from xpspec.kit.episodes import (
+    episode_rows,
+    one_learner_shard,
+    standin_bootstrap,
+    transitions_observed,
+)
+from xpspec.kit.events import env_step, exclude, hold, run_end, store
+from xpspec.kit.exclusion import EXCLUSIONS
+from xpspec.kit.items import decode_item, decode_items, item_columns, single_item_windows
+from xpspec.kit.quiet import quiet
+from xpspec.kit.steps import Step, TransitionRows, last_step, steps_from_columns
+from xpspec.kit.transition_rings import rows_within_capacity
+from xpspec.kit.value import toy_value
 from xpspec.protocol.adapter import PROTOCOL_VERSION, AdapterInfo, Unsupported
 from xpspec.protocol.env_spec import EnvSpec
 from xpspec.protocol.preprocessors import (
     EpisodeDelayed,
-    ExcludeEpisodes,
-    ExcludeSteps,
-    ExcludeTasks,
     Identity,
     RewardTransform,
 )
@@ -127,18 +133,13 @@ from xpspec.protocol.scenario import (
 from xpspec.protocol.step_type import StepType
 from xpspec.protocol.trace import (
     Advantages,
-    EnvStep,
     Event,
-    Exclude,
-    Hold,
     Item,
     IterationEnd,
     IterationStart,
     NStep,
     Relabel,
-    RunEnd,
     Sampled,
-    Shard,
     Store,
     Trace,
     TrainCall,
@@ -152,40 +153,12 @@ __all__ = ["SB3Adapter"]
 _VERSION = "2.9.2"
 _SRC = "stable_baselines3 2.9.2"
 _LINK = "https://github.com/DLR-RM/stable-baselines3/tree/v2.9.2/stable_baselines3"
-_FIRST, _MID, _LAST = int(StepType.FIRST), int(StepType.MID), int(StepType.LAST)
+_FIRST, _MID = int(StepType.FIRST), int(StepType.MID)
 _NET = {"net_arch": [8]}
 """A tiny Q-network: the spec is about experience, not learning."""
 
 
-# -- observations and items -------------------------------------------------------------------
-def _ids(obs: Any) -> np.ndarray:
-    """``[n, 3]`` int64 identities of a batch of toy-env observations (dict ones included)."""
-    if isinstance(obs, dict):
-        obs = obs["observation"]
-    if isinstance(obs, torch.Tensor):
-        obs = obs.detach().cpu().numpy()
-    return np.asarray(obs, dtype=np.float64).reshape(-1, 3).astype(np.int64)
-
-
-def _items(obs: Any) -> list[Item]:
-    return [(int(e), int(k), int(t)) for e, k, t in _ids(obs)]
-
-
-def _columns(items: Sequence[Item]) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
-    if not items:
-        return (), (), ()
-    env, episode, t = zip(*items)
-    return tuple(env), tuple(episode), tuple(t)
-
-
-@contextmanager
-def _quiet() -> Iterator[None]:
-    """SB3 warns about small buffers and mini-batch sizes; the suite prints nothing."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        yield
-
-
+# -- envs -------------------------------------------------------------------------------------
 def _env_fns(spec: EnvSpec, seed: int) -> list[Callable[[], gymnasium.Env[Any, Any]]]:
     return list(make_env_fns(spec, seed))
 
@@ -214,32 +187,23 @@ class _RowMapper:
     ``TimeLimit.truncated``.
     """
 
-    def __init__(self, num_envs: int, with_last: bool) -> None:
+    def __init__(self, with_last: bool) -> None:
         self.with_last = with_last
-        self.first = np.ones(num_envs, dtype=bool)
-        self.reward = np.zeros(num_envs)
+        self.rows = TransitionRows()
 
     def store(
         self, iteration: int, obs: Any, next_obs: Any, reward: Any, done: Any, infos: Any
     ) -> Store:
-        items = _items(obs)
-        types = [_FIRST if f else _MID for f in self.first]
-        rewards = [0.0 if f else float(r) for f, r in zip(self.first, self.reward)]
-        discounts = [1.0] * len(items)
+        items = decode_items(obs)
+        rows = [self.rows.row(item) for item in items]
+        ended = np.flatnonzero(done)
         if self.with_last:
-            for e, last in zip(np.flatnonzero(done), _items(_take(next_obs, np.flatnonzero(done)))):
+            for e, last in zip(ended, decode_items(_take(next_obs, ended))):
                 truncated = bool(infos[e].get("TimeLimit.truncated", False))
-                items.append(last)
-                types.append(_LAST)
-                rewards.append(float(reward[e]))
-                discounts.append(1.0 if truncated else 0.0)
-        self.first = np.asarray(done, dtype=bool).copy()
-        self.reward = np.asarray(reward, dtype=np.float64).copy()
-        env, episode, t = _columns(items)
-        annotation = (0.0,) * len(items)
-        return Store(
-            iteration, env, episode, t, tuple(types), tuple(rewards), tuple(discounts), annotation
-        )
+                rows.append(last_step(last, float(reward[e]), not truncated))
+        for item, r, d in zip(items, np.asarray(reward).tolist(), np.asarray(done).tolist()):
+            self.rows.follow(item[0], r, d)
+        return store(iteration, rows)
 
 
 def _take(obs: Any, rows: np.ndarray) -> Any:
@@ -254,18 +218,16 @@ class _StepRecorder(VecEnvWrapper):
     env was in before it (FIRST after a reset or a ``done``, else MID with the reward the
     previous step returned; never LAST, see the module docstring) and the actions."""
 
-    def __init__(self, venv: DummyVecEnv, on_step: Callable[[_StepStart], None]) -> None:
+    def __init__(self, venv: DummyVecEnv, on_step: Callable[[list[Step]], None]) -> None:
         super().__init__(venv)
         self._on_step = on_step
         self._obs: Any = None
-        self._first = np.ones(self.num_envs, dtype=bool)
-        self._reward = np.zeros(self.num_envs)
+        self._rows = TransitionRows()
         self._actions: Any = None
 
     def reset(self) -> Any:
         self._obs = self.venv.reset()
-        self._first[:] = True
-        self._reward[:] = 0.0
+        self._rows = TransitionRows()
         return self._obs
 
     def step_async(self, actions: np.ndarray) -> None:
@@ -274,37 +236,13 @@ class _StepRecorder(VecEnvWrapper):
 
     def step_wait(self) -> Any:
         obs, rewards, dones, infos = self.venv.step_wait()
-        self._on_step(
-            _StepStart(_items(self._obs), self._first.copy(), self._reward.copy(), self._actions)
-        )
+        items = decode_items(self._obs)
+        actions = np.asarray(self._actions).reshape(-1).tolist()
+        self._on_step([self._rows.row(item, action=a) for item, a in zip(items, actions)])
+        for item, r, d in zip(items, np.asarray(rewards).tolist(), np.asarray(dones).tolist()):
+            self._rows.follow(item[0], r, d)
         self._obs = obs
-        self._first = np.asarray(dones, dtype=bool).copy()
-        self._reward = np.asarray(rewards, dtype=np.float64).copy()
         return obs, rewards, dones, infos
-
-
-@dataclass(frozen=True)
-class _StepStart:
-    """What one vector step started from: items, FIRST flags, rewards into them, actions."""
-
-    items: list[Item]
-    first: np.ndarray
-    reward: np.ndarray
-    actions: Any
-
-    def event(self, iteration: int) -> EnvStep:
-        env, episode, t = _columns(self.items)
-        return EnvStep(
-            iteration,
-            env,
-            episode,
-            t,
-            tuple(_FIRST if f else _MID for f in self.first),
-            tuple(0.0 if f else float(r) for f, r in zip(self.first, self.reward)),
-            (1.0,) * len(self.items),
-            t,
-            tuple(int(a) for a in np.asarray(self.actions).reshape(-1)),
-        )
 
 
 # -- translating trainer scenarios ------------------------------------------------------------
@@ -416,14 +354,9 @@ def _user_buffer(scenario: TrainerScenario) -> _UserBuffer:
         return _UserBuffer(
             RewardScalingBuffer, (("scale", float(p.scale)), ("shift", float(p.shift)))
         )
-    if isinstance(p, (ExcludeSteps, ExcludeEpisodes, ExcludeTasks)):
+    if isinstance(p, EXCLUSIONS):
         _one_env_only(name, b, "leave out")
-        if isinstance(p, ExcludeTasks):
-            rule = TaskSelector("task", task_ids=tuple(p.task_ids))
-        else:
-            what = "step" if isinstance(p, ExcludeSteps) else "episode"
-            rule = TaskSelector(what, p.every, p.offset)
-        return _UserBuffer(ExcludingBuffer, (("rule", rule),))
+        return _UserBuffer(ExcludingBuffer, (("rule", p),))
     if isinstance(p, EpisodeDelayed):
         _one_env_only(name, b, "hold back")
         return _UserBuffer(EpisodeDelayedBuffer, (("keep", p.keep),))
@@ -460,20 +393,19 @@ class _StoredRows:
     that row's reward (the reward into ``t``); its annotation is the buffer's ``annotations``
     entry where the user's buffer keeps one, else 0."""
 
-    def __init__(self, num_envs: int) -> None:
-        self.first = np.ones(num_envs, dtype=bool)
-        self.reward = np.zeros(num_envs)
+    def __init__(self) -> None:
+        self.rows = TransitionRows()
 
-    def read(self, buffer: Any) -> tuple[list[Item], list[int], list[float], list[float]]:
+    def read(self, buffer: Any) -> list[Step]:
         row = (buffer.pos - 1) % buffer.buffer_size
-        items = _items(buffer.observations[row])
-        types = [_FIRST if f else _MID for f in self.first]
-        rewards = [0.0 if f else float(r) for f, r in zip(self.first, self.reward)]
+        items = decode_items(buffer.observations[row])
         annotations = getattr(buffer, "annotations", None)
         notes = [0.0] * len(items) if annotations is None else annotations[row].tolist()
-        self.first = buffer.dones[row].astype(bool)
-        self.reward = buffer.rewards[row].astype(np.float64)
-        return items, types, rewards, [float(a) for a in notes]
+        out = [self.rows.row(item, annotation=a) for item, a in zip(items, notes)]
+        done = buffer.dones[row].astype(bool).tolist()
+        for item, r, d in zip(items, buffer.rewards[row].tolist(), done):
+            self.rows.follow(item[0], r, d)
+        return out
 
 
 class _TrainerRun:
@@ -495,8 +427,8 @@ class _TrainerRun:
         self.update_index = 0
         self.stored = 0
         self.env_steps = 0
-        self.rows = _StoredRows(self.num_envs)
-        self.written: list[tuple[Item, int, float, float]] = []
+        self.rows = _StoredRows()
+        self.written: list[Step] = []
         venv = _StepRecorder(_vec_env(scenario.env, scenario.seed), self._on_env_step)
         self.model = _dqn(venv, scenario.env, config, scenario.seed, **user.dqn_kwargs())
         self._wrap()
@@ -545,7 +477,7 @@ class _TrainerRun:
 
         def sample_batch(batch_size: int, env: Any = None) -> Any:
             samples = sample(batch_size, env=env)
-            windows = tuple((item,) for item in _items(samples.observations))
+            windows = single_item_windows(decode_items(samples.observations))
             self.events.append(
                 Update(
                     self.iteration,
@@ -567,7 +499,7 @@ class _TrainerRun:
             self._wrap_hooks(buffer)
 
     def _wrap_hooks(self, buffer: HookedBuffer) -> None:
-        store_row, drop, hold = buffer.store_row, buffer.drop, buffer.hold
+        store_row, drop, keep = buffer.store_row, buffer.drop, buffer.hold
 
         def stored(row: Row) -> None:
             store_row(row)
@@ -575,14 +507,12 @@ class _TrainerRun:
 
         def dropped(rows: list[Row], reason: str) -> None:
             drop(rows, reason)
-            items = [item for row in rows for item in _items(row.obs)]
-            env, episode, t = _columns(items)
-            self.events.append(Exclude(self.iteration, env, episode, t, reason))
+            items = [item for row in rows for item in decode_items(row.obs)]
+            self.events.append(exclude(self.iteration, items, reason))
 
         def held(row: Row) -> None:
-            hold(row)
-            env, episode, t = _columns(_items(row.obs))
-            self.events.append(Hold(self.iteration, env, episode, t))
+            keep(row)
+            self.events.append(hold(self.iteration, decode_items(row.obs)))
 
         _patch(buffer, "store_row", stored)
         _patch(buffer, "drop", dropped)
@@ -590,30 +520,25 @@ class _TrainerRun:
 
     def _read_row(self) -> None:
         """Read the row just written, before a later write can overwrite it."""
-        self.written.extend(zip(*self.rows.read(self.buffer)))
+        self.written.extend(self.rows.read(self.buffer))
 
     def _flush_store(self) -> None:
         """One Store event for the rows the current ``add`` call wrote (none: no event)."""
         if not self.written:
             return
-        items, types, rewards, notes = zip(*self.written)
+        self.events.append(store(self.iteration, self.written))
+        self.stored += len(self.written)
         self.written = []
-        env, episode, t = _columns(items)
-        n = len(items)
-        self.events.append(
-            Store(self.iteration, env, episode, t, types, rewards, (1.0,) * n, notes)
-        )
-        self.stored += n
 
     def _pending(self) -> list[Item]:
         buffer = self.buffer
         if not isinstance(buffer, HookedBuffer):
             return []
-        return [item for row in buffer.held() for item in _items(row.obs)]
+        return [item for row in buffer.held() for item in decode_items(row.obs)]
 
-    def _on_env_step(self, row: _StepStart) -> None:
-        self.events.append(row.event(self.iteration))
-        self.env_steps += len(row.items)
+    def _on_env_step(self, rows: list[Step]) -> None:
+        self.events.append(env_step(self.iteration, rows))
+        self.env_steps += len(rows)
 
     def _close_iteration(self) -> None:
         """End the open iteration; learn() made no train call after its rollout iff its gate
@@ -651,8 +576,7 @@ class _TrainerRun:
             if isinstance(buffer, EpisodeDelayedBuffer):
                 buffer.flush()
                 self._flush_store()
-        env, episode, t = _columns(self._pending())
-        self.events.append(RunEnd(self.iteration, self.env_steps, policy, env, episode, t))
+        self.events.append(run_end(self.iteration, self.env_steps, policy, self._pending()))
         return Trace(tuple(self.events), header)
 
 
@@ -666,11 +590,6 @@ def _n_sampled_goal(ratio: Fraction) -> int:
             "of a batch for an integer n_sampled_goal >= 0 (her_replay_buffer.py:__init__)"
         )
     return int(ratio / (1 - ratio))
-
-
-def _goal_sources(goals: np.ndarray) -> tuple[tuple[int, int, int], ...]:
-    """The time step ``(e, k, t')`` whose achieved goal ``[e, k, t']`` became each row's goal."""
-    return tuple((int(e), int(k), int(t)) for e, k, t in goals.reshape(-1, 3).astype(np.int64))
 
 
 # -- the adapter ------------------------------------------------------------------------------
@@ -698,7 +617,7 @@ class SB3Adapter:
             raise RuntimeError(
                 f"stable-baselines3: expected {_VERSION}, got {stable_baselines3.__version__}"
             )
-        with _quiet():
+        with quiet():
             spec = EnvSpec()
             config = _DQNConfig(1, 1, 1, 0, 8, 2)
             _dqn(_vec_env(spec, 0), spec, config, 0).learn(2)
@@ -712,22 +631,29 @@ class SB3Adapter:
         b = venv.num_envs
         events: list[Event] = []
         zeros = np.zeros(b, dtype=np.int64)
-        with _quiet():
+        with quiet():
             obs = venv.reset()
-            events.append(_env_event(_items(obs), [_FIRST] * b, [0.0] * b, [1.0] * b))
+            events.append(
+                env_step(0, [Step(item, _FIRST, 0.0, action=0) for item in decode_items(obs)])
+            )
             for _ in range(scenario.steps - 1):
                 obs, rewards, dones, infos = venv.step(zeros)
-                items, types, discounts = _items(obs), [_MID] * b, [1.0] * b
+                row = [
+                    Step(item, _MID, float(r), action=0)
+                    for item, r in zip(decode_items(obs), rewards)
+                ]
                 for e in np.flatnonzero(dones):
-                    (items[e],) = _items(_row_obs(infos[e]["terminal_observation"]))
-                    types[e] = _LAST
+                    terminal = decode_item(infos[e]["terminal_observation"])
                     truncated = bool(infos[e].get("TimeLimit.truncated", False))
-                    discounts[e] = 1.0 if truncated else 0.0
-                events.append(_env_event(items, types, [float(r) for r in rewards], discounts))
-                firsts = [item for item, done in zip(_items(obs), dones) if done]
+                    row[e] = last_step(terminal, float(rewards[e]), not truncated, action=0)
+                events.append(env_step(0, row))
+                firsts = [
+                    Step(item, _FIRST, 0.0, action=0)
+                    for item, done in zip(decode_items(obs), dones)
+                    if done
+                ]
                 if firsts:
-                    n = len(firsts)
-                    events.append(_env_event(firsts, [_FIRST] * n, [0.0] * n, [1.0] * n))
+                    events.append(env_step(0, firsts))
         return Trace(tuple(events), {"producer": f"sb3 {_VERSION}"})
 
     # -- trainer ------------------------------------------------------------------------------
@@ -735,7 +661,7 @@ class SB3Adapter:
         """One ``DQN.learn`` run (see the module docstring for the mapping)."""
         config = _dqn_config(scenario)
         user = _user_buffer(scenario)
-        with _quiet():
+        with quiet():
             return _TrainerRun(scenario, config, user).run()
 
     # -- replay -------------------------------------------------------------------------------
@@ -752,7 +678,7 @@ class SB3Adapter:
         total = scenario.fill_steps * b
         config = _DQNConfig(1, 1, 1, total, scenario.capacity * b, total)
         events: list[Event] = []
-        with _quiet():
+        with quiet():
             model = _dqn(_vec_env(scenario.env, scenario.seed), scenario.env, config, scenario.seed)
             _record_stored(model, events)
             if total:
@@ -767,9 +693,8 @@ class SB3Adapter:
                         raise
                     events.append(Sampled(draw, ()))
                     continue
-                events.append(
-                    Sampled(draw, tuple((item,) for item in _items(samples.observations)))
-                )
+                windows = single_item_windows(decode_items(samples.observations))
+                events.append(Sampled(draw, windows))
         return Trace(tuple(events), {"producer": f"sb3 {_VERSION}"})
 
     # -- relabel ------------------------------------------------------------------------------
@@ -788,7 +713,7 @@ class SB3Adapter:
         total = scenario.fill_steps * b
         config = _DQNConfig(1, 1, 1, total, rows_within_capacity(scenario) * b, total)
         events: list[Event] = []
-        with _quiet():
+        with quiet():
             model = _dqn(
                 _vec_env(scenario.env, scenario.seed),
                 scenario.env,
@@ -800,7 +725,7 @@ class SB3Adapter:
                     "goal_selection_strategy": scenario.strategy,
                 },
             )
-            _record_adds(model, _RowMapper(b, with_last=True), events)
+            _record_adds(model, _RowMapper(with_last=True), events)
             model.learn(total)
             buffer = model.replay_buffer
             assert isinstance(buffer, HerReplayBuffer)
@@ -821,27 +746,8 @@ class SB3Adapter:
     # -- learner ------------------------------------------------------------------------------
     def run_learner(self, scenario: LearnerScenario) -> Trace:
         """Learner-side preprocessing by SB3's own code (see :class:`_LearnerRun`)."""
-        with _quiet():
+        with quiet():
             return _LearnerRun(scenario).run()
-
-
-def _row_obs(obs: Any) -> Any:
-    """A single env's observation as a batch of one."""
-    if isinstance(obs, dict):
-        return {key: np.asarray(value)[None] for key, value in obs.items()}
-    return np.asarray(obs)[None]
-
-
-def _env_event(
-    items: Sequence[Item],
-    types: Sequence[int],
-    rewards: Sequence[float],
-    discounts: Sequence[float],
-) -> EnvStep:
-    env, episode, t = _columns(items)
-    return EnvStep(
-        0, env, episode, t, tuple(types), tuple(rewards), tuple(discounts), t, (0,) * len(items)
-    )
 
 
 def _record_stored(model: DQN, events: list[Event]) -> None:
@@ -849,16 +755,11 @@ def _record_stored(model: DQN, events: list[Event]) -> None:
     read back from the buffer's arrays (:class:`_StoredRows`)."""
     buffer = model.replay_buffer
     assert buffer is not None
-    add, rows = buffer.add, _StoredRows(buffer.n_envs)
+    add, rows = buffer.add, _StoredRows()
 
     def add_row(obs: Any, next_obs: Any, action: Any, reward: Any, done: Any, infos: Any) -> None:
         add(obs, next_obs, action, reward, done, infos)
-        items, types, rewards, notes = rows.read(buffer)
-        env, episode, t = _columns(items)
-        n = len(items)
-        events.append(
-            Store(0, env, episode, t, tuple(types), tuple(rewards), (1.0,) * n, tuple(notes))
-        )
+        events.append(store(0, rows.read(buffer)))
 
     _patch(buffer, "add", add_row)
 
@@ -884,11 +785,10 @@ def _trailing_steps(buffer: HerReplayBuffer) -> Store | None:
     running = np.flatnonzero(~buffer.dones[newest].astype(bool))
     if running.size == 0:
         return None
-    items = _items(buffer.next_observations["observation"][newest, running])
-    env, episode, t = _columns(items)
-    rewards = tuple(float(r) for r in buffer.rewards[newest, running])
-    n = len(items)
-    return Store(0, env, episode, t, (_MID,) * n, rewards, (1.0,) * n, (0.0,) * n)
+    items = decode_items(buffer.next_observations["observation"][newest, running])
+    return store(
+        0, steps_from_columns(items, [_MID] * len(items), buffer.rewards[newest, running].tolist())
+    )
 
 
 def _count_virtual(buffer: HerReplayBuffer) -> list[int]:
@@ -906,12 +806,13 @@ def _count_virtual(buffer: HerReplayBuffer) -> list[int]:
 
 
 def _relabel_event(draw: int, samples: Any, virtual: int) -> Relabel:
-    items = _items(samples.observations["observation"])
+    items = decode_items(samples.observations["observation"])
     real = len(items) - virtual
     goals = samples.observations["desired_goal"].detach().cpu().numpy()
-    sources = ((-1, -1, -1),) * real + _goal_sources(goals[real:])
-    env, episode, t = _columns(items)
-    goal_env, goal_episode, goal_t = _columns(sources)
+    # the time step (e, k, t') whose achieved goal [e, k, t'] became a relabeled row's goal
+    sources = [(-1, -1, -1)] * real + decode_items(goals[real:])
+    env, episode, t = item_columns(items)
+    goal_env, goal_episode, goal_t = item_columns(sources)
     values = tuple(tuple(float(v) for v in row) for row in goals.reshape(len(items), -1).tolist())
     rewards = tuple(float(r) for r in samples.rewards.reshape(-1).tolist())
     return Relabel(draw, env, episode, t, goal_env, goal_episode, goal_t, values, rewards)
@@ -919,15 +820,9 @@ def _relabel_event(draw: int, samples: Any, virtual: int) -> Relabel:
 
 # -- learner-side preprocessing ---------------------------------------------------------------
 def _transitions(scenario: LearnerScenario, env: int) -> int:
-    """Transitions among env ``env``'s first ``steps`` time steps: the rows SB3 collects for
-    them (it takes no step at a LAST)."""
-    remaining, k, count = scenario.steps, 0, 0
-    while remaining > 0:
-        length = scenario.env.episode(scenario.seed, env, k).length
-        count += min(length, remaining - 1)
-        remaining -= length + 1
-        k += 1
-    return count
+    """The rows SB3 collects for env ``env``'s first ``steps`` time steps (it takes no step
+    at a LAST)."""
+    return transitions_observed(scenario.env, scenario.seed, env, scenario.steps)
 
 
 class _ValuePolicy(ActorCriticPolicy):
@@ -943,7 +838,7 @@ class _ValuePolicy(ActorCriticPolicy):
         self.probes: list[torch.Tensor] = []
 
     def _values(self, obs: Any) -> torch.Tensor:
-        return self.value_scale * torch.as_tensor(obs, dtype=torch.float32)[:, 2:3]
+        return toy_value(torch.as_tensor(obs, dtype=torch.float32), self.value_scale)
 
     def forward(
         self, obs: Any, deterministic: bool = False
@@ -1034,9 +929,7 @@ class _LearnerRun:
         events: list[Event] = list(self._advantages(rows, normalized))
         events.append(self._nstep())
         events.append(plan)
-        pieces = [(e.env, e.episode, 0, len(e.t) - 1) for e in events if isinstance(e, Advantages)]
-        env, episode, start, stop = (tuple(c) for c in zip(*pieces)) if pieces else ((),) * 4
-        events.append(Shard(0, env, episode, start, stop))
+        events.append(one_learner_shard([e for e in events if isinstance(e, Advantages)]))
         return Trace(tuple(events), {"producer": f"sb3 {_VERSION}"})
 
     # PPO: GAE, normalisation, update plan
@@ -1068,7 +961,7 @@ class _LearnerRun:
         def train_once() -> None:
             snapshot.append(
                 _Rows(
-                    [_items(buffer.observations[s]) for s in range(self.n_steps)],
+                    [decode_items(buffer.observations[s]) for s in range(self.n_steps)],
                     buffer.advantages.copy(),
                     buffer.returns.copy(),
                 )
@@ -1095,20 +988,20 @@ class _LearnerRun:
     def _advantages(self, rows: _Rows, normalized: dict[int, float]) -> Iterator[Advantages]:
         """One event per episode, env-major, oldest first, from SB3's ``[step, env]`` rows."""
         for e in range(self.scenario.env.num_envs):
-            groups: dict[int, list[int]] = {}
-            for s in range(self.n_steps):
-                groups.setdefault(rows.items[s][e][1], []).append(s)
-            for k, steps in groups.items():
-                ts = [rows.items[s][e][2] for s in steps]
-                flat = [e * self.n_steps + s for s in steps]
-                yield Advantages(
+            column = [rows.items[s][e] for s in range(self.n_steps)]
+            for (_, k), trained in episode_rows(column).items():
+                yield standin_bootstrap(
                     e,
                     k,
-                    (*ts, ts[-1] + 1),
-                    (*(float(rows.advantages[s, e]) for s in steps), 0.0),
-                    (*(float(rows.returns[s, e]) for s in steps), 0.0),
-                    (*(normalized[i] for i in flat), 0.0),
-                    (1,) * len(steps) + (0,),
+                    [
+                        (
+                            column[s][2],
+                            rows.advantages[s, e],
+                            rows.returns[s, e],
+                            normalized[e * self.n_steps + s],
+                        )
+                        for s in trained
+                    ],
                 )
 
     # NStepReplayBuffer
@@ -1129,7 +1022,7 @@ class _LearnerRun:
             buffer = model.replay_buffer
             assert buffer is not None
             data = buffer._get_samples(np.arange(n))
-            starts, ends = _items(data.observations), _items(data.next_observations)
+            starts, ends = decode_items(data.observations), decode_items(data.next_observations)
             # n_steps == 1 selects the plain ReplayBuffer, whose samples carry no discounts:
             # DQN.train then uses gamma.
             discounts = (
@@ -1147,5 +1040,4 @@ class _LearnerRun:
                 items.append(start)
                 targets.append(reward + (1.0 - done) * discount * scale * end[2])
                 steps.append(end[2] - start[2])
-        env, episode, t = _columns(items)
-        return NStep(env, episode, t, tuple(targets), tuple(steps))
+        return NStep(*item_columns(items), tuple(targets), tuple(steps))

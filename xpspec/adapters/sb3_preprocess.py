@@ -6,7 +6,8 @@ rows of all envs). Clauses ``preprocess.transform``, ``preprocess.exclusion``,
 ``preprocess.delayed-per-env`` and ``preprocess.pending-at-end``.
 
 - :class:`RewardScalingBuffer`: ``reward * scale + shift`` before ``ReplayBuffer.add``.
-- :class:`ExcludingBuffer`: one env only; a row the user's rule selects is never added.
+- :class:`ExcludingBuffer`: one env only; a row the user's rule (the scenario's exclusion,
+  selected by :mod:`xpspec.kit.exclusion`) selects is never added.
 - :class:`EpisodeDelayedBuffer`: one env only; rows are held in the subclass until the row
   whose ``done`` is set arrives, then added one by one (or dropped when ``keep`` rejects the
   outcome), each with an annotation in the subclass's own ``annotations`` array (1.0 if the
@@ -27,13 +28,15 @@ from typing import Any
 import numpy as np
 from stable_baselines3.common.buffers import ReplayBuffer
 
+from xpspec.kit.exclusion import Exclusion, exclusion_reason, selects
+from xpspec.kit.items import decode_item
+
 __all__ = [
     "EpisodeDelayedBuffer",
     "ExcludingBuffer",
     "HookedBuffer",
     "RewardScalingBuffer",
     "Row",
-    "TaskSelector",
 ]
 
 
@@ -99,38 +102,19 @@ class RewardScalingBuffer(HookedBuffer):
         self.store_row(Row.of(obs, next_obs, action, scaled, done, infos))
 
 
-@dataclass(frozen=True)
-class TaskSelector:
-    """The user's exclusion rule over one row's observation ``[env, episode, t]`` and info:
-    ``t % every == offset`` (``what='step'``), ``episode % every == offset``
-    (``what='episode'``), or ``info['task_id'] in task_ids`` (``what='task'``)."""
-
-    what: str
-    every: int = 1
-    offset: int = 0
-    task_ids: tuple[int, ...] = ()
-
-    def selects(self, obs: np.ndarray, info: dict[str, Any]) -> bool:
-        _, episode, t = (int(v) for v in np.asarray(obs).reshape(-1)[:3])
-        if self.what == "step":
-            return t % self.every == self.offset
-        if self.what == "episode":
-            return episode % self.every == self.offset
-        return int(info["task_id"]) in self.task_ids
-
-
 class ExcludingBuffer(HookedBuffer):
-    """One env: adds a row unless the user's rule selects it."""
+    """One env: adds a row unless the user's rule selects it (by the row's observation
+    ``[env, episode, t]`` and its info's ``task_id``)."""
 
-    def __init__(self, *args: Any, rule: TaskSelector, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, rule: Exclusion, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._one_env()
         self.rule = rule
 
     def add(self, obs: Any, next_obs: Any, action: Any, reward: Any, done: Any, infos: Any) -> None:
         row = Row.of(obs, next_obs, action, reward, done, infos)
-        if self.rule.selects(row.obs, row.infos[0]):
-            self.drop([row], self.rule.what)
+        if selects(self.rule, decode_item(row.obs), row.infos[0].get("task_id")):
+            self.drop([row], exclusion_reason(self.rule))
         else:
             self.store_row(row)
 

@@ -77,11 +77,9 @@ reason and source.
 
 from __future__ import annotations
 
-import logging
 import math
-import warnings
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -117,7 +115,19 @@ import gymnasium
 import numpy as np
 import torch
 
-from xpspec.adapters.transition_rings import rows_within_capacity
+from xpspec.kit.episodes import (
+    episode_rows,
+    one_learner_shard,
+    standin_bootstrap,
+    transitions_observed,
+)
+from xpspec.kit.events import env_step, store
+from xpspec.kit.goals import goal_rewards
+from xpspec.kit.items import decode_items, decode_windows, item_columns, observation_array
+from xpspec.kit.quiet import seeded_quiet
+from xpspec.kit.steps import Step, TransitionRows, last_step, transition_step
+from xpspec.kit.transition_rings import rows_within_capacity
+from xpspec.kit.value import ToyValue, toy_value
 from xpspec.protocol.adapter import PROTOCOL_VERSION, AdapterInfo, Unsupported
 from xpspec.protocol.env_spec import EnvSpec
 from xpspec.protocol.preprocessors import (
@@ -137,7 +147,6 @@ from xpspec.protocol.scenario import (
 from xpspec.protocol.step_type import StepType
 from xpspec.protocol.trace import (
     Advantages,
-    EnvStep,
     Event,
     Hook,
     Item,
@@ -147,7 +156,6 @@ from xpspec.protocol.trace import (
     Relabel,
     RunEnd,
     Sampled,
-    Shard,
     Store,
     Trace,
     TrainCall,
@@ -161,7 +169,7 @@ __all__ = ["TianshouAdapter"]
 _VERSION = "2.0.1"
 _SRC = "tianshou 2.0.1"
 _LINK = "https://github.com/thu-ml/tianshou/blob/v2.0.1/tianshou"
-_FIRST, _MID, _LAST = int(StepType.FIRST), int(StepType.MID), int(StepType.LAST)
+_MID = int(StepType.MID)
 _NO_WINDOW = "cannot be empty unless no samples are taken"
 """The start of numpy's ``ValueError`` when ``VectorReplayBuffer.sample`` (frame-stack with
 ``sample_avail``) finds no valid window (``data/buffer/manager.py:sample_indices``)."""
@@ -175,54 +183,21 @@ def _unsupported(reason: str, where: str = "") -> Unsupported:
 
 
 # -- quiet, seeded execution ------------------------------------------------------------------
-@contextmanager
-def _seeded(seed: int) -> Iterator[None]:
-    """Silence Tianshou's warnings and logging and seed numpy's global generator (which
-    ``Batch.split`` and ``HERReplayBuffer`` draw from), restoring both afterwards."""
-    logger = logging.getLogger("tianshou")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    state = np.random.get_state()
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            np.random.seed(seed)
-            yield
-    finally:
-        np.random.set_state(state)
-        logger.setLevel(level)
+def _seeded(seed: int) -> AbstractContextManager[None]:
+    """Tianshou's warnings and logging silenced and numpy's global generator (which
+    ``Batch.split`` and ``HERReplayBuffer`` draw from) seeded, both restored afterwards."""
+    return seeded_quiet(seed, ("numpy",), ("tianshou",))
 
 
 # -- observations and items -------------------------------------------------------------------
-def _ids(obs: Any) -> np.ndarray:
-    """``[..., 3]`` int64 identities of toy-env observations (goal observations included)."""
-    if isinstance(obs, (Batch, dict)):
-        obs = obs["observation"]
-    elif isinstance(obs, np.ndarray) and obs.dtype == object:  # a vector env's Dict obs
-        obs = np.stack([o["observation"] for o in obs.reshape(-1)])
-    if isinstance(obs, torch.Tensor):
-        obs = obs.detach().cpu().numpy()
-    return np.asarray(obs, dtype=np.float64).astype(np.int64)
+def _observations(obs: Any) -> Any:
+    """The toy observations of a Tianshou batch field (a goal env's ``Batch`` of goals gives
+    its ``observation``)."""
+    return obs["observation"] if isinstance(obs, Batch) else obs
 
 
 def _items(obs: Any) -> list[Item]:
-    return [(int(e), int(k), int(t)) for e, k, t in _ids(obs).reshape(-1, 3)]
-
-
-def _columns(items: Sequence[Item]) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
-    if not items:
-        return (), (), ()
-    env, episode, t = zip(*items)
-    return tuple(env), tuple(episode), tuple(t)
-
-
-def _windows(obs: Any) -> tuple[tuple[Item, ...], ...]:
-    """Sampled observations ``[n, 3]`` (one item each) or ``[n, L, 3]`` (frame-stacked) as
-    windows; a frame-stack repeats an item where Tianshou filled it, and it stays repeated."""
-    ids = _ids(obs)
-    if ids.ndim == 2:
-        ids = ids[:, None, :]
-    return tuple(tuple((int(e), int(k), int(t)) for e, k, t in w) for w in ids)
+    return decode_items(_observations(obs))
 
 
 # -- the toy policy ---------------------------------------------------------------------------
@@ -273,47 +248,6 @@ class _RecordingAlgorithm(OffPolicyAlgorithm):
 
 
 # -- the time steps the collector steps through ------------------------------------------------
-@dataclass(frozen=True)
-class _Row:
-    """A time step as the env produced it, with what the policy received and did there."""
-
-    item: Item
-    step_type: int
-    reward: float
-    discount: float
-    policy_state: int
-    action: int
-
-
-def _env_step(iteration: int, rows: Sequence[_Row]) -> EnvStep:
-    env, episode, t = _columns([r.item for r in rows])
-    return EnvStep(
-        iteration,
-        env,
-        episode,
-        t,
-        tuple(r.step_type for r in rows),
-        tuple(r.reward for r in rows),
-        tuple(r.discount for r in rows),
-        tuple(r.policy_state for r in rows),
-        tuple(r.action for r in rows),
-    )
-
-
-def _store(iteration: int, rows: Sequence[_Row]) -> Store:
-    env, episode, t = _columns([r.item for r in rows])
-    return Store(
-        iteration,
-        env,
-        episode,
-        t,
-        tuple(r.step_type for r in rows),
-        tuple(r.reward for r in rows),
-        tuple(r.discount for r in rows),
-        (0.0,) * len(rows),
-    )
-
-
 class _Stepper:
     """Wraps ``step`` and ``reset`` of one ``DummyVectorEnv`` instance. Before each step it
     reports the time steps the policy acted on (:attr:`acted`, one row per env stepped); with
@@ -324,7 +258,7 @@ class _Stepper:
         self,
         envs: DummyVectorEnv,
         policy: _CountingPolicy,
-        on_rows: Callable[[list[_Row]], None],
+        on_rows: Callable[[list[Step]], None],
         with_last: bool = False,
     ) -> None:
         self.policy = policy
@@ -332,10 +266,9 @@ class _Stepper:
         self.with_last = with_last
         n = len(envs)
         self.current: list[Item | None] = [None] * n
-        self.first = np.ones(n, dtype=bool)
-        self.reward = np.zeros(n)
-        self.rows: dict[Item, _Row] = {}
-        self.acted: list[_Row] = []
+        self.previous = TransitionRows()
+        self.rows: dict[Item, Step] = {}
+        self.acted: list[Step] = []
         step, reset = envs.step, envs.reset
 
         def recorded_reset(env_id: Any = None, **kwargs: Any) -> Any:
@@ -343,8 +276,7 @@ class _Stepper:
             ids = range(n) if env_id is None else np.atleast_1d(np.asarray(env_id)).tolist()
             for e, item in zip(ids, _items(obs)):
                 self.current[e] = item
-                self.first[e] = True
-                self.reward[e] = 0.0
+                self.previous.restart(item[0])
             return obs, info
 
         def recorded_step(action: Any, id: Any = None) -> Any:
@@ -355,15 +287,7 @@ class _Stepper:
             for i, e in enumerate(ids):
                 item = self.current[e]
                 assert item is not None, "the collector steps an env it never reset"
-                first = bool(self.first[e])
-                row = _Row(
-                    item,
-                    _FIRST if first else _MID,
-                    0.0 if first else float(self.reward[e]),
-                    1.0,
-                    int(states[i]),
-                    int(actions[i]),
-                )
+                row = self.previous.row(item, policy_state=int(states[i]), action=int(actions[i]))
                 self.rows[item] = row
                 self.acted.append(row)
             self.on_rows(self.acted)
@@ -372,11 +296,9 @@ class _Stepper:
             for i, (e, item) in enumerate(zip(ids, _items(obs))):
                 done = bool(terminated[i]) or bool(truncated[i])
                 self.current[e] = item
-                self.first[e] = done
-                self.reward[e] = float(rew[i])
+                self.previous.follow(item[0], float(rew[i]), done)
                 if done:
-                    discount = 0.0 if bool(terminated[i]) else 1.0
-                    lasts.append(_Row(item, _LAST, float(rew[i]), discount, item[2], -1))
+                    lasts.append(last_step(item, float(rew[i]), bool(terminated[i])))
             if self.with_last and lasts:
                 self.on_rows(lasts)
             return obs, rew, terminated, truncated, info
@@ -556,62 +478,40 @@ def _cached_buffer(
     return CachedReplayBuffer(main, num_envs, max(1, longest))
 
 
-@dataclass(frozen=True)
-class _Stored:
-    """A row as the buffer holds it right after the ``add`` that stored it."""
-
-    item: Item
-    step_type: int
-    reward: float
-    annotation: float
-
-
-def _stored_event(iteration: int, rows: Sequence[_Stored]) -> Store:
-    """The store of rows read back from the buffer; none is LAST, so every discount is 1."""
-    env, episode, t = _columns([r.item for r in rows])
-    return Store(
-        iteration,
-        env,
-        episode,
-        t,
-        tuple(r.step_type for r in rows),
-        tuple(r.reward for r in rows),
-        (1.0,) * len(rows),
-        tuple(r.annotation for r in rows),
-    )
-
-
-def _record_stores(buffer: Any, cached: bool, on_store: Callable[[list[_Stored]], None]) -> None:
+def _record_stores(buffer: Any, cached: bool, on_store: Callable[[list[Step]], None]) -> None:
     """Call ``on_store(rows)`` after every ``add`` of this ``ReplayBufferManager`` instance,
     with the rows it added read back from the buffer: the item is the ``obs`` at the index
     ``add`` returned (one frame, whatever ``stack_num``); it is FIRST when its env's sub-buffer was empty or its newest row was
     done before the add (how ``prev``/``next`` delimit episodes, ``data/buffer/manager.py``),
     else MID with that newest row's ``rew`` as the reward into it; the annotation is the
-    buffer's ``annotation`` at that index (0 while it has none). An env's sub-buffer is its
-    own (``VectorReplayBuffer``) or its cache (``CachedReplayBuffer``, ``buffer_ids + 1``)."""
+    buffer's ``annotation`` at that index (0 while it has none); none is LAST, so every
+    discount is 1. An env's sub-buffer is its own (``VectorReplayBuffer``) or its cache
+    (``CachedReplayBuffer``, ``buffer_ids + 1``)."""
     add = buffer.add
     shift = 1 if cached else 0
 
     def recorded_add(batch: Any, buffer_ids: Any = None) -> Any:
         envs = range(len(batch)) if buffer_ids is None else np.asarray(buffer_ids).tolist()
-        into: list[float | None] = []
+        previous: list[tuple[float, bool] | None] = []
         for e in envs:
             sub = int(e) + shift
             newest = int(buffer.last_index[sub])
-            running = len(buffer.buffers[sub]) > 0 and not bool(buffer.done[newest])
-            into.append(float(buffer.rew[newest]) if running else None)
+            held = len(buffer.buffers[sub]) > 0
+            previous.append(
+                (float(buffer.rew[newest]), bool(buffer.done[newest])) if held else None
+            )
         out = add(batch, buffer_ids=buffer_ids)
         index = np.asarray(out[0])
         obs = buffer.get(index, "obs", stack_num=1)
         try:
             annotation = buffer.get(index, "annotation", stack_num=1)
         except KeyError:  # no field of that name in the buffer (yet)
-            annotation = np.zeros(len(into))
+            annotation = np.zeros(len(previous))
         notes = [float(a) for a in np.asarray(annotation).reshape(-1)]
         on_store(
             [
-                _Stored(item, _MID if r is not None else _FIRST, 0.0 if r is None else r, a)
-                for item, r, a in zip(_items(obs), into, notes)
+                transition_step(item, p, annotation=a)
+                for item, p, a in zip(_items(obs), previous, notes)
             ]
         )
         return out
@@ -803,16 +703,16 @@ class _TrainerRun:
     def _counter(self) -> int:
         return int(self.trainer._current_update_step)
 
-    def _env_rows(self, rows: list[_Row]) -> None:
-        self.events.append(_env_step(self.iteration, rows))
+    def _env_rows(self, rows: list[Step]) -> None:
+        self.events.append(env_step(self.iteration, rows))
         self.env_steps += len(rows)
 
-    def _add(self, rows: list[_Stored]) -> None:
-        self.events.append(_stored_event(self.iteration, rows))
+    def _add(self, rows: list[Step]) -> None:
+        self.events.append(store(self.iteration, rows))
         self.stored += len(rows)
 
     def _update(self, batch: Any) -> None:
-        windows = _windows(batch.obs)
+        windows = decode_windows(_observations(batch.obs))
         mask = tuple((1,) * len(w) for w in windows)
         self.events.append(
             Update(self.iteration, self.calls, self.index, self._counter(), windows, mask)
@@ -839,29 +739,17 @@ class _TrainerRun:
 
 
 # -- learner ----------------------------------------------------------------------------------
-def _transitions(scenario: LearnerScenario, env: int) -> int:
-    """Transitions among env ``env``'s first ``steps`` time steps: the transitions Tianshou
-    collects for them (it takes no step at a LAST)."""
-    remaining, k, count = scenario.steps, 0, 0
-    while remaining > 0:
-        length = scenario.env.episode(scenario.seed, env, k).length
-        count += min(length, remaining - 1)
-        remaining -= length + 1
-        k += 1
-    return count
-
-
-class _ToyValue(torch.nn.Module):
-    """``V(o) = value_scale * t(o)`` (plus a zero-weighted parameter for the optimiser)."""
+class _ToyCritic(ToyValue):
+    """The toy value (float64, of Tianshou's observations) plus a zero-weighted parameter:
+    PPO's optimiser needs one."""
 
     def __init__(self, scale: float) -> None:
-        super().__init__()
-        self.scale = scale
+        super().__init__(scale)
         self.weight = torch.nn.Parameter(torch.zeros(()))
 
-    def forward(self, obs: Any, **kwargs: Any) -> torch.Tensor:
-        t = torch.as_tensor(_ids(obs)[..., 2], dtype=torch.float64)
-        return (self.scale * t + 0.0 * self.weight).reshape(-1, 1)
+    def forward(self, observation: Any, **kwargs: Any) -> torch.Tensor:
+        values = super().forward(torch.as_tensor(observation_array(_observations(observation))))
+        return (values + 0.0 * self.weight).reshape(-1, 1)
 
 
 class _ProbeDistribution(torch.distributions.Distribution):
@@ -948,7 +836,7 @@ class _LearnerRun:
     def _buffers(self) -> list[tuple[Any, np.ndarray]]:
         out = []
         for env in range(self.sc.env.num_envs):
-            count = _transitions(self.sc, env)
+            count = transitions_observed(self.sc.env, self.sc.seed, env, self.sc.steps)
             if count == 0:
                 continue
             buffer = ReplayBuffer(count)
@@ -972,7 +860,7 @@ class _LearnerRun:
         )
         return PPO(
             policy=policy,
-            critic=_ToyValue(float(sc.value_scale)),
+            critic=_ToyCritic(float(sc.value_scale)),
             optim=TorchOptimizerFactory(torch.optim.SGD, lr=0.0),
             advantage_normalization=True,
             gamma=float(sc.gamma),
@@ -1004,13 +892,7 @@ class _LearnerRun:
             events.extend(self._advantages(batches, normalized))
         events.append(self._nstep(buffers))
         events.append(plan)
-        episodes = [e for e in events if isinstance(e, Advantages)]
-        env, episode, start, stop = (
-            (tuple(c) for c in zip(*[(e.env, e.episode, 0, len(e.t) - 1) for e in episodes]))
-            if episodes
-            else ((), (), (), ())
-        )
-        events.append(Shard(0, tuple(env), tuple(episode), tuple(start), tuple(stop)))
+        events.append(one_learner_shard([e for e in events if isinstance(e, Advantages)]))
         return Trace(tuple(events), {"producer": f"tianshou {_VERSION}"})
 
     def _advantages(self, batches: Sequence[Any], normalized: dict[Item, float]) -> list[Event]:
@@ -1020,28 +902,15 @@ class _LearnerRun:
             items = _items(batch.obs)
             adv = [float(a) for a in torch.as_tensor(batch.adv).reshape(-1).tolist()]
             ret = [float(r) for r in torch.as_tensor(batch.returns).reshape(-1).tolist()]
-            groups: dict[tuple[int, int], list[int]] = {}
-            for i, (e, k, _) in enumerate(items):
-                groups.setdefault((e, k), []).append(i)
-            for (e, k), rows in groups.items():
-                ts = [items[i][2] for i in rows]
-                out.append(
-                    Advantages(
-                        e,
-                        k,
-                        (*ts, ts[-1] + 1),
-                        (*(adv[i] for i in rows), 0.0),
-                        (*(ret[i] for i in rows), 0.0),
-                        (*(normalized[items[i]] for i in rows), 0.0),
-                        (1,) * len(rows) + (0,),
-                    )
-                )
+            for (e, k), rows in episode_rows(items).items():
+                trained = [(items[i][2], adv[i], ret[i], normalized[items[i]]) for i in rows]
+                out.append(standin_bootstrap(e, k, trained))
         return out
 
     def _nstep(self, buffers: Sequence[tuple[Any, np.ndarray]]) -> NStep:
         rows = [row for buffer, idx in buffers for row in self._nstep_rows(buffer, idx)]
-        env, episode, t = _columns([start for start, _, _ in rows])
-        return NStep(env, episode, t, tuple(g for _, g, _ in rows), tuple(k for _, _, k in rows))
+        starts = item_columns([start for start, _, _ in rows])
+        return NStep(*starts, tuple(g for _, g, _ in rows), tuple(k for _, _, k in rows))
 
     def _nstep_rows(self, buffer: Any, idx: np.ndarray) -> list[tuple[Item, float, int]]:
         """``(start, target, k)`` of every transition of one env's buffer."""
@@ -1050,8 +919,8 @@ class _LearnerRun:
 
         def target_q(buf: Any, indices: np.ndarray) -> torch.Tensor:
             stopped.append(np.asarray(indices).copy())
-            t = _ids(buf.obs_next[indices])[:, 2]
-            return torch.as_tensor(scale * t, dtype=torch.float64).reshape(-1, 1)
+            observation = observation_array(_observations(buf.obs_next[indices]))
+            return toy_value(torch.as_tensor(observation).reshape(-1, 3), scale)
 
         batch = buffer[idx]
         out = Algorithm.compute_nstep_return(
@@ -1070,11 +939,6 @@ def _future_k(ratio: Fraction) -> float:
     """``future_k`` whose ``future_p = 1 - 1/future_k`` (``data/buffer/her.py``) is
     ``ratio``; ``inf`` for ratio 1."""
     return math.inf if ratio == 1 else float(1 / (1 - ratio))
-
-
-def _goal_reward(achieved: np.ndarray, desired: np.ndarray) -> np.ndarray:
-    """The toy env's goal reward over a batch: 0 where the goals are equal, else -1."""
-    return np.where(np.all(achieved == desired, axis=-1), 0.0, -1.0).astype(np.float32)
 
 
 @contextmanager
@@ -1105,7 +969,7 @@ class _RelabelRun:
     rows hold as ``obs_next`` and, when its newest row is not done, that row's ``obs_next``
     (recorded as stored after the fill); ``n = rows_within_capacity(scenario)`` is the most rows that
     are at most ``capacity`` time steps in every env when the draws begin
-    (:mod:`xpspec.adapters.transition_rings`), so it holds no step the spec's ring has evicted.
+    (:mod:`xpspec.kit.transition_rings`), so it holds no step the spec's ring has evicted.
 
     Tianshou relabels at sample time (``HERReplayBuffer.rewrite_transitions``), per
     sub-buffer: ``int(E * future_p)`` of the ``E`` distinct episodes among that env's sampled
@@ -1135,7 +999,7 @@ class _RelabelRun:
         buffer = HERVectorReplayBuffer(
             rows_within_capacity(sc) * b,
             b,
-            compute_reward_fn=_goal_reward,
+            compute_reward_fn=goal_rewards,
             horizon=sc.capacity,
             future_k=_future_k(sc.ratio),
             random_seed=sc.seed,
@@ -1144,7 +1008,7 @@ class _RelabelRun:
         envs = _vector_env(sc.env, sc.seed)
         events: list[Event] = []
         stepper = _Stepper(envs, policy, lambda rows: None)
-        newest: dict[int, _Row | None] = {}  # env -> its newest row's next step, if no LAST
+        newest: dict[int, Step | None] = {}  # env -> its newest row's next step, if no LAST
 
         def on_add(batch: Any) -> None:
             events.append(self._store(stepper, batch))
@@ -1155,7 +1019,7 @@ class _RelabelRun:
                 np.asarray(batch.rew, dtype=np.float64).reshape(-1),
             ):
                 ended = terminated or truncated
-                newest[nxt[0]] = None if ended else _Row(nxt, _MID, float(rew), 1.0, nxt[2], -1)
+                newest[nxt[0]] = None if ended else Step(nxt, _MID, float(rew))
 
         _record_adds(buffer, on_add)
         collector = Collector(policy, envs, buffer)
@@ -1165,7 +1029,7 @@ class _RelabelRun:
         # only; the buffer holds it (future goals are read from it), so it is stored too.
         trailing = [row for _, row in sorted(newest.items()) if row is not None]
         if trailing:
-            events.append(_store(0, trailing))
+            events.append(store(0, trailing))
         for draw in range(sc.draws):
             calls: list[np.ndarray] = []
             with _recording_choices(calls):
@@ -1183,12 +1047,12 @@ class _RelabelRun:
             np.asarray(batch.rew, dtype=np.float64).reshape(-1),
         ):
             if terminated or truncated:
-                rows.append(_Row(nxt, _LAST, float(rew), 0.0 if terminated else 1.0, nxt[2], -1))
-        return _store(0, rows)
+                rows.append(last_step(nxt, float(rew), bool(terminated)))
+        return store(0, rows)
 
     def _relabel(self, draw: int, batch: Any, calls: list[np.ndarray]) -> Relabel:
         items = _items(batch.obs)
-        goals = _ids(batch.obs.desired_goal).reshape(-1, 3)
+        goals = decode_items(batch.obs.desired_goal)
         envs = sorted({e for e, _, _ in items})
         if len(calls) != len(envs):
             raise RuntimeError(
@@ -1207,8 +1071,8 @@ class _RelabelRun:
                 raise RuntimeError(f"the goal of {item} changed, yet its episode was not chosen")
             else:
                 sources.append((-1, -1, -1))
-        env, episode, t = _columns(items)
-        goal_env, goal_episode, goal_t = _columns(sources)
+        env, episode, t = item_columns(items)
+        goal_env, goal_episode, goal_t = item_columns(sources)
         values = tuple(
             tuple(float(v) for v in row)
             for row in np.asarray(batch.obs.desired_goal, dtype=np.float64).reshape(len(items), -1)
@@ -1255,7 +1119,7 @@ class TianshouAdapter:
         with _seeded(scenario.seed):
             policy = _CountingPolicy(spec)
             envs = _vector_env(spec, scenario.seed)
-            _Stepper(envs, policy, lambda rows: events.append(_env_step(0, rows)), True)
+            _Stepper(envs, policy, lambda rows: events.append(env_step(0, rows)), True)
             collector = Collector(
                 policy,
                 envs,
@@ -1285,7 +1149,7 @@ class TianshouAdapter:
             policy = _CountingPolicy(spec)
             envs = _vector_env(spec, scenario.seed)
             buffer = _vector_buffer(spec.num_envs, scenario.capacity, stacking, scenario.seed)
-            _record_stores(buffer, False, lambda rows: events.append(_stored_event(0, rows)))
+            _record_stores(buffer, False, lambda rows: events.append(store(0, rows)))
             if scenario.fill_steps:
                 collector = Collector(policy, envs, buffer)
                 collector.reset()
@@ -1298,7 +1162,7 @@ class TianshouAdapter:
                         raise
                     events.append(Sampled(draw, ()))
                     continue
-                events.append(Sampled(draw, _windows(batch.obs)))
+                events.append(Sampled(draw, decode_windows(_observations(batch.obs))))
         return Trace(tuple(events), {"producer": f"tianshou {_VERSION}"})
 
     def run_learner(self, scenario: LearnerScenario) -> Trace:

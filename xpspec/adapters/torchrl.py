@@ -81,11 +81,9 @@ each env's frames whole into ``HERReplayBuffer`` (1-D storage) with ``achieved_g
 
 from __future__ import annotations
 
-import logging
 import warnings
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from contextlib import AbstractContextManager
 from importlib import metadata
 from typing import Any
 
@@ -127,12 +125,24 @@ with warnings.catch_warnings():  # TorchRL's import warns of its own deprecated 
             f"constraints/torch.txt` ({exc})"
         ) from exc
 
+from xpspec.kit.arrays import bools, floats, ints
+from xpspec.kit.episodes import (
+    episode_rows,
+    one_learner_shard,
+    standin_bootstrap,
+    transitions_observed,
+)
+from xpspec.kit.events import env_step, exclude, run_end, store
+from xpspec.kit.exclusion import EXCLUSIONS, exclusion_reason, selected
+from xpspec.kit.goals import goal_rewards
+from xpspec.kit.items import decode_items, item_columns
+from xpspec.kit.quiet import seeded_quiet
+from xpspec.kit.steps import Step, TransitionRows, last_step
+from xpspec.kit.value import ToyValue
 from xpspec.protocol.adapter import PROTOCOL_VERSION, AdapterInfo, Unsupported
 from xpspec.protocol.env_spec import EnvSpec
 from xpspec.protocol.preprocessors import (
     EpisodeDelayed,
-    ExcludeEpisodes,
-    ExcludeSteps,
     ExcludeTasks,
     Identity,
     OverwriteStepType,
@@ -150,18 +160,14 @@ from xpspec.protocol.scenario import (
 from xpspec.protocol.step_type import StepType
 from xpspec.protocol.trace import (
     Advantages,
-    EnvStep,
     Event,
-    Exclude,
     Hook,
+    Item,
     IterationEnd,
     IterationStart,
     NStep,
     Relabel,
-    RunEnd,
     Sampled,
-    Shard,
-    Store,
     Trace,
     TrainCall,
     Update,
@@ -191,24 +197,12 @@ _STOPS = (_NO_SLICE, _EMPTY, _EMPTY_WRITE, _UNINITIALIZED)
 _TASK_ID = "task_id"
 _MASK = ("collector", "mask")
 
-Item = tuple[int, int, int]
-
 
 # -- quiet, seeded execution ----------------------------------------------------------------------
-@contextmanager
-def _seeded(seed: int) -> Iterator[None]:
-    """Run with TorchRL's info logging and warnings silenced and the global torch generator
-    (used by ``env.rand_action`` during ``init_random_frames``) seeded, restoring both."""
-    logger = logging.getLogger("torchrl")
-    level = logger.level
-    logger.setLevel(logging.WARNING)
-    try:
-        with warnings.catch_warnings(), torch.random.fork_rng(devices=[]):
-            warnings.simplefilter("ignore")
-            torch.manual_seed(seed)
-            yield
-    finally:
-        logger.setLevel(level)
+def _seeded(seed: int) -> AbstractContextManager[None]:
+    """TorchRL's logging and warnings silenced and the global torch generator (used by
+    ``env.rand_action`` during ``init_random_frames``) seeded, both restored afterwards."""
+    return seeded_quiet(seed, ("torch",), ("torchrl",))
 
 
 # -- env and policy ---------------------------------------------------------------------------------
@@ -267,103 +261,61 @@ def _collector(
 
 
 # -- frames as rows ---------------------------------------------------------------------------------
-def _items(observation: torch.Tensor) -> list[Item]:
-    """The ``(env, episode, t)`` of each observation of a ``[..., 3]`` tensor, flattened."""
-    flat = observation.reshape(-1, 3).to(torch.float64).to(torch.int64).tolist()
-    return [(row[0], row[1], row[2]) for row in flat]
+class _FrameRows:
+    """Names frames as rows (any shape; flattened in order): the root item, FIRST where
+    ``is_init``, else MID; the reward into the root is the ``("next", "reward")`` of the
+    env's previous frame named here (0 at FIRST or with none); discount 0 where the root's
+    ``terminated`` is set, else 1; the annotation where the frames hold one. Read from frames
+    a write put into the storage, the previous frame is the env's previous *stored* one, which
+    after an exclusion is not the root's predecessor: the row then names the reward that
+    frame carries, what the storage implies for the root (which holds no reward of its own)."""
 
+    def __init__(self) -> None:
+        self.previous = TransitionRows()
 
-def _flags(frames: TensorDictBase, key: Any) -> list[bool]:
-    return [bool(v) for v in frames.get(key).reshape(-1).tolist()]
-
-
-def _values(frames: TensorDictBase, key: Any) -> list[float]:
-    return [float(v) for v in frames.get(key).reshape(-1).tolist()]
-
-
-def _ints(frames: TensorDictBase, key: Any) -> list[int]:
-    return [int(v) for v in frames.get(key).reshape(-1).tolist()]
-
-
-@dataclass(frozen=True)
-class _Row:
-    """A frame's root as a spec row, with what the policy received and did."""
-
-    item: Item
-    step_type: int
-    reward: float
-    discount: float
-    policy_state: int
-    action: int
-
-
-@dataclass
-class _RowView:
-    """Translates frames into rows: remembers, per env, the reward into its current root
-    (the previous frame's ``("next", "reward")``) and, per item, the row it became."""
-
-    rewards: dict[int, float] = field(default_factory=dict)
-    rows: dict[Item, _Row] = field(default_factory=dict)
-
-    def roots(self, frames: TensorDictBase) -> list[_Row]:
-        """The rows of one vector step of frames (any shape; flattened in order)."""
-        items = _items(frames.get("observation"))
-        first = _flags(frames, "is_init")
-        terminal = _flags(frames, "terminated")
-        state = _ints(frames, "policy_state")
-        action = _ints(frames, "action")
-        reward_next = _values(frames, ("next", "reward"))
+    def rows(self, frames: TensorDictBase, *, acted: bool = False) -> list[Step]:
+        """The rows of ``frames``; with ``acted``, with the policy state and action at each
+        root."""
+        items = decode_items(frames.get("observation"))
+        n = len(items)
+        first = bools(frames.get("is_init"))
+        terminal = bools(frames.get("terminated"))
+        done = bools(frames.get(("next", "done")))
+        reward_next = floats(frames.get(("next", "reward")))
+        state = ints(frames.get("policy_state")) if acted else (None,) * n
+        action = ints(frames.get("action")) if acted else (-1,) * n
+        keys = frames.keys()
+        notes = floats(frames.get("annotation")) if "annotation" in keys else (0.0,) * n
         out = []
         for i, item in enumerate(items):
-            reward = 0.0 if first[i] else self.rewards.get(item[0], 0.0)
-            step_type, discount = _FIRST if first[i] else _MID, 0.0 if terminal[i] else 1.0
-            row = _Row(item, step_type, reward, discount, state[i], action[i])
-            self.rows[item] = row
-            self.rewards[item[0]] = reward_next[i]
-            out.append(row)
+            discount = 0.0 if terminal[i] else 1.0
+            out.append(
+                self.previous.row(
+                    item,
+                    first=first[i],
+                    discount=discount,
+                    policy_state=state[i],
+                    action=action[i],
+                    annotation=notes[i],
+                )
+            )
+            self.previous.follow(item[0], reward_next[i], done[i])
         return out
 
 
-def _lasts(frames: TensorDictBase) -> list[tuple[Item, float, float, int]]:
-    """``(item, reward, discount, policy_state)`` of each LAST time step carried in the
-    ``("next", ...)`` of a frame that ends an episode."""
-    done = _flags(frames, ("next", "done"))
-    items = _items(frames.get(("next", "observation")))
-    reward = _values(frames, ("next", "reward"))
-    terminated = _flags(frames, ("next", "terminated"))
-    state = _ints(frames, ("next", "policy_state"))
+def _lasts(frames: TensorDictBase) -> list[Step]:
+    """The LAST time step carried in the ``("next", ...)`` of each frame that ends an episode,
+    with the policy state there (no action is taken at it)."""
+    done = bools(frames.get(("next", "done")))
+    items = decode_items(frames.get(("next", "observation")))
+    reward = floats(frames.get(("next", "reward")))
+    terminated = bools(frames.get(("next", "terminated")))
+    state = ints(frames.get(("next", "policy_state")))
     return [
-        (items[i], reward[i], 0.0 if terminated[i] else 1.0, state[i])
+        last_step(items[i], reward[i], terminated[i], policy_state=state[i])
         for i in range(len(items))
         if done[i]
     ]
-
-
-def _env_step(iteration: int, rows: Sequence[_Row]) -> EnvStep:
-    return EnvStep(
-        iteration,
-        tuple(r.item[0] for r in rows),
-        tuple(r.item[1] for r in rows),
-        tuple(r.item[2] for r in rows),
-        tuple(r.step_type for r in rows),
-        tuple(r.reward for r in rows),
-        tuple(r.discount for r in rows),
-        tuple(r.policy_state for r in rows),
-        tuple(r.action for r in rows),
-    )
-
-
-def _store(iteration: int, rows: Sequence[_Row]) -> Store:
-    return Store(
-        iteration,
-        tuple(r.item[0] for r in rows),
-        tuple(r.item[1] for r in rows),
-        tuple(r.item[2] for r in rows),
-        tuple(r.step_type for r in rows),
-        tuple(r.reward for r in rows),
-        tuple(r.discount for r in rows),
-        (0.0,) * len(rows),
-    )
 
 
 def _windows(
@@ -373,7 +325,7 @@ def _windows(
     ``pad_output`` convention applies: a slice shorter than ``length`` is completed by
     repeating its last real step, so an item equal to its predecessor is padding (``None``;
     a real window never holds an item twice)."""
-    items = _items(sample.get("observation"))
+    items = decode_items(sample.get("observation"))
     out = []
     for i in range(0, len(items), length):
         window: list[Item | None] = list(items[i : i + length])
@@ -442,22 +394,6 @@ def _flat_buffer(capacity: int, sampler: Any, seed: int, batch: int, **kwargs: A
     )
 
 
-def _selected(spec: PreprocessorSpec, batch: TensorDictBase) -> torch.Tensor:
-    """The frames an exclusion selects, by their root observation ``(env, episode, t)`` or
-    the task id read from the env's info."""
-    observation = batch.get("observation")
-    episode, t = observation[..., 1].to(torch.int64), observation[..., 2].to(torch.int64)
-    if isinstance(spec, ExcludeSteps):
-        return t % spec.every == spec.offset
-    if isinstance(spec, ExcludeEpisodes):
-        return episode % spec.every == spec.offset
-    assert isinstance(spec, ExcludeTasks)
-    return torch.isin(batch.get(_TASK_ID), torch.tensor(spec.task_ids, dtype=torch.int64))
-
-
-_REASONS = {ExcludeSteps: "step", ExcludeEpisodes: "episode", ExcludeTasks: "task"}
-
-
 class _StepHook:
     """The user's collector ``postproc`` (``collectors/_single.py``, ``_postproc``): it edits
     each collector batch before the Trainer's ``batch_process`` ops see it. A reward
@@ -485,11 +421,15 @@ class _StepHook:
             for key in (("next", "truncated"), ("next", "done")):
                 batch.set(key, batch.get(key) & ~hit)
         else:
-            selected = _selected(spec, batch)
-            batch.set(_MASK, ~selected)
-            if bool(selected.any()):
-                dropped = _items(batch.get("observation")[selected])
-                self.excluded.append((dropped, _REASONS[type(spec)]))
+            assert isinstance(spec, EXCLUSIONS), spec
+            observation = batch.get("observation")
+            tasks = ints(batch.get(_TASK_ID)) if isinstance(spec, ExcludeTasks) else None
+            chosen = selected(spec, decode_items(observation), tasks)
+            hit = torch.tensor(chosen, dtype=torch.bool).reshape(observation.shape[:-1])
+            batch.set(_MASK, ~hit)
+            if bool(hit.any()):
+                dropped = decode_items(observation[hit])
+                self.excluded.append((dropped, exclusion_reason(spec)))
         return batch
 
 
@@ -512,7 +452,7 @@ class _Annotate(Transform):
         annotation = torch.full(tensordict.shape, float(success), dtype=torch.float32)
         tensordict.set("annotation", annotation)
         if self.keep != "all" and (self.keep == "success") != success:
-            self.excluded.append((_items(tensordict.get("observation")), "outcome"))
+            self.excluded.append((decode_items(tensordict.get("observation")), "outcome"))
             return None  # ReplayBuffer.extend writes nothing for a None
         return tensordict
 
@@ -524,62 +464,10 @@ def _partial_items(collector: Collector) -> list[Item]:
     assembly = getattr(collector, "_traj_assembly", None)
     if assembly is None:
         return []
-    items = [i for chunks in assembly[0].values() for c in chunks for i in _items(c["observation"])]
+    items = [
+        i for chunks in assembly[0].values() for c in chunks for i in decode_items(c["observation"])
+    ]
     return sorted(items)
-
-
-@dataclass(frozen=True)
-class _StoredRow:
-    """A frame read back from the buffer's storage, as a spec row."""
-
-    item: Item
-    step_type: int
-    reward: float
-    discount: float
-    annotation: float
-
-
-@dataclass
-class _StoredView:
-    """Reads frames back from the storage as rows, each from what the storage holds: the step
-    type from the stored ``is_init``; the discount from the stored root ``terminated`` (0 where
-    the root is a terminal observation, else 1); the reward into a root is the stored
-    ``("next", "reward")`` of the env's previous stored frame, 0 at FIRST or when the env has
-    none. A frame's root holds no reward of its own, so where the previous stored frame is
-    not this root's predecessor (an exclusion left that one out) the row names the reward
-    the previous stored frame carries, not the reward into the root: what the storage
-    implies for it."""
-
-    last: dict[int, float] = field(default_factory=dict)
-
-    def rows(self, frames: TensorDictBase) -> list[_StoredRow]:
-        items = _items(frames.get("observation"))
-        first = _flags(frames, "is_init")
-        terminal = _flags(frames, "terminated")
-        reward_next = _values(frames, ("next", "reward"))
-        keys = frames.keys()
-        annotation = _values(frames, "annotation") if "annotation" in keys else [0.0] * len(items)
-        out = []
-        for i, item in enumerate(items):
-            reward = 0.0 if first[i] else self.last.get(item[0], 0.0)
-            self.last[item[0]] = reward_next[i]
-            step_type = _FIRST if first[i] else _MID
-            discount = 0.0 if terminal[i] else 1.0
-            out.append(_StoredRow(item, step_type, reward, discount, annotation[i]))
-        return out
-
-
-def _stored_event(iteration: int, rows: Sequence[_StoredRow]) -> Store:
-    return Store(
-        iteration,
-        tuple(r.item[0] for r in rows),
-        tuple(r.item[1] for r in rows),
-        tuple(r.item[2] for r in rows),
-        tuple(r.step_type for r in rows),
-        tuple(r.reward for r in rows),
-        tuple(r.discount for r in rows),
-        tuple(r.annotation for r in rows),
-    )
 
 
 def _read_back(buffer: Any, index: torch.Tensor) -> TensorDictBase:
@@ -662,9 +550,9 @@ class _TrainerRecorder:
         self.length = sc.trainer.mini_batch_length
         self.delayed = isinstance(sc.preprocess, EpisodeDelayed)
         self.events: list[Event] = []
-        self.view = _RowView()
-        self.stored_view = _StoredView()
-        self.pending: list[list[_Row]] = []
+        self.view = _FrameRows()
+        self.stored_view = _FrameRows()
+        self.pending: list[list[Step]] = []
         self.excluded: list[_Exclusion] = []
         self.iteration = 0
         self.calls = 0
@@ -698,9 +586,11 @@ class _TrainerRecorder:
             unroll = int(self.sc.trainer.unroll_length)
             self.events.append(IterationStart(self.iteration, self.counter(), unroll))
             batch = rollout()
-            self.pending = [self.view.roots(batch[..., j]) for j in range(batch.shape[-1])]
+            self.pending = [
+                self.view.rows(batch[..., j], acted=True) for j in range(batch.shape[-1])
+            ]
             if self.delayed:  # trajectories are written once the whole batch is in
-                self.events.extend(_env_step(self.iteration, rows) for rows in self.pending)
+                self.events.extend(env_step(self.iteration, rows) for rows in self.pending)
                 self.pending = []
             return batch
 
@@ -735,18 +625,11 @@ class _TrainerRecorder:
 
     def _exclusions(self) -> None:
         """Env steps not yet recorded, then what the user's hook excluded since."""
-        self.events.extend(_env_step(self.iteration, rows) for rows in self.pending)
+        self.events.extend(env_step(self.iteration, rows) for rows in self.pending)
         self.pending = []
-        for items, reason in self.excluded:
-            self.events.append(
-                Exclude(
-                    self.iteration,
-                    tuple(i[0] for i in items),
-                    tuple(i[1] for i in items),
-                    tuple(i[2] for i in items),
-                    reason,
-                )
-            )
+        self.events.extend(
+            exclude(self.iteration, items, reason) for items, reason in self.excluded
+        )
         self.excluded.clear()
 
     def _stores(self, data: TensorDictBase, stored: TensorDictBase) -> None:
@@ -758,15 +641,15 @@ class _TrainerRecorder:
         if data.ndim == 2 and len(self.pending) == data.shape[-1]:
             width = data.shape[0]
             for j, unrolled in enumerate(self.pending):
-                self.events.append(_env_step(self.iteration, unrolled))
+                self.events.append(env_step(self.iteration, unrolled))
                 self._store(rows[j * width : (j + 1) * width])
             self.pending = []
         else:
             self._exclusions()
             self._store(rows)
 
-    def _store(self, rows: Sequence[_StoredRow]) -> None:
-        self.events.append(_stored_event(self.iteration, rows))
+    def _store(self, rows: Sequence[Step]) -> None:
+        self.events.append(store(self.iteration, rows))
         self.stored += len(rows)
 
     def loss(self, batch: TensorDictBase) -> TensorDictBase:
@@ -800,17 +683,7 @@ class _TrainerRecorder:
         assert self.collector is not None
         held = _partial_items(self.collector)
         policy = self.sc.trainer.pending_at_end
-        events = [
-            *self.events,
-            RunEnd(
-                self.iteration,
-                self.frames(),
-                policy,
-                tuple(i[0] for i in held),
-                tuple(i[1] for i in held),
-                tuple(i[2] for i in held),
-            ),
-        ]
+        events = [*self.events, run_end(self.iteration, self.frames(), policy, held)]
         header: dict[str, Any] = {"producer": "torchrl", "seed": self.sc.seed}
         if stopped:
             header["stopped"] = stopped
@@ -828,7 +701,7 @@ def _run_trainer(sc: TrainerScenario) -> Trace:
     # "stored > n" is "stored >= n + 1".
     warmup = cfg.initial_collect_steps + (1 if cfg.warmup_gate == "stored>" else 0)
     batch = (cfg.mini_batch_size or num_envs) * cfg.mini_batch_length
-    masked = isinstance(hook, (ExcludeSteps, ExcludeEpisodes, ExcludeTasks))
+    masked = isinstance(hook, EXCLUSIONS)
     recorder = _TrainerRecorder(sc)
     with _seeded(sc.seed):
         env = _vector_env(spec, sc.seed, task_ids=isinstance(hook, ExcludeTasks))
@@ -877,29 +750,17 @@ def _run_trainer(sc: TrainerScenario) -> Trace:
 def _run_env(sc: EnvScenario) -> Trace:
     spec = sc.env
     events: list[Event] = []
-    view = _RowView()
+    view = _FrameRows()
     with _seeded(sc.seed):
         frames = spec.num_envs * sc.steps
         collector = _collector(_vector_env(spec, sc.seed), spec, frames, frames)
         for batch in collector:
             for j in range(batch.shape[-1]):
                 column = batch[..., j]
-                events.append(_env_step(0, view.roots(column)))
+                events.append(env_step(0, view.rows(column, acted=True)))
                 lasts = _lasts(column)
                 if lasts:
-                    events.append(
-                        EnvStep(
-                            0,
-                            tuple(i[0] for i, _, _, _ in lasts),
-                            tuple(i[1] for i, _, _, _ in lasts),
-                            tuple(i[2] for i, _, _, _ in lasts),
-                            (_LAST,) * len(lasts),
-                            tuple(r for _, r, _, _ in lasts),
-                            tuple(d for _, _, d, _ in lasts),
-                            tuple(s for _, _, _, s in lasts),
-                            (-1,) * len(lasts),
-                        )
-                    )
+                    events.append(env_step(0, lasts))
         collector.shutdown()
     return Trace(tuple(events), {"producer": "torchrl"})
 
@@ -910,7 +771,7 @@ def _run_replay(sc: ReplayScenario) -> Trace:
     sampler = _sampler(sc.sampling)
     length = sc.sampling.window_length
     events: list[Event] = []
-    view = _RowView()
+    view = _FrameRows()
     with _seeded(sc.seed):
         buffer = _buffer(sc.capacity, spec.num_envs, sampler, sc.seed, None)
         if sc.fill_steps:
@@ -921,7 +782,7 @@ def _run_replay(sc: ReplayScenario) -> Trace:
                 spec.num_envs * sc.fill_steps,
             )
             for batch in collector:
-                events.append(_store(0, view.roots(batch)))
+                events.append(store(0, view.rows(batch)))
                 buffer.extend(batch)
             collector.shutdown()
         for draw in range(sc.draws):
@@ -938,55 +799,31 @@ def _run_replay(sc: ReplayScenario) -> Trace:
 
 
 # -- learner ----------------------------------------------------------------------------------------
-def _transitions_observed(spec: EnvSpec, seed: int, env: int, steps: int) -> int:
-    """Transitions within the first ``steps`` time steps of ``env`` (a LAST and the FIRST
-    after it are two time steps, one transition apart from neither): the number of frames
-    TorchRL collects for exactly those time steps."""
-    remaining, episode, count = steps, 0, 0
-    while remaining > 0:
-        length = spec.episode(seed, env, episode).length
-        if remaining >= length + 1:
-            count += length
-            remaining -= length + 1
-        else:
-            count += remaining - 1
-            remaining = 0
-        episode += 1
-    return count
+def _env_frames(spec: EnvSpec, seed: int, steps: int) -> Iterator[TensorDictBase]:
+    """Per env, the frames of its first ``steps`` time steps from a Collector of that env
+    alone, the batch end marked by ``set_truncated=True`` (TorchRL's mark of a trajectory cut
+    by the batch); an env with no transition among them has no frames."""
+    for env in range(spec.num_envs):
+        count = transitions_observed(spec, seed, env, steps)
+        if count == 0:
+            continue
+        collector = _collector(_single_env(spec, env, seed), spec, count, count, set_truncated=True)
+        frames = next(iter(collector)).clone()
+        collector.shutdown()
+        yield frames
 
 
 def _learner_frames(sc: LearnerScenario) -> list[TensorDictBase]:
-    """Per env, the frames of its first ``steps`` time steps from a Collector of that env
-    alone, the batch end marked by ``set_truncated=True`` (TorchRL's mark of a trajectory cut
-    by the batch)."""
-    out = []
-    for env in range(sc.env.num_envs):
-        count = _transitions_observed(sc.env, sc.seed, env, sc.steps)
-        if count == 0:
-            continue
-        collector = _collector(
-            _single_env(sc.env, env, sc.seed), sc.env, count, count, set_truncated=True
-        )
-        batch = next(iter(collector)).clone()
-        collector.shutdown()
-        out.append(batch.apply(lambda x: x.double() if x.is_floating_point() else x))
-    return out
-
-
-class _ToyValue(torch.nn.Module):
-    """``V(s) = value_scale * t(s)``."""
-
-    def __init__(self, scale: float) -> None:
-        super().__init__()
-        self.scale = scale
-
-    def forward(self, observation: torch.Tensor) -> torch.Tensor:
-        return self.scale * observation[..., 2:3]
+    """:func:`_env_frames` of the scenario, in float64."""
+    return [
+        frames.apply(lambda x: x.double() if x.is_floating_point() else x)
+        for frames in _env_frames(sc.env, sc.seed, sc.steps)
+    ]
 
 
 def _value_network(sc: LearnerScenario) -> TensorDictModule:
     return TensorDictModule(
-        _ToyValue(float(sc.value_scale)), in_keys=["observation"], out_keys=["state_value"]
+        ToyValue(float(sc.value_scale)), in_keys=["observation"], out_keys=["state_value"]
     )
 
 
@@ -1007,27 +844,23 @@ def _advantage_events(sc: LearnerScenario, frames: TensorDictBase) -> list[Advan
     )
     out_plain = plain(frames.clone())
     out_norm = averaged(frames.clone())
-    items = _items(frames.get("observation"))
-    next_items = _items(frames.get(("next", "observation")))
-    advantage = _values(out_plain, "advantage")
-    target = _values(out_plain, "value_target")
-    normalized = _values(out_norm, "advantage")
-    next_value = _values(out_plain, ("next", "state_value"))
-    episodes: dict[tuple[int, int], list[int]] = {}
-    for i, (e, k, _) in enumerate(items):
-        episodes.setdefault((e, k), []).append(i)
+    items = decode_items(frames.get("observation"))
+    next_items = decode_items(frames.get(("next", "observation")))
+    advantage = floats(out_plain.get("advantage"))
+    target = floats(out_plain.get("value_target"))
+    normalized = floats(out_norm.get("advantage"))
+    next_value = floats(out_plain.get(("next", "state_value")))
     events = []
-    for (e, k), rows in episodes.items():
+    for (e, k), rows in episode_rows(items).items():
         last = rows[-1]
+        trained = [(items[i][2], advantage[i], target[i], normalized[i]) for i in rows]
         events.append(
-            Advantages(
+            standin_bootstrap(
                 e,
                 k,
-                (*(items[i][2] for i in rows), next_items[last][2]),
-                (*(advantage[i] for i in rows), 0.0),
-                (*(target[i] for i in rows), next_value[last]),
-                (*(normalized[i] for i in rows), 0.0),
-                (1,) * len(rows) + (0,),
+                trained,
+                bootstrap_t=next_items[last][2],
+                bootstrap_target=next_value[last],
             )
         )
     return events
@@ -1048,9 +881,9 @@ def _nstep_event(sc: LearnerScenario, batches: Sequence[TensorDictBase]) -> NSte
         shifted = MultiStep(gamma=float(sc.gamma), n_steps=sc.nstep)(batch.unsqueeze(0))
         out = estimator(shifted.squeeze(0))
         for item, value, k in zip(
-            _items(batch.get("observation")),
-            _values(out, "value_target"),
-            _ints(out, "steps_to_next_obs"),
+            decode_items(batch.get("observation")),
+            floats(out.get("value_target")),
+            ints(out.get("steps_to_next_obs")),
         ):
             env.append(item[0])
             episode.append(item[1])
@@ -1100,48 +933,39 @@ def _run_learner(sc: LearnerScenario) -> Trace:
         events.append(_nstep_event(sc, batches))
         rows = sum(b.numel() for b in batches)
         events.append(_update_plan(sc, rows))
-    episodes = [e for e in events if isinstance(e, Advantages)]
-    events.append(
-        Shard(
-            0,
-            tuple(e.env for e in episodes),
-            tuple(e.episode for e in episodes),
-            (0,) * len(episodes),
-            tuple(len(e.t) - 1 for e in episodes),
-        )
-    )
+    events.append(one_learner_shard([e for e in events if isinstance(e, Advantages)]))
     return Trace(tuple(events), {"producer": "torchrl"})
 
 
 # -- relabel ----------------------------------------------------------------------------------------
 def _goal_reward(data: TensorDictBase) -> torch.Tensor:
     """The toy env's goal reward of a relabeled transition (TorchRL calls the user's
-    ``reward_fn``): 0 where the next achieved goal equals the desired goal, else -1."""
-    hit = (data.get(("next", "achieved_goal")) == data.get("desired_goal")).all(-1, keepdim=True)
-    return torch.where(hit, 0.0, -1.0)
+    ``reward_fn``), of its next achieved goal and its desired goal, as a column ``[N, 1]``."""
+    reward = goal_rewards(data.get(("next", "achieved_goal")), data.get("desired_goal"))
+    return torch.as_tensor(reward).unsqueeze(-1)
 
 
-def _held_rows(sc: RelabelScenario, frames: TensorDictBase) -> list[tuple[Item, int, float, float]]:
+def _held_rows(sc: RelabelScenario, frames: TensorDictBase) -> list[Step]:
     """The time steps one env's frames hold, in order, as ``(item, step type, reward,
     discount)``: each frame's root where it starts an episode, then its ``("next", ...)``
     observation, LAST where the frame is done. The collector's ``set_truncated`` also marks
     the batch's last frame done; that one ended an episode only if it terminated or is the
     last step of its episode's plan (a truncation by the env)."""
-    roots = _items(frames.get("observation"))
-    nexts = _items(frames.get(("next", "observation")))
-    first = _flags(frames, "is_init")
-    done = _flags(frames, ("next", "done"))
-    reward = _values(frames, ("next", "reward"))
-    terminated = _flags(frames, ("next", "terminated"))
-    out: list[tuple[Item, int, float, float]] = []
+    roots = decode_items(frames.get("observation"))
+    nexts = decode_items(frames.get(("next", "observation")))
+    first = bools(frames.get("is_init"))
+    done = bools(frames.get(("next", "done")))
+    reward = floats(frames.get(("next", "reward")))
+    terminated = bools(frames.get(("next", "terminated")))
+    out: list[Step] = []
     for i, (root, nxt) in enumerate(zip(roots, nexts)):
         if first[i]:
-            out.append((root, _FIRST, 0.0, 1.0))
+            out.append(Step(root, _FIRST, 0.0))
         ended = done[i]
         if i == len(roots) - 1 and not terminated[i]:
             ended = sc.env.episode(sc.seed, nxt[0], nxt[1]).length == nxt[2]
         discount = 0.0 if terminated[i] else 1.0
-        out.append((nxt, _LAST if ended else _MID, reward[i], discount))
+        out.append(Step(nxt, _LAST if ended else _MID, reward[i], discount))
     return out
 
 
@@ -1169,44 +993,22 @@ def _run_relabel(sc: RelabelScenario) -> Trace:
             storage=LazyTensorStorage(sc.capacity * sc.env.num_envs),
             generator=torch.Generator().manual_seed(sc.seed),
         )
-        for env in range(sc.env.num_envs):
-            count = _transitions_observed(sc.env, sc.seed, env, sc.fill_steps)
-            if count == 0:
-                continue
-            collector = _collector(
-                _single_env(sc.env, env, sc.seed), sc.env, count, count, set_truncated=True
-            )
-            frames = next(iter(collector)).clone()
-            collector.shutdown()
+        for frames in _env_frames(sc.env, sc.seed, sc.fill_steps):
             buffer.extend(frames)
-            rows = _held_rows(sc, frames)
-            events.append(
-                Store(
-                    0,
-                    tuple(r[0][0] for r in rows),
-                    tuple(r[0][1] for r in rows),
-                    tuple(r[0][2] for r in rows),
-                    tuple(r[1] for r in rows),
-                    tuple(r[2] for r in rows),
-                    tuple(r[3] for r in rows),
-                    (0.0,) * len(rows),
-                )
-            )
+            events.append(store(0, _held_rows(sc, frames)))
         for draw in range(sc.draws):
             relabeled.clear()
             sample = buffer.sample(sc.batch_size)
             count = sum(relabeled)
-            items = _items(sample.get("observation"))
-            goals = _items(sample.get("desired_goal"))
+            items = decode_items(sample.get("observation"))
+            goals = decode_items(sample.get("desired_goal"))
             goal_env, goal_episode, goal_t = (
                 tuple(g[c] if n < count else -1 for n, g in enumerate(goals)) for c in range(3)
             )
             events.append(
                 Relabel(
                     draw,
-                    tuple(i[0] for i in items),
-                    tuple(i[1] for i in items),
-                    tuple(i[2] for i in items),
+                    *item_columns(items),
                     goal_env,
                     goal_episode,
                     goal_t,
@@ -1214,7 +1016,7 @@ def _run_relabel(sc: RelabelScenario) -> Trace:
                         tuple(float(v) for v in row)
                         for row in sample.get("desired_goal").reshape(-1, 3).tolist()
                     ),
-                    tuple(_values(sample, ("next", "reward"))),
+                    floats(sample.get(("next", "reward"))),
                 )
             )
     return Trace(tuple(events), {"producer": "torchrl"})

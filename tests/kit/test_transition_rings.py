@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from xpspec.adapters.transition_rings import rows_within_capacity
+from xpspec.kit.transition_rings import rows_within_capacity
 from xpspec.protocol.env_spec import EnvSpec
 from xpspec.protocol.scenario import RelabelScenario
 from xpspec.protocol.schedule import CycleSchedule, EpisodePlan, FixedSchedule
