@@ -127,14 +127,13 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "refimpl_only: a suite test about refimpl's own code (variant models)"
     )
-    from hypothesis import settings
-
-    import xpspec.conformance.strategies  # noqa: F401  (registers the profiles)
-
     profile = config.getoption("--xpspec-profile", None) or os.environ.get("XPSPEC_PROFILE", "ci")
     if profile not in ("ci", "thorough"):
         raise pytest.UsageError(f"--xpspec-profile: expected 'ci' or 'thorough', got {profile!r}")
-    settings.load_profile(profile)
+    # Loaded when the suite is collected (pytest_collection_modifyitems), not here: the plugin
+    # is active in every pytest run of an environment xpspec is installed in, and a
+    # framework's own tests must neither pay for importing the suite nor run under its
+    # Hypothesis profile.
     config.stash[_PROFILE] = profile
     _limits(config)  # a bad limit is a usage error before anything runs
     given = config.getoption("--expectations", None)
@@ -394,9 +393,26 @@ def _write(config: pytest.Config, record: dict[str, Any]) -> None:
 _CONFIG: dict[str, pytest.Config] = {}
 
 
+_SUITE = "xpspec.conformance.suite"
+
+
+def _load_profile(config: pytest.Config) -> None:
+    """The run's Hypothesis profile (``ci`` or ``thorough``), registered by the strategies."""
+    from hypothesis import settings
+
+    import xpspec.conformance.strategies  # noqa: F401  (registers the profiles)
+
+    settings.load_profile(config.stash[_PROFILE])
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Deselect the suite tests about refimpl's own code when another adapter is under test:
-    they are no check of it (and a run's completeness counts only what is selected)."""
+    """When the suite is collected, load its Hypothesis profile; deselect the suite tests
+    about refimpl's own code when another adapter is under test: they are no check of it
+    (and a run's completeness counts only what is selected)."""
+    if any(
+        getattr(getattr(item, "module", None), "__name__", "").startswith(_SUITE) for item in items
+    ):
+        _load_profile(config)
     if _adapter_name(config) == "refimpl":
         return
     removed = [item for item in items if item.get_closest_marker("refimpl_only") is not None]

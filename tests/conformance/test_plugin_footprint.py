@@ -1,0 +1,46 @@
+"""The plugin is active in every pytest run of an environment xpspec is installed in: a
+framework's own tests must not import the suite (nor torch through it) or run under the
+suite's Hypothesis profile."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+PROBE = """
+import sys
+
+from hypothesis import settings
+
+
+def test_probe():
+    loaded = sorted(m for m in ("torch", "xpspec.conformance.strategies", "xpspec.refimpl") if m in sys.modules)
+    print("LOADED", loaded, "PROFILE", settings._current_profile)
+"""
+
+
+def test_a_project_s_own_tests_load_neither_the_suite_nor_its_profile(tmp_path: Path) -> None:
+    (tmp_path / "test_probe.py").write_text(PROBE)
+    done = subprocess.run(
+        # --xpspec-profile is accepted only with the plugin loaded (from its entry point)
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-s",
+            "-p",
+            "no:cacheprovider",
+            "--xpspec-profile",
+            "thorough",
+            "test_probe.py",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    line = next(x for x in done.stdout.splitlines() if x.startswith("LOADED"))
+    assert line == "LOADED [] PROFILE default", line
