@@ -79,6 +79,10 @@ def _run(args: argparse.Namespace) -> int:
         "--xpspec-progress",
         "-q",
         "-rfE",
+        # xpspec is imported before pytest loads the plugin from its entry point, so pytest
+        # cannot rewrite the plugin's asserts (it has none to rewrite) and would say so
+        "-W",
+        "ignore:Module already imported so cannot be rewritten:pytest.PytestAssertRewriteWarning",
     ]
     if args.expectations:
         argv.append(f"--expectations={args.expectations}")
