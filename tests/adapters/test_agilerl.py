@@ -11,10 +11,12 @@ import pytest
 pytest.importorskip("agilerl")
 
 from xpspec.adapters.agilerl import AgileRLAdapter
+from xpspec.adapters.agilerl_trainer import LoopConfig, loop_config
 from xpspec.protocol.adapter import Unsupported
+from xpspec.protocol.config import TrainerConfig
 from xpspec.protocol.env_spec import EnvSpec
 from xpspec.protocol.sampling import SamplingSpec
-from xpspec.protocol.scenario import ReplayScenario
+from xpspec.protocol.scenario import ReplayScenario, TrainerScenario
 from xpspec.protocol.schedule import FixedSchedule
 from xpspec.protocol.trace import Trace
 
@@ -39,7 +41,7 @@ def _sampled(trace: Trace) -> list[tuple[Any, ...]]:
 def test_info_names_the_installed_versions() -> None:
     info = ADAPTER.info()
     assert (info.name, info.framework_version) == ("agilerl", "2.58.0")
-    assert info.capabilities == ("replay",)
+    assert info.capabilities == ("trainer", "replay")
     ADAPTER.smoke()
 
 
@@ -105,3 +107,70 @@ def test_runs_repeat_byte_for_byte_and_follow_the_seed() -> None:
 
     assert run(3) == run(3)
     assert run(3) != run(4)
+
+
+# -- the training loop --------------------------------------------------------------------------
+def _trainer(env: EnvSpec, **knobs: Any) -> TrainerScenario:
+    return TrainerScenario(env, TrainerConfig(**knobs))
+
+
+@pytest.mark.parametrize(
+    ("b", "u", "n", "learn_step"),
+    [(1, 1, 1, 1), (3, 1, 1, 3), (4, 1, 2, 2), (3, 1, 3, 1), (2, 3, 1, 6)],
+)
+def test_learn_step_is_the_env_steps_per_update(b: int, u: int, n: int, learn_step: int) -> None:
+    scenario = _trainer(
+        EnvSpec(b, (FixedSchedule(3),)),
+        unroll_length=u,
+        num_updates_per_train_iter=n,
+        num_iterations=2,
+        capacity=8,
+    )
+    assert loop_config(scenario) == LoopConfig(learn_step, b, 8 * b, 0, 2 * u * b)
+
+
+@pytest.mark.parametrize(("b", "n"), [(3, 2), (1, 2)])
+def test_update_counts_no_learn_step_gives_are_unsupported(b: int, n: int) -> None:
+    # B // learn_step takes the values B, B // 2, ...: 3 envs never make 2 updates a step
+    scenario = _trainer(EnvSpec(b), num_updates_per_train_iter=n, num_iterations=2)
+    with pytest.raises(Unsupported, match="updates"):
+        loop_config(scenario)
+
+
+@pytest.mark.parametrize(("gate", "delay"), [("stored>=", 4), ("stored>", 5), ("size>=", 4)])
+def test_the_warmup_gate_is_memory_size_above_learning_delay(gate: str, delay: int) -> None:
+    scenario = _trainer(
+        EnvSpec(1), num_iterations=2, initial_collect_steps=5, warmup_gate=gate, capacity=8
+    )
+    assert loop_config(scenario).learning_delay == delay
+
+
+def test_each_learn_condition_ends_an_iteration_with_its_updates() -> None:
+    # One env, episodes of 3 transitions, learn_step 1: every vector step stores one row and
+    # evaluates the learn condition once; batch_size 1 opens it from the first row on.
+    trace = ADAPTER.run_trainer(
+        _trainer(EnvSpec(1, (FixedSchedule(3),)), num_iterations=5, capacity=8)
+    )
+    starts = list(trace.of_kind("iteration"))
+    assert [s.unroll_steps for s in starts] == [1] * 5
+    stores = [list(zip(s.env, s.episode, s.t)) for s in trace.of_kind("store")]
+    assert stores == [[(0, 0, t)] for t in range(4)] + [[(0, 1, 0)]]
+    calls = list(trace.of_kind("train_call"))
+    assert [(c.status, c.stored_total) for c in calls] == [("trained", k) for k in range(1, 6)]
+    updates = list(trace.of_kind("update"))
+    assert [u.call for u in updates] == [0, 1, 2, 3, 4]
+    rows = [(0, 0, 0), (0, 0, 1), (0, 0, 2), (0, 0, 3), (0, 1, 0)]
+    for u, k in zip(updates, range(1, 6)):
+        (window,) = u.windows  # a batch of 1, drawn among the k rows stored
+        assert window[0] in rows[:k]
+
+
+def test_the_first_learn_step_comes_after_one_vector_step() -> None:
+    # learn_step = 2 * B: the loop evaluates its condition at idx_step % 2 == 0, i.e. after
+    # vector steps 1, 3, 5; the sixth step is unrolled with no learn condition after it
+    # (finding, tests/adapters/test_agilerl_findings.py).
+    trace = ADAPTER.run_trainer(
+        _trainer(EnvSpec(2, (FixedSchedule(4),)), unroll_length=2, num_iterations=3, capacity=8)
+    )
+    assert [s.unroll_steps for s in trace.of_kind("iteration")] == [1, 2, 2, 1]
+    assert len(list(trace.of_kind("train_call"))) == 3

@@ -1,9 +1,12 @@
 """Adapter over AgileRL 2.58.0: its uniform ``ReplayBuffer`` (``components/replay_buffer.py``)
 filled with the toy env through a Gymnasium ``SyncVectorEnv`` (what ``utils/utils.py:make_vect_envs``
 builds) and sampled by its own ``Sampler`` (``components/sampler.py``), as
-``training/train_off_policy.py:train_off_policy`` fills and samples it (capability ``replay``).
-Nothing of AgileRL is re-implemented; sources are cited as ``file:function`` under the
-installed ``agilerl`` package.
+``training/train_off_policy.py:train_off_policy`` fills and samples it (capability ``replay``);
+and ``train_off_policy`` itself with a ``DQN`` agent (capability ``trainer``, see
+:mod:`xpspec.adapters.agilerl_trainer` for its learn-step accounting). Nothing of AgileRL is
+re-implemented; sources are cited as ``file:function`` under the installed ``agilerl``
+package. ``agilerl.algorithms`` imports ``peft`` (an optional dependency of AgileRL's
+``llm`` extras), so the ``adapter-agilerl`` extra installs it too.
 
 **Rows.** ``train_off_policy`` stores one row per env and vector step,
 ``Transition(obs, action, reward, next_obs, done=terminated)`` turned into a TensorDict by
@@ -32,6 +35,8 @@ draw (``replay.no-window``).
 row, a period, and distributions other than ``uniform-windows``. ``PrioritizedReplayBuffer``
 and ``MultiStepReplayBuffer`` are not driven: the spec has no prioritised distribution, and
 n-step targets belong to the ``learner`` capability, which this adapter does not declare.
+Every catalogue replay scenario but ``replay-empty`` asks for windows of several items, so the
+sampler's rows are checked mostly through the trainer's updates.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ import gymnasium
 import numpy as np
 import torch
 
+from xpspec.adapters.agilerl_trainer import run_trainer
 from xpspec.kit.events import store
 from xpspec.kit.items import decode_items, single_item_windows
 from xpspec.kit.quiet import seeded_quiet
@@ -60,7 +66,7 @@ from xpspec.kit.steps import steps_from_columns
 from xpspec.protocol.adapter import PROTOCOL_VERSION, AdapterInfo, Unsupported
 from xpspec.protocol.env_spec import EnvSpec
 from xpspec.protocol.sampling import SamplingSpec
-from xpspec.protocol.scenario import ReplayScenario
+from xpspec.protocol.scenario import ReplayScenario, TrainerScenario
 from xpspec.protocol.trace import Event, Sampled, Trace
 from xpspec.refimpl.toy_envs.gym_env import make_env_fns
 from xpspec.refimpl.toy_envs.gym_vector import step_types_from_gym
@@ -200,9 +206,9 @@ class AgileRLAdapter:
             framework="AgileRL",
             framework_version=metadata.version("agilerl"),
             protocol_version=PROTOCOL_VERSION,
-            capabilities=("replay",),
+            capabilities=("trainer", "replay"),
             issue_tracker="https://github.com/AgileRL/AgileRL/issues",
-            notes="ReplayBuffer filled as train_off_policy fills it, sampled by its Sampler",
+            notes="train_off_policy with a tiny DQN; ReplayBuffer sampled by its Sampler",
             extra_versions={
                 "torch": torch.__version__,
                 "tensordict": metadata.version("tensordict"),
@@ -216,6 +222,10 @@ class AgileRLAdapter:
         if version != _VERSION:
             raise RuntimeError(f"agilerl: expected {_VERSION}, got {version}")
         _run_replay(ReplayScenario(EnvSpec(), capacity=2, fill_steps=2, batch_size=2))
+
+    def run_trainer(self, scenario: TrainerScenario) -> Trace:
+        """One ``train_off_policy`` run of a DQN agent (:mod:`xpspec.adapters.agilerl_trainer`)."""
+        return run_trainer(scenario)
 
     def run_replay(self, scenario: ReplayScenario) -> Trace:
         """Fill: ``fill_steps`` vector steps, one ``ReplayBuffer.add`` of ``B`` rows each;
