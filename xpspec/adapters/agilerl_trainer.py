@@ -237,9 +237,10 @@ class _Run:
             self.log,
         )
         self.memory = _GatedBuffer(config.max_size, self._gate)
+        spaces: tuple[Any, Any] = (self.env.single_observation_space, self.env.single_action_space)
         self.agent = DQN(
-            self.env.single_observation_space,  # type: ignore[arg-type]
-            self.env.single_action_space,  # type: ignore[arg-type]
+            spaces[0],
+            spaces[1],
             batch_size=config.batch_size,
             learn_step=config.learn_step,
             net_config=_NET,
@@ -278,9 +279,10 @@ class _Run:
             self.env.recording = False
             finalize(num_steps)
 
-        memory.add = add_rows  # type: ignore[method-assign]
-        memory.sample = sample_rows  # type: ignore[method-assign]
-        self.agent.finalize_training_step = finalize_step  # type: ignore[method-assign]
+        # this instance's methods only (its class and other instances keep theirs)
+        setattr(memory, "add", add_rows)  # noqa: B010
+        setattr(memory, "sample", sample_rows)  # noqa: B010
+        setattr(self.agent, "finalize_training_step", finalize_step)  # noqa: B010
 
     def _acted(self) -> tuple[Step, ...]:
         for entry in reversed(self.log):
