@@ -1,0 +1,176 @@
+"""The AgileRL adapter: what it records of AgileRL 2.58.0's own ReplayBuffer and Sampler, on
+scenarios small enough to derive every expected value by hand. Skipped when AgileRL is not
+installed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+pytest.importorskip("agilerl")
+
+from xpspec.adapters.agilerl import AgileRLAdapter
+from xpspec.adapters.agilerl_trainer import LoopConfig, loop_config
+from xpspec.protocol.adapter import Unsupported
+from xpspec.protocol.config import TrainerConfig
+from xpspec.protocol.env_spec import EnvSpec
+from xpspec.protocol.sampling import SamplingSpec
+from xpspec.protocol.scenario import ReplayScenario, TrainerScenario
+from xpspec.protocol.schedule import FixedSchedule
+from xpspec.protocol.trace import Trace
+
+F, M, L = 0, 1, 2
+ADAPTER = AgileRLAdapter()
+
+
+def _replay(env: EnvSpec, capacity: int, fill: int, **sampling: Any) -> Trace:
+    draws = sampling.pop("draws", 4)
+    batch = sampling.pop("batch_size", 4)
+    seed = sampling.pop("seed", 0)
+    scenario = ReplayScenario(
+        env, capacity, fill, SamplingSpec(**sampling), batch_size=batch, draws=draws, seed=seed
+    )
+    return ADAPTER.run_replay(scenario)
+
+
+def _sampled(trace: Trace) -> list[tuple[Any, ...]]:
+    return [d.windows for d in trace.of_kind("sampled")]
+
+
+def test_info_names_the_installed_versions() -> None:
+    info = ADAPTER.info()
+    assert (info.name, info.framework_version) == ("agilerl", "2.58.0")
+    assert info.capabilities == ("trainer", "replay")
+    ADAPTER.smoke()
+
+
+def test_every_vector_step_is_one_store_of_every_envs_row() -> None:
+    # Two envs, terminated episodes of 2 transitions, 4 vector steps: the rows' obs are
+    # t = 0, 1, 2 (the LAST, whose row holds the next FIRST as next_obs), then t = 0 of the
+    # next episode; the reward into a step is t (0 at a FIRST), the LAST's discount 0.
+    trace = _replay(EnvSpec(2, (FixedSchedule(2),)), capacity=4, fill=4)
+    stores = list(trace.of_kind("store"))
+    assert [list(zip(s.env, s.episode, s.t)) for s in stores] == [
+        [(0, 0, 0), (1, 0, 0)],
+        [(0, 0, 1), (1, 0, 1)],
+        [(0, 0, 2), (1, 0, 2)],
+        [(0, 1, 0), (1, 1, 0)],
+    ]
+    assert [s.step_type for s in stores] == [(F, F), (M, M), (L, L), (F, F)]
+    assert [s.reward for s in stores] == [(0.0, 0.0), (1.0, 1.0), (2.0, 2.0), (0.0, 0.0)]
+    assert [s.discount for s in stores] == [(1.0, 1.0), (1.0, 1.0), (0.0, 0.0), (1.0, 1.0)]
+    assert trace.header["stored_rows"] == 8
+
+
+def test_each_env_keeps_its_newest_capacity_rows() -> None:
+    # max_size = capacity * B = 6 rows for 2 envs and rings of 3: after 5 vector steps each
+    # env holds t = 2, 3, 4 of its one long episode, and a batch of 6 is all of them.
+    trace = _replay(EnvSpec(2, (FixedSchedule(100),)), capacity=3, fill=5, batch_size=6)
+    assert trace.header["stored_rows"] == 6
+    for windows in _sampled(trace):
+        assert sorted(windows) == [((e, 0, t),) for e in (0, 1) for t in (2, 3, 4)]
+
+
+def test_a_draw_before_any_row_is_an_empty_draw() -> None:
+    # ReplayBuffer.sample asserts that something was stored; the adapter records the refusal.
+    trace = _replay(EnvSpec(1, (FixedSchedule(4),)), capacity=4, fill=0, draws=2)
+    assert _sampled(trace) == [(), ()]
+
+
+def test_a_batch_larger_than_the_buffer_is_cut_to_it() -> None:
+    # 3 rows stored, batches of 8: AgileRL returns the 3 rows, each once (finding, see
+    # tests/adapters/test_agilerl_findings.py).
+    trace = _replay(EnvSpec(1, (FixedSchedule(100),)), capacity=8, fill=3, batch_size=8)
+    for windows in _sampled(trace):
+        assert sorted(windows) == [((0, 0, 0),), ((0, 0, 1),), ((0, 0, 2),)]
+
+
+@pytest.mark.parametrize(
+    "sampling",
+    [
+        {"window_length": 2},
+        {"period": 2},
+        {"distribution": "env-balanced"},
+        {"distribution": "uniform-episodes"},
+    ],
+)
+def test_what_a_row_sampler_cannot_express_is_unsupported(sampling: dict[str, Any]) -> None:
+    with pytest.raises(Unsupported, match=r"agilerl 2\.58\.0"):
+        _replay(EnvSpec(2, (FixedSchedule(2),)), capacity=4, fill=4, **sampling)
+
+
+def test_runs_repeat_byte_for_byte_and_follow_the_seed() -> None:
+    def run(seed: int) -> str:
+        env = EnvSpec(2, (FixedSchedule(3),))
+        return _replay(env, 6, 9, batch_size=8, seed=seed).to_jsonl()
+
+    assert run(3) == run(3)
+    assert run(3) != run(4)
+
+
+# -- the training loop --------------------------------------------------------------------------
+def _trainer(env: EnvSpec, **knobs: Any) -> TrainerScenario:
+    return TrainerScenario(env, TrainerConfig(**knobs))
+
+
+@pytest.mark.parametrize(
+    ("b", "u", "n", "learn_step"),
+    [(1, 1, 1, 1), (3, 1, 1, 3), (4, 1, 2, 2), (3, 1, 3, 1), (2, 3, 1, 6)],
+)
+def test_learn_step_is_the_env_steps_per_update(b: int, u: int, n: int, learn_step: int) -> None:
+    scenario = _trainer(
+        EnvSpec(b, (FixedSchedule(3),)),
+        unroll_length=u,
+        num_updates_per_train_iter=n,
+        num_iterations=2,
+        capacity=8,
+    )
+    assert loop_config(scenario) == LoopConfig(learn_step, b, 8 * b, 0, 2 * u * b)
+
+
+@pytest.mark.parametrize(("b", "n"), [(3, 2), (1, 2)])
+def test_update_counts_no_learn_step_gives_are_unsupported(b: int, n: int) -> None:
+    # B // learn_step takes the values B, B // 2, ...: 3 envs never make 2 updates a step
+    scenario = _trainer(EnvSpec(b), num_updates_per_train_iter=n, num_iterations=2)
+    with pytest.raises(Unsupported, match="updates"):
+        loop_config(scenario)
+
+
+@pytest.mark.parametrize(("gate", "delay"), [("stored>=", 4), ("stored>", 5), ("size>=", 4)])
+def test_the_warmup_gate_is_memory_size_above_learning_delay(gate: str, delay: int) -> None:
+    scenario = _trainer(
+        EnvSpec(1), num_iterations=2, initial_collect_steps=5, warmup_gate=gate, capacity=8
+    )
+    assert loop_config(scenario).learning_delay == delay
+
+
+def test_each_learn_condition_ends_an_iteration_with_its_updates() -> None:
+    # One env, episodes of 3 transitions, learn_step 1: every vector step stores one row and
+    # evaluates the learn condition once; batch_size 1 opens it from the first row on.
+    trace = ADAPTER.run_trainer(
+        _trainer(EnvSpec(1, (FixedSchedule(3),)), num_iterations=5, capacity=8)
+    )
+    starts = list(trace.of_kind("iteration"))
+    assert [s.unroll_steps for s in starts] == [1] * 5
+    stores = [list(zip(s.env, s.episode, s.t)) for s in trace.of_kind("store")]
+    assert stores == [[(0, 0, t)] for t in range(4)] + [[(0, 1, 0)]]
+    calls = list(trace.of_kind("train_call"))
+    assert [(c.status, c.stored_total) for c in calls] == [("trained", k) for k in range(1, 6)]
+    updates = list(trace.of_kind("update"))
+    assert [u.call for u in updates] == [0, 1, 2, 3, 4]
+    rows = [(0, 0, 0), (0, 0, 1), (0, 0, 2), (0, 0, 3), (0, 1, 0)]
+    for u, k in zip(updates, range(1, 6)):
+        (window,) = u.windows  # a batch of 1, drawn among the k rows stored
+        assert window[0] in rows[:k]
+
+
+def test_the_first_learn_step_comes_after_one_vector_step() -> None:
+    # learn_step = 2 * B: the loop evaluates its condition at idx_step % 2 == 0, i.e. after
+    # vector steps 1, 3, 5; the sixth step is unrolled with no learn condition after it
+    # (finding, tests/adapters/test_agilerl_findings.py).
+    trace = ADAPTER.run_trainer(
+        _trainer(EnvSpec(2, (FixedSchedule(4),)), unroll_length=2, num_iterations=3, capacity=8)
+    )
+    assert [s.unroll_steps for s in trace.of_kind("iteration")] == [1, 2, 2, 1]
+    assert len(list(trace.of_kind("train_call"))) == 3

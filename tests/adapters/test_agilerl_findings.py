@@ -1,0 +1,120 @@
+"""AgileRL 2.58.0 alone: the behaviours ``xpspec/adapters/agilerl.expectations.toml`` declares
+as findings, reproduced with AgileRL's own ``ReplayBuffer`` and no xpspec code. Skipped when
+AgileRL is not installed."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("agilerl")
+
+import torch
+from agilerl.components.replay_buffer import ReplayBuffer
+from tensordict import TensorDict
+
+
+def _buffer(rows: int, max_size: int = 64) -> ReplayBuffer:
+    """A ``ReplayBuffer`` holding ``rows`` rows whose ``obs`` is the row's write index."""
+    buffer = ReplayBuffer(max_size=max_size)
+    for i in range(rows):
+        buffer.add(TensorDict({"obs": torch.tensor([[float(i)]])}, batch_size=[1]))
+    return buffer
+
+
+def _drawn(buffer: ReplayBuffer, batch_size: int) -> list[int]:
+    return [int(v) for v in buffer.sample(batch_size)["obs"].reshape(-1).tolist()]
+
+
+def test_a_batch_never_repeats_a_row() -> None:
+    """replay.uniform-windows: below 16384 stored rows, ReplayBuffer._sample_indices draws
+    torch.randperm(size)[:k], so a batch holds k distinct rows. With 8 rows and batches of 8,
+    200 batches are each a permutation of the 8 rows; independent draws with replacement
+    would give a permutation with probability 8!/8**8 (about 0.0024) per batch."""
+    torch.manual_seed(0)
+    buffer = _buffer(8)
+    for _ in range(200):
+        assert sorted(_drawn(buffer, 8)) == list(range(8))
+
+
+def test_a_batch_is_cut_to_the_rows_stored() -> None:
+    """replay.window-validity: ReplayBuffer.sample draws min(batch_size, size) rows, so a
+    batch of 16 asked of a buffer holding 5 rows has 5 rows, not 16 (nor none)."""
+    torch.manual_seed(0)
+    buffer = _buffer(5)
+    drawn = _drawn(buffer, 16)
+    assert len(drawn) == 5
+    assert sorted(drawn) == [0, 1, 2, 3, 4]
+
+
+# -- train_off_policy's learn-step accounting ---------------------------------------------------
+class _CountingBuffer(ReplayBuffer):
+    """AgileRL's ReplayBuffer noting, at each sample, how many vector steps were added."""
+
+    def __init__(self, max_size: int) -> None:
+        super().__init__(max_size=max_size)
+        self.adds = 0
+        self.sampled_after: list[int] = []
+
+    def add(self, data: TensorDict) -> None:
+        super().add(data)
+        self.adds += 1
+
+    def sample(self, batch_size: int, return_idx: bool = False, *, beta: float = 0.4) -> TensorDict:
+        self.sampled_after.append(self.adds)
+        return super().sample(batch_size, return_idx, beta=beta)
+
+
+def _train(num_envs: int, learn_step: int, vector_steps: int) -> list[int]:
+    """Run train_off_policy with a DQN on CartPole for ``vector_steps`` vector steps; the
+    number of vector steps stored before each update."""
+    import contextlib
+    import io
+
+    import gymnasium
+    from agilerl.algorithms import DQN
+    from agilerl.training.train_off_policy import train_off_policy
+
+    torch.manual_seed(0)
+    env = gymnasium.vector.SyncVectorEnv(
+        [lambda: gymnasium.make("CartPole-v1") for _ in range(num_envs)]
+    )
+    agent = DQN(
+        env.single_observation_space,
+        env.single_action_space,
+        batch_size=1,
+        learn_step=learn_step,
+        net_config={"encoder_config": {"hidden_size": [8]}},
+    )
+    memory = _CountingBuffer(max_size=1000)
+    steps = vector_steps * num_envs
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        train_off_policy(
+            env,
+            "CartPole-v1",
+            "DQN",
+            [agent],
+            memory,
+            max_steps=steps,
+            evo_steps=steps,
+            eval_steps=1,
+            verbose=False,
+        )
+    return memory.sampled_after
+
+
+def test_the_first_update_of_a_learn_step_comes_after_one_vector_step() -> None:
+    """unroll.fractional-schedule: with learn_step = 2 * num_envs the loop learns when
+    idx_step % (learn_step // num_envs) == 0 (training/train_off_policy.py, train_off_policy),
+    after vector steps 1, 3, 5 of 6 -- not after 2, 4, 6: the first update follows one vector
+    step and the last vector step earns none."""
+    assert _train(num_envs=2, learn_step=4, vector_steps=6) == [1, 3, 5]
+
+
+def test_learn_step_is_floored_to_whole_vector_steps() -> None:
+    """train.updates-per-call: learn_step counts env steps per update, but the loop makes
+    num_envs // learn_step updates per vector step when learn_step <= num_envs, and one
+    update every learn_step // num_envs vector steps otherwise. With 3 envs and learn_step 2
+    (1.5 updates per vector step asked) it makes 1 per vector step; with 2 envs and learn_step
+    3 (one update per 1.5 vector steps) it makes one every vector step."""
+    assert _train(num_envs=3, learn_step=2, vector_steps=4) == [1, 2, 3, 4]
+    assert _train(num_envs=2, learn_step=3, vector_steps=4) == [1, 2, 3, 4]

@@ -1,0 +1,233 @@
+"""Adapter over AgileRL 2.58.0: its uniform ``ReplayBuffer`` (``components/replay_buffer.py``)
+filled with the toy env through a Gymnasium ``SyncVectorEnv`` (what ``utils/utils.py:make_vect_envs``
+builds) and sampled by its own ``Sampler`` (``components/sampler.py``), as
+``training/train_off_policy.py:train_off_policy`` fills and samples it (capability ``replay``);
+and ``train_off_policy`` itself with a ``DQN`` agent (capability ``trainer``, see
+:mod:`xpspec.adapters.agilerl_trainer` for its learn-step accounting). Nothing of AgileRL is
+re-implemented; sources are cited as ``file:function`` under the installed ``agilerl``
+package. ``agilerl.algorithms`` imports ``peft`` (an optional dependency of AgileRL's
+``llm`` extras), so the ``adapter-agilerl`` extra installs it too.
+
+**Rows.** ``train_off_policy`` stores one row per env and vector step,
+``Transition(obs, action, reward, next_obs, done=terminated)`` turned into a TensorDict by
+``components/data.py:transition_to_tensordict`` with batch size ``B`` and handed to
+``ReplayBuffer.add``; the adapter builds the rows with those same two functions. Under
+Gymnasium's ``NEXT_STEP`` autoreset every time step is the ``obs`` of one row (a LAST's row
+holds the next episode's FIRST as ``next_obs``), so the rows name items as time steps. The
+``store`` events name each row by the ``obs`` read back from the buffer's storage at the rows
+just written; their step types, rewards (into the step) and discounts are the env's flags of
+that step, since the buffer keeps only ``done`` of the row's successor.
+
+**Capacity.** ``ReplayBuffer(max_size)`` is one ring of rows shared by all envs; every ``add``
+writes ``B`` consecutive rows (env order) at its cursor (``ReplayBuffer.add``). The adapter
+passes ``max_size = capacity * B``, so the ring stays aligned to whole vector steps and each
+env keeps its newest ``capacity`` rows, as the spec's per-env ring does.
+
+**Sampling.** A draw is ``Sampler(memory=buffer).sample(batch_size)`` (``sample_standard`` ->
+``ReplayBuffer.sample``), under ``torch.manual_seed(seed)`` (it draws from torch's global
+generator); each row is a window of one item. ``ReplayBuffer.sample`` draws
+``min(batch_size, size)`` rows by ``torch.randperm(size)`` -- without replacement -- while the
+buffer holds fewer than 16384 rows (``ReplayBuffer._sample_indices``); a draw before any row is
+stored fails its assertion ``Cannot sample from an empty buffer.`` and is recorded as an empty
+draw (``replay.no-window``).
+
+**Not expressible** (:class:`~xpspec.protocol.adapter.Unsupported`): windows longer than one
+row, a period, and distributions other than ``uniform-windows``. ``PrioritizedReplayBuffer``
+and ``MultiStepReplayBuffer`` are not driven: the spec has no prioritised distribution, and
+n-step targets belong to the ``learner`` capability, which this adapter does not declare.
+Every catalogue replay scenario but ``replay-empty`` asks for windows of several items, so the
+sampler's rows are checked mostly through the trainer's updates.
+"""
+
+from __future__ import annotations
+
+from importlib import metadata
+from typing import Any
+
+try:
+    from agilerl.components.data import Transition, transition_to_tensordict
+    from agilerl.components.replay_buffer import ReplayBuffer
+    from agilerl.components.sampler import Sampler
+    from tensordict import TensorDict
+except ImportError as exc:  # pragma: no cover - exercised only without the framework
+    raise ImportError(
+        "xpspec.adapters.agilerl needs agilerl 2.58.0: pip install 'xpspec[adapter-agilerl]'"
+    ) from exc
+
+import gymnasium
+import numpy as np
+import torch
+
+from xpspec.adapters.agilerl_trainer import run_trainer
+from xpspec.kit.events import store
+from xpspec.kit.items import decode_items, single_item_windows
+from xpspec.kit.quiet import seeded_quiet
+from xpspec.kit.steps import steps_from_columns
+from xpspec.protocol.adapter import PROTOCOL_VERSION, AdapterInfo, Unsupported
+from xpspec.protocol.env_spec import EnvSpec
+from xpspec.protocol.sampling import SamplingSpec
+from xpspec.protocol.scenario import ReplayScenario, TrainerScenario
+from xpspec.protocol.trace import Event, Sampled, Trace
+from xpspec.refimpl.toy_envs.gym_env import make_env_fns
+from xpspec.refimpl.toy_envs.gym_vector import step_types_from_gym
+
+__all__ = ["AgileRLAdapter"]
+
+_VERSION = "2.58.0"
+_SRC = f"agilerl {_VERSION}"
+_LINK = "https://github.com/AgileRL/AgileRL/blob/v2.58.0/agilerl/components/replay_buffer.py"
+_EMPTY = "Cannot sample from an empty buffer."
+"""``ReplayBuffer.sample``'s assertion message when nothing was ever stored."""
+
+
+def _unsupported(reason: str) -> Unsupported:
+    return Unsupported(f"{reason} ({_SRC})", _LINK)
+
+
+def _check_sampling(sampling: SamplingSpec) -> None:
+    """Raise :class:`Unsupported` for what ``ReplayBuffer.sample`` cannot express."""
+    if sampling.window_length != 1:
+        raise _unsupported(
+            f"window length {sampling.window_length}: ReplayBuffer.sample returns single "
+            "transitions (components/replay_buffer.py:ReplayBuffer.sample), no sequences"
+        )
+    if sampling.period != 1:
+        raise _unsupported(
+            f"period {sampling.period}: ReplayBuffer.sample draws any stored row (no grid)"
+        )
+    if sampling.distribution != "uniform-windows":
+        raise _unsupported(
+            f"sampling distribution {sampling.distribution!r}: ReplayBuffer.sample draws rows "
+            "of its one shared ring by torch.randperm, with no notion of envs or episodes "
+            "(components/replay_buffer.py:ReplayBuffer._sample_indices)"
+        )
+
+
+def _vec_env(spec: EnvSpec, seed: int) -> gymnasium.vector.SyncVectorEnv:
+    """The vector env ``make_vect_envs`` builds (a ``SyncVectorEnv``, ``NEXT_STEP`` autoreset)."""
+    if spec.autoreset != "next-step":
+        raise _unsupported(
+            f"autoreset {spec.autoreset!r}: utils/utils.py:make_vect_envs builds Gymnasium vector "
+            "envs in their default NEXT_STEP mode, and train_off_policy stores the next_obs a "
+            "step returns (under SAME_STEP the next episode's first observation, the final one "
+            "left in infos), so only 'next-step' is what AgileRL's loop stores"
+        )
+    return gymnasium.vector.SyncVectorEnv(list(make_env_fns(spec, seed)))
+
+
+def _numpy(obs: Any) -> Any:
+    """A tensor of observations as an array; a Dict observation's TensorDict as a dict of
+    arrays (iterating a TensorDict runs over its batch, so its items are read)."""
+    if isinstance(obs, TensorDict):
+        return {key: value.numpy() for key, value in obs.items()}
+    return obs.numpy()
+
+
+def _storage_obs(buffer: ReplayBuffer, rows: np.ndarray) -> Any:
+    """The ``obs`` the buffer's storage holds at ``rows``."""
+    storage = buffer.storage
+    assert storage is not None, "read back before any add"
+    return _numpy(storage["obs"][torch.as_tensor(rows)])
+
+
+class _Fill:
+    """Steps the vector env ``steps`` times and adds each step's rows to ``buffer`` as
+    ``train_off_policy`` does, recording each add as a ``store`` event read back from the
+    buffer."""
+
+    def __init__(self, buffer: ReplayBuffer, spec: EnvSpec, seed: int) -> None:
+        self.buffer = buffer
+        self.env = _vec_env(spec, seed)
+        self.num_envs = spec.num_envs
+        self.events: list[Event] = []
+
+    def run(self, steps: int) -> None:
+        b = self.num_envs
+        actions = np.zeros(b, dtype=np.int64)
+        obs, _ = self.env.reset()
+        # the flags and reward of the call that returned ``obs`` (the reset's: FIRST, 0)
+        terminated = truncated = np.zeros(b, dtype=bool)
+        reward_in = np.zeros(b)
+        previous_done = np.ones(b, dtype=bool)
+        for _ in range(steps):
+            step_type = step_types_from_gym(terminated, truncated, previous_done)
+            discount = np.where(terminated, 0.0, 1.0)
+            next_obs, reward, next_terminated, next_truncated, _ = self.env.step(actions)
+            transition = transition_to_tensordict(
+                Transition(
+                    obs=obs, action=actions, reward=reward, next_obs=next_obs, done=next_terminated
+                )
+            )
+            transition.batch_size = torch.Size([b])
+            cursor = self.buffer._cursor  # where ReplayBuffer.add writes these B rows
+            self.buffer.add(transition)
+            rows = (cursor + np.arange(b)) % self.buffer.max_size
+            items = decode_items(_storage_obs(self.buffer, rows))
+            columns = steps_from_columns(
+                items, step_type.tolist(), reward_in.tolist(), discount.tolist()
+            )
+            self.events.append(store(0, columns))
+            previous_done = np.asarray(terminated, bool) | np.asarray(truncated, bool)
+            terminated = np.asarray(next_terminated, bool)
+            truncated = np.asarray(next_truncated, bool)
+            reward_in = np.asarray(reward, dtype=np.float64)
+            obs = next_obs
+
+
+def _run_replay(sc: ReplayScenario) -> Trace:
+    _check_sampling(sc.sampling)
+    buffer = ReplayBuffer(max_size=sc.capacity * sc.env.num_envs)
+    sampler = Sampler(memory=buffer)
+    events: list[Event] = []
+    with seeded_quiet(sc.seed, ["torch"]):
+        fill = _Fill(buffer, sc.env, sc.seed)
+        fill.run(sc.fill_steps)
+        events.extend(fill.events)
+        for draw in range(sc.draws):
+            try:
+                samples = sampler.sample(sc.batch_size)
+            except AssertionError as exc:  # ReplayBuffer.sample before any add
+                if str(exc) != _EMPTY:
+                    raise
+                events.append(Sampled(draw, ()))
+                continue
+            items = decode_items(_numpy(samples["obs"]))
+            events.append(Sampled(draw, single_item_windows(items)))
+    header = {"producer": f"agilerl {_VERSION}", "stored_rows": len(buffer)}
+    return Trace(tuple(events), header)
+
+
+class AgileRLAdapter:
+    """AgileRL 2.58.0 behind the xpspec protocol (see the module docstring for the mapping)."""
+
+    def info(self) -> AdapterInfo:
+        return AdapterInfo(
+            name="agilerl",
+            framework="AgileRL",
+            framework_version=metadata.version("agilerl"),
+            protocol_version=PROTOCOL_VERSION,
+            capabilities=("trainer", "replay"),
+            issue_tracker="https://github.com/AgileRL/AgileRL/issues",
+            notes="train_off_policy with a tiny DQN; ReplayBuffer sampled by its Sampler",
+            extra_versions={
+                "torch": torch.__version__,
+                "tensordict": metadata.version("tensordict"),
+                "gymnasium": gymnasium.__version__,
+                "numpy": np.__version__,
+            },
+        )
+
+    def smoke(self) -> None:
+        version = metadata.version("agilerl")
+        if version != _VERSION:
+            raise RuntimeError(f"agilerl: expected {_VERSION}, got {version}")
+        _run_replay(ReplayScenario(EnvSpec(), capacity=2, fill_steps=2, batch_size=2))
+
+    def run_trainer(self, scenario: TrainerScenario) -> Trace:
+        """One ``train_off_policy`` run of a DQN agent (:mod:`xpspec.adapters.agilerl_trainer`)."""
+        return run_trainer(scenario)
+
+    def run_replay(self, scenario: ReplayScenario) -> Trace:
+        """Fill: ``fill_steps`` vector steps, one ``ReplayBuffer.add`` of ``B`` rows each;
+        draws: ``Sampler.sample(batch_size)`` (see the module docstring)."""
+        return _run_replay(scenario)

@@ -1,0 +1,382 @@
+"""AgileRL 2.58.0's off-policy training loop, ``training/train_off_policy.py:train_off_policy``,
+run with a ``DQN`` agent on the toy env and recorded at its seams (capability ``trainer``).
+
+**What the loop does** (``train_off_policy``, one agent, one evolution chunk): per vector step
+it acts, steps the env, ``memory.add``s the ``B`` rows ``Transition(obs, action, reward,
+next_obs, done=terminated)``, then decides whether to learn. With ``learn_step > B`` it
+evaluates ``idx_step % (learn_step // B) == 0 and len(memory) >= batch_size and memory.size >
+learning_delay`` and makes one update; otherwise it evaluates ``len(memory) >= batch_size and
+memory.size > learning_delay`` and makes ``B // learn_step`` updates. An update is one
+``memory.sample(batch_size)`` and ``agent.learn``.
+
+**Where the trace comes from.** The env is a recording ``VectorWrapper`` (one ``env_step`` per
+vector step, the time step each env was in before it); ``memory`` is a ``ReplayBuffer``
+whose instance ``add`` and ``sample`` are wrapped (``store`` events read back from the
+storage; one ``update`` per sample, its rows as windows of one item), and whose ``__len__``
+-- read only by the loop's learn condition, and only when ``idx_step % learn_step`` let it
+be evaluated -- marks a train call: the loop evaluated its learn condition there, so an
+iteration ends at each such evaluation, ``trained`` when updates followed it, ``warmup``
+when its data gate was shut. Vector steps after the last evaluation form a final iteration
+with no train call. ``agent.finalize_training_step`` ends the recording (the loop's
+evaluation episodes after it are not training).
+
+**Knobs.** ``unroll_length`` ``U`` and ``num_updates_per_train_iter`` ``N`` -> ``learn_step``:
+``U * B`` when ``U > 1`` and ``N = 1``; ``B // N`` when ``U = 1`` and ``B // (B // N) = N``.
+``mini_batch_size`` -> ``batch_size`` (default ``B``); ``capacity`` -> ``ReplayBuffer(capacity
+* B)``; ``initial_collect_steps`` ``n`` -> ``learning_delay = max(n - 1, 0)`` (the gate is
+``size > learning_delay`` on the capped size); ``num_iterations`` ``I`` -> ``max_steps =
+evo_steps = I * U * B``, ``num_env_steps`` (a multiple of ``B``) -> ``max_steps = evo_steps``.
+The trace's counter is the number of updates so far (the adapter declares no ``counter``
+observable: AgileRL's step counter is updated once per chunk). Policies are stateless.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import gymnasium
+import numpy as np
+import torch
+from agilerl.algorithms import DQN
+from agilerl.components.replay_buffer import ReplayBuffer
+from agilerl.training.train_off_policy import train_off_policy
+
+from xpspec.kit.events import env_step, run_end, store
+from xpspec.kit.items import decode_items, single_item_windows
+from xpspec.kit.quiet import seeded_quiet
+from xpspec.kit.steps import Step, steps_from_columns
+from xpspec.protocol.adapter import Unsupported
+from xpspec.protocol.preprocessors import Identity
+from xpspec.protocol.scenario import TrainerScenario
+from xpspec.protocol.trace import (
+    Event,
+    IterationEnd,
+    IterationStart,
+    Trace,
+    TrainCall,
+    Update,
+)
+from xpspec.refimpl.toy_envs.gym_env import make_env_fns
+from xpspec.refimpl.toy_envs.gym_vector import step_types_from_gym
+
+__all__ = ["LoopConfig", "loop_config", "run_trainer"]
+
+_SRC = "agilerl 2.58.0"
+_LINK = "https://github.com/AgileRL/AgileRL/blob/v2.58.0/agilerl/training/train_off_policy.py"
+_NET = {"encoder_config": {"hidden_size": [8]}}
+"""A tiny Q-network: the spec is about experience, not learning."""
+
+
+def _unsupported(reason: str) -> Unsupported:
+    return Unsupported(f"{reason} ({_SRC})", _LINK)
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    """``train_off_policy`` and ``DQN`` arguments for a trainer scenario."""
+
+    learn_step: int
+    batch_size: int
+    max_size: int
+    learning_delay: int
+    max_steps: int
+
+
+def loop_config(scenario: TrainerScenario) -> LoopConfig:
+    """AgileRL's own configuration of ``scenario``; Unsupported for what it cannot express."""
+    cfg, b = scenario.trainer, scenario.env.num_envs
+    if cfg.mode != "off-policy":
+        raise _unsupported(
+            "on-policy mode: this adapter drives train_off_policy; AgileRL's on-policy loop "
+            "(training/train_on_policy.py) is not driven"
+        )
+    if cfg.drain is not None:
+        raise _unsupported("drain mode: train_off_policy steps its vector env synchronously")
+    if not isinstance(scenario.preprocess, Identity):
+        raise _unsupported(
+            f"preprocessing {type(scenario.preprocess).__name__}: train_off_policy adds every "
+            "transition to memory itself; a preprocessing would live in a ReplayBuffer "
+            "subclass's add, which this adapter does not drive"
+        )
+    if scenario.env.autoreset != "next-step":
+        raise _unsupported(
+            "same-step autoreset: utils/utils.py:make_vect_envs builds NEXT_STEP vector envs"
+        )
+    if scenario.env.goals:
+        raise _unsupported("goal (Dict) observations: not driven by this adapter's DQN agent")
+    if cfg.whole_buffer:
+        raise _unsupported("whole-buffer training: updates sample memory at random")
+    if cfg.mini_batch_length != 1:
+        raise _unsupported(
+            f"mini_batch_length {cfg.mini_batch_length}: ReplayBuffer.sample returns single "
+            "transitions (components/replay_buffer.py)"
+        )
+    s = scenario.sampling
+    if s.period != 1 or s.distribution != "uniform-windows":
+        raise _unsupported("sampling: ReplayBuffer.sample draws stored rows by torch.randperm")
+    u, updates = cfg.unroll_length, cfg.num_updates_per_train_iter
+    if u.denominator != 1:
+        raise _unsupported(
+            f"unroll_length {u}: learn_step counts env steps, and learning is decided once per "
+            "vector step (train_off_policy)"
+        )
+    k = int(u)
+    if k > 1 and updates == 1:
+        learn_step = k * b
+    elif k == 1 and updates <= b and b // (b // updates) == updates:
+        learn_step = b // updates
+    else:
+        raise _unsupported(
+            f"unroll_length {k} with {updates} updates and {b} envs: train_off_policy makes one update "
+            "every learn_step // num_envs vector steps when learn_step > num_envs, else "
+            "num_envs // learn_step updates every vector step"
+        )
+    if cfg.num_iterations and cfg.num_env_steps:
+        raise _unsupported(
+            "num_iterations with a num_env_steps budget: train_off_policy has one budget, "
+            "max_steps env steps, and decides learning only inside its env-step loop, so it "
+            "makes no train call once the env budget is spent"
+        )
+    if cfg.num_iterations:
+        max_steps = cfg.num_iterations * k * b
+    elif cfg.num_env_steps % b == 0:
+        max_steps = cfg.num_env_steps
+    else:
+        raise _unsupported(
+            f"num_env_steps {cfg.num_env_steps} not a multiple of {b} envs: one evolution chunk "
+            "runs evo_steps // num_envs vector steps, and a second chunk resets the env"
+        )
+    if cfg.warmup_gate == "unrolled>=":
+        raise _unsupported("a warm-up gate on unrolled items: the gate reads memory.size")
+    # the gate is memory.size > learning_delay: 'stored>' n is n, 'stored>=' n is n - 1
+    strict = cfg.warmup_gate == "stored>"
+    n = cfg.initial_collect_steps
+    delay = n if strict else max(n - 1, 0)
+    batch = cfg.mini_batch_size or b
+    return LoopConfig(learn_step, batch, cfg.capacity * b, delay, max_steps)
+
+
+# -- the trace, as a log of what the loop did -----------------------------------------------------
+@dataclass(frozen=True)
+class _Entry:
+    kind: str  # "env", "store", "gate", "update"
+    steps: tuple[Step, ...] = ()
+    windows: tuple[Any, ...] = ()
+    stored: int = 0
+
+
+class _GatedBuffer(ReplayBuffer):
+    """AgileRL's ``ReplayBuffer``; ``__len__`` (read only by the loop's learn condition)
+    reports each read to ``on_gate``."""
+
+    def __init__(self, max_size: int, on_gate: Any) -> None:
+        super().__init__(max_size=max_size)
+        self._on_gate = on_gate
+
+    def __len__(self) -> int:
+        self._on_gate()
+        return super().__len__()
+
+
+class _Recorder(gymnasium.vector.VectorWrapper):
+    """Reports each vector step: the time step every env was in before it and the actions."""
+
+    def __init__(self, env: gymnasium.vector.VectorEnv, log: list[_Entry]) -> None:
+        super().__init__(env)
+        self._log = log
+        self.recording = True
+        n = env.num_envs
+        self._obs: Any = None
+        self._flags = (np.zeros(n, bool), np.zeros(n, bool), np.ones(n, bool))
+        self._reward = np.zeros(n)
+
+    def reset(self, **kwargs: Any) -> Any:
+        obs, info = super().reset(**kwargs)
+        n = self.num_envs
+        self._obs = obs
+        self._flags = (np.zeros(n, bool), np.zeros(n, bool), np.ones(n, bool))
+        self._reward = np.zeros(n)
+        return obs, info
+
+    def current(self) -> list[Step]:
+        """The time steps of the observation the loop acts on."""
+        terminated, truncated, previous = self._flags
+        types = step_types_from_gym(terminated, truncated, previous).tolist()
+        discounts = np.where(terminated, 0.0, 1.0).tolist()
+        return steps_from_columns(decode_items(self._obs), types, self._reward.tolist(), discounts)
+
+    def step(self, actions: Any) -> Any:
+        before = self.current()
+        obs, reward, terminated, truncated, info = super().step(actions)
+        if self.recording:
+            acts = np.asarray(actions).reshape(-1).tolist()
+            rows = [
+                Step(s.item, s.step_type, s.reward, s.discount, action=int(a))
+                for s, a in zip(before, acts)
+            ]
+            self._log.append(_Entry("env", tuple(rows)))
+        done = self._flags[0] | self._flags[1]
+        self._flags = (np.asarray(terminated, bool), np.asarray(truncated, bool), done)
+        self._reward = np.asarray(reward, dtype=np.float64)
+        self._obs = obs
+        return obs, reward, terminated, truncated, info
+
+
+class _Run:
+    """One ``train_off_policy`` run of a DQN agent, recorded into a log, then into a trace."""
+
+    def __init__(self, scenario: TrainerScenario, config: LoopConfig) -> None:
+        self.scenario, self.config = scenario, config
+        self.log: list[_Entry] = []
+        self.stored = 0
+        self.env = _Recorder(
+            gymnasium.vector.SyncVectorEnv(list(make_env_fns(scenario.env, scenario.seed))),
+            self.log,
+        )
+        self.memory = _GatedBuffer(config.max_size, self._gate)
+        spaces: tuple[Any, Any] = (self.env.single_observation_space, self.env.single_action_space)
+        self.agent = DQN(
+            spaces[0],
+            spaces[1],
+            batch_size=config.batch_size,
+            learn_step=config.learn_step,
+            net_config=_NET,
+        )
+        self._wrap()
+
+    def _gate(self) -> None:
+        if self.env.recording:
+            self.log.append(_Entry("gate", stored=self.stored))
+
+    def _wrap(self) -> None:
+        memory, add, sample = self.memory, self.memory.add, self.memory.sample
+        finalize = self.agent.finalize_training_step
+
+        def add_rows(data: Any) -> Any:
+            cursor = memory._cursor
+            result = add(data)
+            b = int(data.shape[0])
+            rows = torch.as_tensor((cursor + np.arange(b)) % memory.max_size)
+            stored = memory.storage
+            assert stored is not None
+            items = decode_items(stored["obs"][rows].numpy())
+            # the rows' time steps are those the loop acted on in this vector step
+            acted = {s.item: s for s in self._acted()}
+            self.log.append(_Entry("store", tuple(acted[i] for i in items)))
+            self.stored += b
+            return result
+
+        def sample_rows(*args: Any, **kwargs: Any) -> Any:
+            samples = sample(*args, **kwargs)
+            items = decode_items(samples["obs"].numpy())
+            self.log.append(_Entry("update", windows=single_item_windows(items)))
+            return samples
+
+        def finalize_step(num_steps: int) -> None:
+            self.env.recording = False
+            finalize(num_steps)
+
+        # this instance's methods only (its class and other instances keep theirs)
+        setattr(memory, "add", add_rows)  # noqa: B010
+        setattr(memory, "sample", sample_rows)  # noqa: B010
+        setattr(self.agent, "finalize_training_step", finalize_step)  # noqa: B010
+
+    def _acted(self) -> tuple[Step, ...]:
+        for entry in reversed(self.log):
+            if entry.kind == "env":
+                return entry.steps
+        raise AssertionError("a store before any env step")
+
+    def run(self) -> Trace:
+        c = self.config
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            self._train(c)
+        return Trace(tuple(_events(self.log)), {"producer": _SRC})
+
+    def _train(self, c: LoopConfig) -> None:
+        """``train_off_policy`` (its progress bar written to a discarded stream)."""
+        train_off_policy(
+            self.env,
+            "xpspec-toy",
+            "DQN",
+            [self.agent],
+            self.memory,
+            max_steps=c.max_steps,
+            evo_steps=c.max_steps,
+            eval_steps=1,
+            learning_delay=c.learning_delay,
+            verbose=False,
+        )
+
+
+def _events(log: list[_Entry]) -> list[Event]:
+    """The log as trainer events: an iteration ends at each learn-condition evaluation, with
+    its train call and the updates that followed it, or at the end of the log."""
+    events: list[Event] = []
+    iteration = call = updates = env_steps = stored = 0
+    body: list[_Entry] = []
+
+    def close(train: list[Event]) -> None:
+        nonlocal iteration, env_steps, stored
+        iteration += 1
+        unrolled = sum(1 for e in body if e.kind == "env")
+        events.append(IterationStart(iteration, updates, unrolled))
+        for entry in body:
+            if entry.kind == "env":
+                events.append(env_step(iteration, entry.steps))
+                env_steps += len(entry.steps)
+            else:
+                events.append(store(iteration, entry.steps))
+                stored += len(entry.steps)
+        for event in train:
+            events.append(_renumber(event, iteration))
+        events.append(IterationEnd(iteration, updates, env_steps, stored, 0))
+        body.clear()
+
+    i = 0
+    while i < len(log):
+        entry = log[i]
+        if entry.kind in ("env", "store"):
+            body.append(entry)
+            i += 1
+            continue
+        if entry.kind != "gate":
+            raise AssertionError(f"an update outside a learn step at log entry {i}")
+        j = i + 1
+        while j < len(log) and log[j].kind == "gate":  # the condition reads len() once
+            j += 1
+        train: list[Event] = []
+        samples = []
+        while j < len(log) and log[j].kind == "update":
+            samples.append(log[j])
+            j += 1
+        status: Literal["trained", "warmup"] = "trained" if samples else "warmup"
+        train.append(TrainCall(0, call, updates, status, entry.stored))
+        for index, sample in enumerate(samples):
+            updates += 1
+            masks = ((1,),) * len(sample.windows)
+            train.append(Update(0, call, index, updates, sample.windows, masks))
+        call += 1
+        close(train)
+        i = j
+    if body:
+        close([])
+    events.append(run_end(iteration, env_steps, "report"))
+    return events
+
+
+def _renumber(event: Event, iteration: int) -> Event:
+    if isinstance(event, TrainCall):
+        return TrainCall(iteration, event.call, event.counter, event.status, event.stored_total)
+    assert isinstance(event, Update)
+    return Update(iteration, event.call, event.index, event.counter, event.windows, event.loss_mask)
+
+
+def run_trainer(scenario: TrainerScenario) -> Trace:
+    """One ``train_off_policy`` run (see the module docstring)."""
+    config = loop_config(scenario)
+    with seeded_quiet(scenario.seed, ["torch", "numpy", "random"]):
+        return _Run(scenario, config).run()
