@@ -324,3 +324,37 @@ def test_the_column_is_named_as_the_adapter_names_itself(tmp_path: Path) -> None
     assert "| clause | tiny |" in render_markdown(doc)
     old = build_compliance([_run(tmp_path / "b.jsonl", "b", [("x.one", "pass")])], ["x.one"])
     assert list(old["clauses"]["x.one"]) == ["b"]
+
+
+def test_a_column_keeps_the_run_dates_and_the_parts_of_a_failure_message(tmp_path: Path) -> None:
+    path = _run(tmp_path / "a.jsonl", "a", [("x.two", "pass")])
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    lines[0]["started"], lines[-1]["ended"] = (
+        "2026-01-02T03:04:05+00:00",
+        "2026-01-02T03:05:00+00:00",
+    )
+    message = (
+        "[x.one] c: a window crosses an evicted item\n  expected: [4]\n  actual:   [5]\n"
+        'scenario \'x\':\n  {"kind":"replay"}\n  reproduce: save the JSON above as s.json, then …'
+    )
+    fail = lines[1] | {"clauses": ["x.one"], "status": "fail", "message": message}
+    lines.insert(1, fail)
+    path.write_text("\n".join(map(json.dumps, lines)) + "\n")
+    doc = build_compliance([path], ["x.one", "x.two"])
+    jsonschema.validate(doc, SCHEMA)
+    (implementation,) = doc["implementations"]
+    assert implementation["started"] == "2026-01-02T03:04:05+00:00"
+    assert implementation["ended"] == "2026-01-02T03:05:00+00:00"
+    cell = doc["clauses"]["x.one"]["a"]
+    assert cell["message"] == "[x.one] c: a window crosses an evicted item"
+    assert (cell["expected"], cell["actual"]) == ("[4]", "[5]")
+    assert cell["scenario_json"] == '{"kind":"replay"}'
+    assert cell["text"] == "\n".join(message.splitlines()[:3])
+    assert set(doc["clauses"]["x.two"]["a"]) == {
+        "status",
+        "check",
+        "scenario",
+        "message",
+        "variant",
+        "level",
+    }

@@ -145,3 +145,15 @@ def test_the_compliance_page_is_the_committed_runs_matrix() -> None:
     assert render_markdown(doc, links=True) == page, (
         "docs/compliance.md is stale: regenerate it with `nox -s report`"
     )
+
+
+def test_a_committed_run_keeps_its_dates_once_and_gives_them_to_its_column(tmp_path: Path) -> None:
+    started = "2026-01-01T00:00:00+00:00"
+    a = _report(tmp_path / "a.jsonl", "a", started, "pass")
+    assert _report_cmd(tmp_path, a) == 0
+    data = json.loads((tmp_path / "runs" / "a.json").read_text())
+    assert data["started"] == data["ended"] == started
+    assert "started" not in data["implementation"] and "ended" not in data["implementation"]
+    run = read_committed(tmp_path / "runs" / "a.json")
+    assert run.column["implementation"]["started"] == started
+    assert run.to_json() == (tmp_path / "runs" / "a.json").read_text()

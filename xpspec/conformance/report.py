@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from xpspec.conformance.messages import failure_parts
 from xpspec.conformance.outcomes import STATUSES
 
 __all__ = [
@@ -180,15 +181,19 @@ _IMPLEMENTATION_KEYS = (
 
 
 def column(run: RunReport, aliases: dict[str, tuple[str, ...]] | None = None) -> dict[str, Any]:
-    """One run's column of the matrix: ``implementation`` (who ran, with what, how the run
-    ended) and ``cells``, per clause the run has a result of, its worst outcome (with an n/a
-    cell's most frequent reasons). ``aliases`` as for :func:`build_compliance`."""
+    """One run's column of the matrix: ``implementation`` (who ran, with what, when, how the
+    run ended) and ``cells``, per clause the run has a result of, its worst outcome (with an
+    n/a cell's most frequent reasons, and a cell that is not a pass the parts of its message
+    the compliance site shows: :func:`xpspec.conformance.messages.failure_parts`).
+    ``aliases`` as for :func:`build_compliance`."""
     aliases = aliases or {}
     header, results = run.header, run.results
     implementation = {
         "adapter": column_name(header),
         **{k: header.get(k) for k in _IMPLEMENTATION_KEYS},
         "run": run.status,
+        "started": str(header.get("started", "")),
+        "ended": str((run.footer or {}).get("ended", "")),
     }
     worst: dict[str, dict[str, Any]] = {}
     why_not: dict[str, Counter[str]] = {}
@@ -202,6 +207,7 @@ def column(run: RunReport, aliases: dict[str, tuple[str, ...]] | None = None) ->
                 "check": r["check"],
                 "scenario": r["scenario"],
                 "message": _first_line(r["message"]),
+                "full_message": r["message"],
                 "variant": r.get("variant", ""),
                 "level": r.get("level", "MUST"),
             }
@@ -215,6 +221,9 @@ def column(run: RunReport, aliases: dict[str, tuple[str, ...]] | None = None) ->
     for clause, cell in worst.items():
         if cell["status"] == "not-applicable":
             cell["reasons"] = [why for why, _ in why_not[clause].most_common(_REASONS)]
+        elif cell["status"] != "pass":
+            cell.update(failure_parts(cell.pop("full_message")).fields())
+        cell.pop("full_message", None)
     return {"implementation": implementation, "cells": worst}
 
 
