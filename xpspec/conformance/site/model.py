@@ -3,9 +3,10 @@ versions, when), its rows (one per clause, with the clause's statement) and, for
 that is not a pass, the detail a reader needs to act on it: the message, the expected and
 actual values, the scenario's JSON and the commands that reproduce and explain it.
 
-Everything here comes from a compliance document (:func:`xpspec.conformance.report.
-compliance_from_columns`), which an adapter's run supplied: names, notes, messages and
-scenarios are untrusted text, kept as text; the templates escape them.
+Everything here comes from a compliance document
+(:func:`xpspec.conformance.report.compliance_from_columns`), which an adapter's run supplied:
+names, notes, messages and scenarios are untrusted text, kept as text; the templates escape
+them.
 """
 
 from __future__ import annotations
@@ -92,8 +93,8 @@ class Cell:
     label: str
     """The cell's words (:func:`~xpspec.conformance.site.outcomes.cell_label`)."""
     note: str
-    """Its variant or the clause it follows from (:func:`~xpspec.conformance.site.outcomes.
-    cell_note`), which the matrix shows under the outcome."""
+    """Its variant or the clause it follows from
+    (:func:`~xpspec.conformance.site.outcomes.cell_note`), shown under the outcome."""
     title: str
     detail: Detail | None
 

@@ -26,7 +26,10 @@
     shown.textContent = count + " of " + rows.length + " clauses shown";
   }
   form.addEventListener("change", apply);
-  form.addEventListener("reset", function () { setTimeout(apply, 0); });
+  form.querySelector("button.all").addEventListener("click", function () {
+    form.querySelectorAll("input").forEach(function (box) { box.checked = true; });
+    apply();
+  });
   form.hidden = false;
   apply();
 })();
