@@ -18,8 +18,13 @@ from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.structure.files import File, Files, InclusionLevel
 from mkdocs.structure.pages import Page
 
+from xpspec.conformance.compliance_site import (
+    DETAILS_DIR,
+    build_matrix,
+    render_details_page,
+    rewrite_md_links,
+)
 from xpspec.conformance.runs import committed_compliance
-from xpspec.conformance.site import DETAILS_DIR, build_matrix, render_details_page, rewrite_md_links
 
 RUNS = Path(__file__).resolve().parents[1] / "runs"
 MATRIX_PAGE = "compliance.md"

@@ -24,8 +24,8 @@ from urllib.parse import urldefrag
 
 import pytest
 
-from tests.conformance.site.fixture import EVIL, every_outcome, hostile
-from xpspec.conformance.site import build_matrix, render_standalone
+from tests.conformance.compliance_site.fixture import EVIL, every_outcome, hostile
+from xpspec.conformance.compliance_site import build_matrix, render_standalone
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")

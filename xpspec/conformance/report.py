@@ -347,10 +347,10 @@ def _cell(cell: dict[str, Any]) -> str:
 def render_markdown(doc: dict[str, Any], *, links: bool = False) -> str:
     """The matrix as a Markdown table, clause ids unlinked (a report written anywhere but
     the docs need not have the spec pages beside it). With ``links``: the docs site's page
-    of the matrix instead (:func:`xpspec.conformance.site.render_docs_page`), whose clause
+    of the matrix instead (:func:`xpspec.conformance.compliance_site.render_docs_page`), whose clause
     ids link to the spec pages and whose cells link to their details."""
     if links:
-        from xpspec.conformance.site import build_matrix, render_docs_page
+        from xpspec.conformance.compliance_site import build_matrix, render_docs_page
 
         return render_docs_page(build_matrix(doc))
     names = [i["adapter"] for i in doc["implementations"]]
@@ -402,8 +402,8 @@ def _escape_md(text: str) -> str:
 
 def render_html(doc: dict[str, Any]) -> str:
     """The matrix as one self-contained HTML page: the compliance site's standalone page
-    (:func:`xpspec.conformance.site.render_standalone`), details and clauses included."""
-    from xpspec.conformance.site import build_matrix, render_standalone
+    (:func:`xpspec.conformance.compliance_site.render_standalone`), details and clauses included."""
+    from xpspec.conformance.compliance_site import build_matrix, render_standalone
 
     return render_standalone(build_matrix(doc))
 

@@ -8,10 +8,18 @@ pass a detail with its message, expected and actual values, scenario and command
 (:mod:`.render`), :class:`Links` says where their links go (:mod:`.links`).
 """
 
-from xpspec.conformance.site.links import DETAILS_DIR, Links, rewrite_md_links
-from xpspec.conformance.site.model import Cell, Column, Detail, Matrix, Row, build_matrix, slugs
-from xpspec.conformance.site.outcomes import LOOKS, Look, cell_label, classify, look
-from xpspec.conformance.site.render import (
+from xpspec.conformance.compliance_site.links import DETAILS_DIR, Links, rewrite_md_links
+from xpspec.conformance.compliance_site.model import (
+    Cell,
+    Column,
+    Detail,
+    Matrix,
+    Row,
+    build_matrix,
+    slugs,
+)
+from xpspec.conformance.compliance_site.outcomes import LOOKS, Look, cell_label, classify, look
+from xpspec.conformance.compliance_site.render import (
     SCRIPT,
     render_details_page,
     render_docs_page,

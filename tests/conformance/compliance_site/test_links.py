@@ -3,8 +3,8 @@ sources into the built site's URLs."""
 
 from __future__ import annotations
 
-from tests.conformance.site.fixture import every_outcome
-from xpspec.conformance.site import Links, build_matrix, rewrite_md_links
+from tests.conformance.compliance_site.fixture import every_outcome
+from xpspec.conformance.compliance_site import Links, build_matrix, rewrite_md_links
 
 SITE = {"compliance.md": "compliance/", "spec/replay.md": "spec/replay/"}
 

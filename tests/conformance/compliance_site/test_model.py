@@ -8,7 +8,7 @@ import shlex
 
 import pytest
 
-from tests.conformance.site.fixture import (
+from tests.conformance.compliance_site.fixture import (
     CLAUSES,
     MUSTS,
     OUTCOMES,
@@ -18,8 +18,15 @@ from tests.conformance.site.fixture import (
     every_outcome,
 )
 from xpspec.conformance.catalog import CATALOG
-from xpspec.conformance.site import LOOKS, build_matrix, cell_label, classify, look, slugs
-from xpspec.conformance.site.model import TITLE_LIMIT
+from xpspec.conformance.compliance_site import (
+    LOOKS,
+    build_matrix,
+    cell_label,
+    classify,
+    look,
+    slugs,
+)
+from xpspec.conformance.compliance_site.model import TITLE_LIMIT
 from xpspec.protocol.scenario import scenario_from_json
 
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from xpspec.conformance.site.model import Detail
+from xpspec.conformance.compliance_site.model import Detail
 
 __all__ = ["DETAILS_DIR", "Links", "rewrite_md_links"]
 

@@ -9,8 +9,8 @@ import re
 
 import pytest
 
-from tests.conformance.site.dom import Node, parse
-from tests.conformance.site.fixture import (
+from tests.conformance.compliance_site.dom import Node, parse
+from tests.conformance.compliance_site.fixture import (
     CLAUSES,
     EVIL,
     FAIL_MESSAGE,
@@ -20,7 +20,7 @@ from tests.conformance.site.fixture import (
     every_outcome,
     hostile,
 )
-from xpspec.conformance.site import (
+from xpspec.conformance.compliance_site import (
     LOOKS,
     SCRIPT,
     build_matrix,

@@ -22,9 +22,9 @@ import jinja2
 import markupsafe
 from markupsafe import Markup
 
-from xpspec.conformance.site.links import Links
-from xpspec.conformance.site.model import Column, Matrix
-from xpspec.conformance.site.outcomes import LOOKS, look
+from xpspec.conformance.compliance_site.links import Links
+from xpspec.conformance.compliance_site.model import Column, Matrix
+from xpspec.conformance.compliance_site.outcomes import LOOKS, look
 
 __all__ = ["SCRIPT", "render_details_page", "render_docs_page", "render_standalone"]
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from xpspec.conformance.clauses import ClauseRegistry
-from xpspec.conformance.site.outcomes import LOOKS, cell_label, cell_note, classify
+from xpspec.conformance.compliance_site.outcomes import LOOKS, cell_label, cell_note, classify
 
 __all__ = ["TITLE_LIMIT", "Cell", "Column", "Detail", "Matrix", "Row", "build_matrix", "slugs"]
 
@@ -91,10 +91,10 @@ class Cell:
     column: Column
     key: str
     label: str
-    """The cell's words (:func:`~xpspec.conformance.site.outcomes.cell_label`)."""
+    """The cell's words (:func:`~xpspec.conformance.compliance_site.outcomes.cell_label`)."""
     note: str
     """Its variant or the clause it follows from
-    (:func:`~xpspec.conformance.site.outcomes.cell_note`), shown under the outcome."""
+    (:func:`~xpspec.conformance.compliance_site.outcomes.cell_note`), shown under the outcome."""
     title: str
     detail: Detail | None
 
