@@ -9,6 +9,9 @@ requirements). pyproject.toml states ranges; these files are the exact versions 
 - ``suite``: the main job — the conformance suite against refimpl, with its report and matrix.
 - ``lint``: ruff format --check, ruff check, mypy.
 - ``docs``: build the site in strict mode.
+- ``browser``: the compliance site in Debian's headless Chromium, driven by Selenium: the
+  standalone page and the built docs site load, filters work, links resolve, nothing a report
+  supplies runs (needs ``apt-get install -y chromium chromium-driver``).
 - ``bench``: throughput of the reference trainer and sampler beside minimal torch loops, and
   what running the adapter in a worker process costs.
 - ``minimums``: the tests on the lower bounds pyproject.toml states (constraints/minimum.txt).
@@ -151,6 +154,23 @@ def lint(session: nox.Session) -> None:
 def docs(session: nox.Session) -> None:
     install(session, "docs")
     session.run("mkdocs", "build", "--strict")
+
+
+@nox.session(python="3.11", default=False)
+def browser(session: nox.Session) -> None:
+    """The compliance site's tests in a real browser (tests/browser): Debian's chromium and
+    chromium-driver, which this session does not install (CI installs them with apt-get). In
+    the tests session these tests skip without them; here a missing browser fails them."""
+    install(session, "test", "browser", "docs")
+    session.run(
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "tests/browser",
+        *session.posargs,
+        env={"XPSPEC_BROWSER": "required", "NO_MKDOCS_2_WARNING": "1"},
+    )
 
 
 @nox.session(python="3.11", default=False)

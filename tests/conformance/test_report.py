@@ -65,8 +65,9 @@ def test_worst_outcome_per_clause_and_schema(tmp_path: Path) -> None:
     assert doc["clauses"]["x.three"]["b"]["status"] == "not-applicable"
     md = render_markdown(doc)
     assert "| `x.one` | FAIL | n/a [1] |" in md  # a report elsewhere does not link the spec
-    assert "| [`x.one`](spec/area.md#x.one) | FAIL | n/a [1] |" in render_markdown(doc, links=True)
-    assert 'class="fail"' in render_html(doc)
+    # the docs page and the standalone page link the clause and show the cell's outcome
+    assert '<a href="spec/area.md#x.one">x.one</a>' in render_markdown(doc, links=True)
+    assert 'class="o-fail" data-o="fail"' in render_html(doc)
 
 
 def test_a_not_applicable_cell_states_its_reasons(tmp_path: Path) -> None:
@@ -107,7 +108,7 @@ def test_a_not_applicable_cell_states_its_reasons(tmp_path: Path) -> None:
     md = render_markdown(doc)
     assert "| `x.one` | n/a [1] |" in md and "| `x.three` | n/a [2] |" in md
     assert "1. **a**: unsupported: no hook (fw 1); declares no 'state'" in md
-    assert 'title="unsupported: no hook (fw 1)\ndeclares no &#x27;state&#x27;"' in render_html(doc)
+    assert 'title="unsupported: no hook (fw 1)\ndeclares no &#39;state&#39;"' in render_html(doc)
 
 
 def test_findings_are_named_in_the_matrix(tmp_path: Path) -> None:
@@ -338,3 +339,37 @@ def test_the_matrix_schema_knows_every_way_a_run_ends() -> None:
     )
     run = schema["properties"]["implementations"]["items"]["properties"]["run"]
     assert run["enum"] == [*RUN_STATUSES, "died"]
+
+
+def test_a_column_keeps_the_run_dates_and_the_parts_of_a_failure_message(tmp_path: Path) -> None:
+    path = _run(tmp_path / "a.jsonl", "a", [("x.two", "pass")])
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    lines[0]["started"], lines[-1]["ended"] = (
+        "2026-01-02T03:04:05+00:00",
+        "2026-01-02T03:05:00+00:00",
+    )
+    message = (
+        "[x.one] c: a window crosses an evicted item\n  expected: [4]\n  actual:   [5]\n"
+        'scenario \'x\':\n  {"kind":"replay"}\n  reproduce: save the JSON above as s.json, then …'
+    )
+    fail = lines[1] | {"clauses": ["x.one"], "status": "fail", "message": message}
+    lines.insert(1, fail)
+    path.write_text("\n".join(map(json.dumps, lines)) + "\n")
+    doc = build_compliance([path], ["x.one", "x.two"])
+    jsonschema.validate(doc, SCHEMA)
+    (implementation,) = doc["implementations"]
+    assert implementation["started"] == "2026-01-02T03:04:05+00:00"
+    assert implementation["ended"] == "2026-01-02T03:05:00+00:00"
+    cell = doc["clauses"]["x.one"]["a"]
+    assert cell["message"] == "[x.one] c: a window crosses an evicted item"
+    assert (cell["expected"], cell["actual"]) == ("[4]", "[5]")
+    assert cell["scenario_json"] == '{"kind":"replay"}'
+    assert cell["text"] == "\n".join(message.splitlines()[:3])
+    assert set(doc["clauses"]["x.two"]["a"]) == {
+        "status",
+        "check",
+        "scenario",
+        "message",
+        "variant",
+        "level",
+    }

@@ -3,6 +3,7 @@ and never loses a column because that implementation was not run again."""
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 from xpspec.conformance.clauses import ClauseRegistry
 from xpspec.conformance.cli import main
 from xpspec.conformance.report import build_compliance, compliance_from_columns, render_markdown
-from xpspec.conformance.runs import load_runs, ordered, read_committed
+from xpspec.conformance.runs import committed_compliance, load_runs, ordered, read_committed
 
 ROOT = Path(__file__).resolve().parents[2]
 CLAUSES = ClauseRegistry.load()
@@ -133,15 +134,25 @@ def test_the_compliance_page_is_the_committed_runs_matrix() -> None:
     """docs/compliance.md is what `nox -s report` renders from docs/runs/: every committed run
     is a column, and no column comes from anywhere else."""
     page = (ROOT / "docs" / "compliance.md").read_text(encoding="utf-8")
-    header = re.search(r"^\| clause \| (.*) \|$", page, re.MULTILINE)
-    assert header is not None, "no matrix table in docs/compliance.md"
-    columns = header.group(1).split(" | ")
+    head = re.search(r'<table class="matrix">\s*<thead>(.*?)</thead>', page, re.DOTALL)
+    assert head is not None, "no matrix table in docs/compliance.md"
+    columns = [html.unescape(c) for c in re.findall(r'data-column="([^"]*)"', head.group(1))]
     committed = load_runs(ROOT / "docs" / "runs")
     assert sorted(columns) == sorted(committed), (columns, sorted(committed))
-    pages = {c.id: c.page for c in CLAUSES.clauses}
-    doc = compliance_from_columns(
-        [dict(r.column) for r in ordered(committed, columns)], CLAUSES.ids(), pages, CLAUSES.aliases
-    )
+    doc = committed_compliance(ROOT / "docs" / "runs", columns)
+    assert [i["adapter"] for i in doc["implementations"]] == columns
     assert render_markdown(doc, links=True) == page, (
         "docs/compliance.md is stale: regenerate it with `nox -s report`"
     )
+
+
+def test_a_committed_run_keeps_its_dates_once_and_gives_them_to_its_column(tmp_path: Path) -> None:
+    started = "2026-01-01T00:00:00+00:00"
+    a = _report(tmp_path / "a.jsonl", "a", started, "pass")
+    assert _report_cmd(tmp_path, a) == 0
+    data = json.loads((tmp_path / "runs" / "a.json").read_text())
+    assert data["started"] == data["ended"] == started
+    assert "started" not in data["implementation"] and "ended" not in data["implementation"]
+    run = read_committed(tmp_path / "runs" / "a.json")
+    assert run.column["implementation"]["started"] == started
+    assert run.to_json() == (tmp_path / "runs" / "a.json").read_text()

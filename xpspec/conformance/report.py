@@ -15,13 +15,13 @@ a result under an old id stands for those of its parts the run has no result of,
 
 from __future__ import annotations
 
-import html
 import json
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from xpspec.conformance.messages import failure_parts
 from xpspec.conformance.outcomes import STATUSES
 
 __all__ = [
@@ -180,15 +180,19 @@ _IMPLEMENTATION_KEYS = (
 
 
 def column(run: RunReport, aliases: dict[str, tuple[str, ...]] | None = None) -> dict[str, Any]:
-    """One run's column of the matrix: ``implementation`` (who ran, with what, how the run
-    ended) and ``cells``, per clause the run has a result of, its worst outcome (with an n/a
-    cell's most frequent reasons). ``aliases`` as for :func:`build_compliance`."""
+    """One run's column of the matrix: ``implementation`` (who ran, with what, when, how the
+    run ended) and ``cells``, per clause the run has a result of, its worst outcome (with an
+    n/a cell's most frequent reasons, and a cell that is not a pass the parts of its message
+    the compliance site shows: :func:`xpspec.conformance.messages.failure_parts`).
+    ``aliases`` as for :func:`build_compliance`."""
     aliases = aliases or {}
     header, results = run.header, run.results
     implementation = {
         "adapter": column_name(header),
         **{k: header.get(k) for k in _IMPLEMENTATION_KEYS},
         "run": run.status,
+        "started": str(header.get("started", "")),
+        "ended": str((run.footer or {}).get("ended", "")),
     }
     worst: dict[str, dict[str, Any]] = {}
     why_not: dict[str, Counter[str]] = {}
@@ -202,6 +206,7 @@ def column(run: RunReport, aliases: dict[str, tuple[str, ...]] | None = None) ->
                 "check": r["check"],
                 "scenario": r["scenario"],
                 "message": _first_line(r["message"]),
+                "full_message": r["message"],
                 "variant": r.get("variant", ""),
                 "level": r.get("level", "MUST"),
             }
@@ -215,6 +220,9 @@ def column(run: RunReport, aliases: dict[str, tuple[str, ...]] | None = None) ->
     for clause, cell in worst.items():
         if cell["status"] == "not-applicable":
             cell["reasons"] = [why for why, _ in why_not[clause].most_common(_REASONS)]
+        elif cell["status"] != "pass":
+            cell.update(failure_parts(cell.pop("full_message")).fields())
+        cell.pop("full_message", None)
     return {"implementation": implementation, "cells": worst}
 
 
@@ -337,9 +345,14 @@ def _cell(cell: dict[str, Any]) -> str:
 
 
 def render_markdown(doc: dict[str, Any], *, links: bool = False) -> str:
-    """The matrix as Markdown. With ``links`` each clause id links to its spec page as
-    ``spec/<page>.md#<id>`` (the docs site resolves that); a report written anywhere else
-    names the ids only, since the spec pages need not be beside it."""
+    """The matrix as a Markdown table, clause ids unlinked (a report written anywhere but
+    the docs need not have the spec pages beside it). With ``links``: the docs site's page
+    of the matrix instead (:func:`xpspec.conformance.compliance_site.render_docs_page`), whose clause
+    ids link to the spec pages and whose cells link to their details."""
+    if links:
+        from xpspec.conformance.compliance_site import build_matrix, render_docs_page
+
+        return render_docs_page(build_matrix(doc))
     names = [i["adapter"] for i in doc["implementations"]]
     lines = [
         "# Compliance matrix",
@@ -367,9 +380,7 @@ def render_markdown(doc: dict[str, Any], *, links: bool = False) -> str:
                 key = (n, tuple(row[n]["reasons"]))
                 text += f" [{notes.setdefault(key, len(notes) + 1)}]"
             cells.append(text)
-        page = doc.get("pages", {}).get(cid)
-        label = f"[`{cid}`](spec/{page}.md#{cid})" if page and links else f"`{cid}`"
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+        lines.append(f"| `{cid}` | " + " | ".join(cells) + " |")
     if notes:
         lines += [
             "",
@@ -389,23 +400,12 @@ def _escape_md(text: str) -> str:
     return text.replace("|", "\\|").replace("*", "\\*").replace("_", "\\_")
 
 
-def _title(cell: dict[str, Any]) -> str:
-    """A cell's hover text: its message, or an n/a cell's reasons."""
-    return "\n".join(cell.get("reasons") or [cell.get("message", "")])
-
-
 def render_html(doc: dict[str, Any]) -> str:
-    names = [i["adapter"] for i in doc["implementations"]]
-    rows = []
-    for cid, row in doc["clauses"].items():
-        tds = "".join(
-            f'<td class="{row[n]["status"]}" title="{html.escape(_title(row[n]))}">{_cell(row[n])}</td>'
-            for n in names
-        )
-        rows.append(f"<tr><th>{html.escape(cid)}</th>{tds}</tr>")
-    head = "".join(f"<th>{html.escape(n)}</th>" for n in names)
-    style = ".pass{background:#cfc}.fail{background:#fbb}.error,.crash,.timeout,.resource{background:#fdb}.deviation{background:#ffc}.not-applicable{color:#888}td,th{padding:2px 8px;text-align:left}"
-    return f"<!doctype html><meta charset=utf-8><title>xpspec compliance</title><style>{style}</style><table><tr><th>clause</th>{head}</tr>{''.join(rows)}</table>\n"
+    """The matrix as one self-contained HTML page: the compliance site's standalone page
+    (:func:`xpspec.conformance.compliance_site.render_standalone`), details and clauses included."""
+    from xpspec.conformance.compliance_site import build_matrix, render_standalone
+
+    return render_standalone(build_matrix(doc))
 
 
 def diff_reports(

@@ -24,6 +24,7 @@ from xpspec.conformance.report import RunReport, column
 __all__ = [
     "RUN_FORMAT",
     "CommittedRun",
+    "committed_compliance",
     "from_report",
     "load_runs",
     "newest",
@@ -33,6 +34,7 @@ __all__ = [
 ]
 
 RUN_FORMAT = "xpspec-run/1"
+_DATES = ("started", "ended")
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,9 @@ class CommittedRun:
         return moment if moment.tzinfo else moment.replace(tzinfo=datetime.timezone.utc)
 
     def to_json(self) -> str:
+        """The committed file: the run's dates once, at the top (the column's implementation
+        has them too, for the matrix's header; :func:`read_committed` puts them back)."""
+        implementation = {k: v for k, v in self.column["implementation"].items() if k not in _DATES}
         data = {
             "format": RUN_FORMAT,
             "name": self.name,
@@ -63,6 +68,7 @@ class CommittedRun:
             "ended": self.ended,
             "counts": dict(self.counts),
             **self.column,
+            "implementation": implementation,
         }
         return json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
 
@@ -92,12 +98,14 @@ def read_committed(path: Path) -> CommittedRun:
     missing = [k for k in ("name", "implementation", "cells") if k not in data]
     if missing:
         raise ValueError(f"{path}: expected the fields {missing} in a committed run")
+    started, ended = str(data.get("started", "")), str(data.get("ended", ""))
+    implementation = {**data["implementation"], "started": started, "ended": ended}
     return CommittedRun(
         name=str(data["name"]),
-        started=str(data.get("started", "")),
-        ended=str(data.get("ended", "")),
+        started=started,
+        ended=ended,
         counts=dict(data.get("counts", {})),
-        column={"implementation": data["implementation"], "cells": data["cells"]},
+        column={"implementation": implementation, "cells": data["cells"]},
     )
 
 
@@ -149,3 +157,16 @@ def write_runs(directory: Path, runs: Iterable[CommittedRun]) -> list[Path]:
 
 def _file_stem(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "adapter"
+
+
+def committed_compliance(directory: Path, order: Sequence[str] = ()) -> dict[str, Any]:
+    """The compliance document of the committed runs of ``directory`` (columns as
+    :func:`ordered`), against the packaged clause registry, clause ids linked to their spec
+    pages: what ``xpspec report --runs DIR`` builds when it is given no fresh run."""
+    from xpspec.conformance.clauses import ClauseRegistry
+    from xpspec.conformance.report import compliance_from_columns
+
+    registry = ClauseRegistry.load()
+    columns = [dict(run.column) for run in ordered(load_runs(directory), order)]
+    pages = {c.id: c.page for c in registry.clauses}
+    return compliance_from_columns(columns, registry.ids(), pages, registry.aliases)
