@@ -17,8 +17,8 @@ from xpspec.protocol.config import TrainerConfig
 from xpspec.protocol.env_spec import EnvSpec
 from xpspec.protocol.preprocessors import (
     EpisodeDelayed,
+    ExcludeEpisodes,
     ExcludeSteps,
-    ExcludeTasks,
     OverwriteStepType,
     PreprocessorSpec,
     RewardTransform,
@@ -192,8 +192,6 @@ def test_warm_up_already_open_at_the_first_call_is_expressible() -> None:
 @pytest.mark.parametrize(
     ("preprocess", "knobs", "match"),
     [
-        (ExcludeSteps(2, 0), {}, "exclusion"),
-        (ExcludeTasks((0,)), {}, "exclusion"),
         (EpisodeDelayed("success"), {}, "keep='success'"),
         (OverwriteStepType("MID", "t", 1), {}, "step type"),
     ],
@@ -206,6 +204,50 @@ def test_preprocessing_without_a_route_is_unsupported(
     )
     with pytest.raises(Unsupported, match=match):
         ADAPTER.run_trainer(scenario)
+
+
+def test_exclusion_is_the_users_buffer_leaving_rows_out() -> None:
+    # ExcludeEpisodes(2, 1) on 2 envs of 3-step episodes: the user's buffer leaves out every
+    # row of episode 1 (Exclude events) and stores the rest; the trainer still makes one call
+    # per training step.
+    scenario = TrainerScenario(
+        EnvSpec(2, (FixedSchedule(3),)),
+        TrainerConfig(num_iterations=8),
+        preprocess=ExcludeEpisodes(2, 1),
+    )
+    trace = ADAPTER.run_trainer(scenario)
+    excluded = {i for e in trace.of_kind("exclude") for i in zip(e.env, e.episode, e.t)}
+    stored = set(_stored(trace))
+    assert excluded == {(e, 1, t) for e in (0, 1) for t in range(3)}
+    assert stored and all(k != 1 for _, k, _ in stored)
+    assert {e.reason for e in trace.of_kind("exclude")} == {"episode"}
+    assert len(list(trace.of_kind("train_call"))) == 8
+
+
+def test_a_left_out_row_is_answered_as_an_unfinished_episode() -> None:
+    # ExcludeSteps(2, 1) on one env: the row of t = 1 is left out; add answers for it with
+    # the newest stored index and length 0, for the kept rows with VectorReplayBuffer's own.
+    from tianshou.data import Collector
+
+    from xpspec.adapters.tianshou import _CountingPolicy, _vector_env
+    from xpspec.adapters.tianshou_preprocess import ExcludingVectorBuffer
+
+    spec = EnvSpec(1, (FixedSchedule(3),))
+    buffer = ExcludingVectorBuffer(6, 1, rule=ExcludeSteps(2, 1))
+    answers: list[tuple[int, int]] = []
+    add = buffer.add
+
+    def recorded(batch: Any, buffer_ids: Any = None) -> Any:
+        ptr, _, length, _ = add(batch, buffer_ids)
+        answers.append((int(ptr[0]), int(length[0])))
+        return ptr, _, length, _
+
+    buffer.add = recorded  # type: ignore[method-assign]
+    collector = Collector(_CountingPolicy(spec), _vector_env(spec, 0), buffer)
+    collector.reset()
+    collector.collect(n_step=3)
+    assert buffer.obs[:2, 2].tolist() == [0, 2]  # t of the stored rows
+    assert answers == [(0, 0), (0, 0), (1, 2)]  # t = 2 ends an episode of 2 stored rows
 
 
 def _stored(trace: Trace) -> dict[tuple[int, int, int], tuple[int, float]]:

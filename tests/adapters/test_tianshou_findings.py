@@ -12,9 +12,10 @@ import pytest
 pytest.importorskip("tianshou")
 
 import gymnasium
-from tianshou.algorithm.algorithm_base import Policy
+from tianshou.algorithm.algorithm_base import OffPolicyAlgorithm, Policy, TrainingStats
 from tianshou.data import Batch, CachedReplayBuffer, Collector, ReplayBuffer, VectorReplayBuffer
 from tianshou.env import DummyVectorEnv
+from tianshou.trainer import OffPolicyTrainerParams
 
 
 class _Counter(gymnasium.Env[np.ndarray, np.int64]):
@@ -45,8 +46,8 @@ class _Zero(Policy):
         return Batch(act=np.zeros(len(batch.obs), np.int64))
 
 
-def _collector(buffer: Any, truncate: bool = False, **hooks: Any) -> Collector:
-    envs = DummyVectorEnv([lambda: _Counter(3, truncate)])
+def _collector(buffer: Any, truncate: bool = False, length: int = 3, **hooks: Any) -> Collector:
+    envs = DummyVectorEnv([lambda: _Counter(length, truncate)])
     collector = Collector(_Zero(), envs, buffer, **hooks)
     collector.reset()
     return collector
@@ -100,3 +101,80 @@ def test_an_episode_annotation_stops_step_collection() -> None:
     with pytest.raises(ValueError, match="not supported for n_step collection"):
         collector.collect(n_step=3)
     assert len(buffer.main_buffer) == 3  # the ended episode was moved before the hook ran
+
+
+class _Without(VectorReplayBuffer):
+    """A user's buffer whose ``add`` leaves out the rows whose observation ``t`` is in
+    ``left_out`` and answers for them as for an unfinished episode: the env's newest stored
+    index, length and return 0 (``add`` documents these four values per added row only)."""
+
+    def __init__(self, size: int, left_out: tuple[int, ...]) -> None:
+        super().__init__(size, 1)
+        self.left_out = left_out
+
+    def add(self, batch: Any, buffer_ids: Any = None) -> tuple[np.ndarray, ...]:
+        keep = ~np.isin(np.asarray(batch.obs)[:, 0], self.left_out)
+        ids = np.arange(len(batch)) if buffer_ids is None else np.asarray(buffer_ids)
+        ptr = np.asarray(self.last_index)[ids].copy()
+        out = [ptr, np.zeros(len(ids)), np.zeros(len(ids), np.int64), ptr.copy()]
+        if keep.any():
+            for column, value in zip(out, super().add(batch[keep], buffer_ids=ids[keep])):
+                column[keep] = value
+        return tuple(out)
+
+
+class _Noop(OffPolicyAlgorithm):
+    """No gradient step; counts the updates the trainer makes."""
+
+    def __init__(self) -> None:
+        super().__init__(policy=_Zero())
+        self.updates = 0
+
+    def _update_with_batch(self, batch: Any) -> TrainingStats:
+        self.updates += 1
+        return TrainingStats()
+
+
+def test_leaving_out_a_row_drops_the_next_steps_reward_and_boundary() -> None:
+    # preprocess.exclusion: a row is a transition (obs, rew, done, obs_next); leaving out the
+    # episode's last one (t = 2) also leaves out its reward 3 and its done flag, so the next
+    # episode's first row continues the episode in the buffer's walk.
+    buffer = _Without(6, left_out=(2,))
+    _collector(buffer).collect(n_step=4)
+    assert buffer.obs[:3, 0].tolist() == [0.0, 1.0, 0.0]
+    assert buffer.rew[:3].tolist() == [1.0, 2.0, 1.0]
+    assert not buffer.done[:3].any()
+    assert int(buffer.prev(2)) == 1
+
+
+def test_rows_left_out_earn_the_same_gradient_steps() -> None:
+    # train.synced-schedule, train.excluded-earn-nothing: OffPolicyTrainer makes
+    # round(ratio * n_collected_steps) gradient steps per training step (trainer.py,
+    # OffPolicyTrainer._update_step), counting the collected steps, not the stored rows:
+    # 6 steps collected, 4 rows stored (t = 1 left out), 6 updates.
+    buffer = _Without(6, left_out=(1,))
+    algorithm = _Noop()
+    collector = Collector(algorithm, DummyVectorEnv([lambda: _Counter(3, False)]), buffer)
+    params = OffPolicyTrainerParams(
+        training_collector=collector,
+        test_collector=None,
+        max_epochs=1,
+        epoch_num_steps=6,
+        collection_step_num_env_steps=1,
+        batch_size=1,
+        update_step_num_gradient_steps_per_sample=1.0,
+        verbose=False,
+        show_progress=False,
+    )
+    algorithm.create_trainer(params).run()
+    assert (len(buffer), algorithm.updates) == (4, 6)
+
+
+def test_an_episode_end_left_out_of_an_empty_buffer_stops_collection() -> None:
+    # The collector reads every ended episode back from its buffer (data/collector.py,
+    # Collector._collect step 9, self.buffer[ep_index_array]); a buffer that has stored no
+    # row yet has no field to read, whatever index add returned.
+    buffer = _Without(4, left_out=(0,))
+    with pytest.raises(KeyError, match="obs"):
+        _collector(buffer, length=1).collect(n_step=1)
+    assert len(buffer) == 0

@@ -59,10 +59,21 @@ the framework then stores is what the trace records:
   pending items (nothing is held out of sampling). Under ``collect(n_step=...)``, the trainer's
   collection, the annotation hook raises ``ValueError`` at the first episode end; the run then
   stops (header ``stopped``). With nothing held, pending policies ``report`` and ``flush`` are
-  the same run. ``keep`` other than ``all`` is Unsupported: nothing drops an ended episode.
-- Exclusion (``ExcludeSteps``, ``ExcludeEpisodes``, ``ExcludeTasks``) is Unsupported: the
-  collector adds every stepped env's transition (step 6); ``on_step_hook`` edits a batch but
-  cannot drop its rows, and an ``on_episode_done_hook`` only adds fields to stored rows.
+  the same run. ``keep`` other than ``all`` is Unsupported: not driven yet (it needs a
+  ``CachedReplayBuffer`` subclass that drops an ended episode instead of moving it).
+- Exclusion (``ExcludeSteps``, ``ExcludeEpisodes``, ``ExcludeTasks``): the user's own buffer,
+  :class:`~xpspec.adapters.tianshou_preprocess.ExcludingVectorBuffer`, handed to the
+  ``Collector``: its ``add`` stores the rows the rule does not select (selection from
+  :mod:`xpspec.kit.exclusion`, by the row's ``obs`` and ``info.task_id``) with Tianshou's own
+  ``VectorReplayBuffer.add`` and leaves the others out (recorded as ``Exclude``). The collector
+  adds every stepped env's transition in one ``add`` (``data/collector.py:929``) and uses the
+  returned indices, lengths and returns only at done envs, for its statistics and to read the
+  ended episode back (``data/collector.py:951-997``); the module
+  :mod:`~xpspec.adapters.tianshou_preprocess` says what the subclass answers for a row it left
+  out. The trainer's gradient steps count collected transitions
+  (``trainer.py:1062-1064``), whatever the buffer kept. A run whose first ended episode meets
+  a buffer that has stored nothing stops in the collector's read-back (header ``stopped``,
+  ``KeyError: 'obs'``, ``data/buffer/buffer_base.py:581``).
 
 **Trainer** (``run_trainer``): :class:`_TrainerRun`; the counter is the trainer's training
 step number (observable ``counter``). Tianshou calls nothing after a training step, so the
@@ -115,13 +126,15 @@ import gymnasium
 import numpy as np
 import torch
 
+from xpspec.adapters.tianshou_preprocess import ExcludingVectorBuffer
 from xpspec.kit.episodes import (
     episode_rows,
     one_learner_shard,
     standin_bootstrap,
     transitions_observed,
 )
-from xpspec.kit.events import env_step, store
+from xpspec.kit.events import env_step, exclude, store
+from xpspec.kit.exclusion import EXCLUSIONS, Exclusion
 from xpspec.kit.goals import goal_rewards
 from xpspec.kit.items import decode_items, decode_windows, item_columns, observation_array
 from xpspec.kit.quiet import seeded_quiet
@@ -391,6 +404,8 @@ class _Preprocessing:
     on_step: _StepHook | None = None
     on_episode_done: _EpisodeHook | None = None
     cached: bool = False
+    exclusion: Exclusion | None = None
+    """The user's rule of an :class:`~xpspec.adapters.tianshou_preprocess.ExcludingVectorBuffer`."""
 
 
 def _scaled_rewards(scale: float, shift: float) -> _StepHook:
@@ -417,13 +432,6 @@ def _annotated_outcome(episode: Any) -> dict[str, np.ndarray]:
     return {"annotation": np.full(len(episode), float(success))}
 
 
-_NO_EXCLUSION = (
-    "the collector adds every transition of every stepped env (Collector._collect step 6, "
-    "buffer.add(batch, buffer_ids=ready_env_ids_R)); on_step_hook may edit the batch but not "
-    "drop rows, and an on_episode_done_hook's return only adds fields to rows already stored"
-)
-
-
 def _preprocessing(sc: TrainerScenario) -> _Preprocessing:
     """The user code of ``sc.preprocess``; raises Unsupported where Tianshou has no route."""
     p = sc.preprocess
@@ -445,15 +453,16 @@ def _preprocessing(sc: TrainerScenario) -> _Preprocessing:
     if isinstance(p, EpisodeDelayed):
         if p.keep != "all":
             raise _unsupported(
-                f"EpisodeDelayed(keep={p.keep!r}): CachedReplayBuffer.add moves every ended "
-                "episode to the main buffer (data/buffer/cached.py), and " + _NO_EXCLUSION,
+                f"EpisodeDelayed(keep={p.keep!r}): not driven by this adapter yet; "
+                "CachedReplayBuffer.add moves every ended episode to the main buffer "
+                "(data/buffer/cached.py:70-76), so dropping one by its outcome needs a "
+                "subclass of it",
                 "data/buffer/cached.py",
             )
         return _Preprocessing(on_episode_done=_annotated_outcome, cached=True)
-    raise _unsupported(
-        f"exclusion ({type(p).__name__}): {_NO_EXCLUSION}; no hook returns the rows to add",
-        collector_py,
-    )
+    if isinstance(p, EXCLUSIONS):
+        return _Preprocessing(exclusion=p)
+    raise TypeError(f"preprocess: expected a preprocessor of xpspec.protocol, got {p!r}")
 
 
 _NSTEP_HOOK = "not supported for n_step collection"
@@ -478,8 +487,11 @@ def _cached_buffer(
     return CachedReplayBuffer(main, num_envs, max(1, longest))
 
 
-def _record_stores(buffer: Any, cached: bool, on_store: Callable[[list[Step]], None]) -> None:
-    """Call ``on_store(rows)`` after every ``add`` of this ``ReplayBufferManager`` instance,
+def _record_stores(
+    buffer: Any, cached: bool, on_store: Callable[[list[Step]], None], method: str = "add"
+) -> None:
+    """Call ``on_store(rows)`` after every ``add`` of this ``ReplayBufferManager`` instance
+    (or its ``method`` of the same signature: ``store_rows`` of the user's excluding buffer),
     with the rows it added read back from the buffer: the item is the ``obs`` at the index
     ``add`` returned (one frame, whatever ``stack_num``); it is FIRST when its env's sub-buffer was empty or its newest row was
     done before the add (how ``prev``/``next`` delimit episodes, ``data/buffer/manager.py``),
@@ -487,7 +499,7 @@ def _record_stores(buffer: Any, cached: bool, on_store: Callable[[list[Step]], N
     buffer's ``annotation`` at that index (0 while it has none); none is LAST, so every
     discount is 1. An env's sub-buffer is its own (``VectorReplayBuffer``) or its cache
     (``CachedReplayBuffer``, ``buffer_ids + 1``)."""
-    add = buffer.add
+    add = getattr(buffer, method)
     shift = 1 if cached else 0
 
     def recorded_add(batch: Any, buffer_ids: Any = None) -> Any:
@@ -516,7 +528,7 @@ def _record_stores(buffer: Any, cached: bool, on_store: Callable[[list[Step]], N
         )
         return out
 
-    buffer.add = recorded_add
+    setattr(buffer, method, recorded_add)
 
 
 # -- trainer ----------------------------------------------------------------------------------
@@ -651,11 +663,22 @@ class _TrainerRun:
             self.buffer = _cached_buffer(
                 spec.num_envs, self.sc.trainer.capacity, self.plan.stacking, self.sc.seed, longest
             )
+        elif pre.exclusion is not None:
+            self.buffer = ExcludingVectorBuffer(
+                self.sc.trainer.capacity * spec.num_envs,
+                spec.num_envs,
+                rule=pre.exclusion,
+                stack_num=self.plan.stacking.stack_num,
+                sample_avail=self.plan.stacking.sample_avail,
+                random_seed=self.sc.seed,
+            )
+            self._record_drops(self.buffer)
         else:
             self.buffer = _vector_buffer(
                 spec.num_envs, self.sc.trainer.capacity, self.plan.stacking, self.sc.seed
             )
-        _record_stores(self.buffer, pre.cached, self._add)
+        seam = "add" if pre.exclusion is None else "store_rows"
+        _record_stores(self.buffer, pre.cached, self._add, seam)
         collector = Collector(
             self.algorithm,
             envs,
@@ -703,6 +726,16 @@ class _TrainerRun:
     def _counter(self) -> int:
         return int(self.trainer._current_update_step)
 
+    def _record_drops(self, buffer: ExcludingVectorBuffer) -> None:
+        """An ``Exclude`` event for every row the user's buffer leaves out."""
+        drop = buffer.drop
+
+        def recorded_drop(batch: Any, buffer_ids: np.ndarray, reason: str) -> None:
+            drop(batch, buffer_ids, reason)
+            self.events.append(exclude(self.iteration, _items(batch.obs), reason))
+
+        buffer.drop = recorded_drop  # type: ignore[method-assign]
+
     def _env_rows(self, rows: list[Step]) -> None:
         self.events.append(env_step(self.iteration, rows))
         self.env_steps += len(rows)
@@ -729,10 +762,19 @@ class _TrainerRun:
         except ValueError as exc:
             if _NO_WINDOW in str(exc):
                 header["stopped"] = f"ValueError: {exc} (no valid frame-stack window to sample)"
+            elif _NAN_WEIGHTS in str(exc) and len(self.buffer) == 0:
+                header["stopped"] = f"ValueError: {exc} (sampling an empty buffer)"
             elif _NSTEP_HOOK in str(exc):
                 header["stopped"] = f"ValueError: {exc}"
             else:
                 raise
+        except KeyError as exc:
+            if exc.args != ("obs",) or len(self.buffer) != 0:
+                raise
+            header["stopped"] = (
+                "KeyError: 'obs' (the collector reads an ended episode back from a buffer "
+                "that holds no row yet)"
+            )
         policy = self.sc.trainer.pending_at_end
         self.events.append(RunEnd(self.iteration, self.env_steps, policy, (), (), ()))
         return Trace(tuple(self.events), header)
