@@ -1,0 +1,89 @@
+"""The d3rlpy adapter: what it records of d3rlpy 2.8.0's own online loop and replay buffer, on
+scenarios small enough to derive every expected value by hand. Skipped when d3rlpy is not
+installed."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("d3rlpy")
+
+from xpspec.adapters.d3rlpy import D3rlpyAdapter
+from xpspec.protocol.adapter import Unsupported
+from xpspec.protocol.config import TrainerConfig
+from xpspec.protocol.env_spec import EnvSpec
+from xpspec.protocol.sampling import SamplingSpec
+from xpspec.protocol.scenario import ReplayScenario, TrainerScenario
+from xpspec.protocol.schedule import FixedSchedule
+from xpspec.protocol.trace import Trace
+
+F, M = 0, 1
+ADAPTER = D3rlpyAdapter()
+THREE = EnvSpec(1, (FixedSchedule(3),))
+"""One env, terminated episodes of 3 transitions: t = 0, 1, 2 acted on, then a reset."""
+
+
+def _stored(trace: Trace) -> list[tuple[tuple[int, int, int], int, float]]:
+    return [
+        ((e.env[i], e.episode[i], e.t[i]), e.step_type[i], e.reward[i])
+        for e in trace.of_kind("store")
+        for i in range(len(e.env))
+    ]
+
+
+def test_info_names_the_installed_version() -> None:
+    info = ADAPTER.info()
+    assert (info.name, info.framework_version) == ("d3rlpy", "2.8.0")
+    assert info.capabilities == ("trainer", "replay")
+    ADAPTER.smoke()
+
+
+def test_rows_are_written_when_the_next_observation_arrives_and_at_termination() -> None:
+    # collect(5): o(0,0,0..2) then a reset and o(0,1,0..1). Entry t is written when o_t+1 is
+    # appended; the terminated episode's last entry at clip_episode(True); the final,
+    # unfinished episode's last observation (0,1,1) never gets an entry (clip_episode(False)).
+    trace = ADAPTER.run_replay(ReplayScenario(THREE, capacity=8, fill_steps=5, batch_size=4))
+    assert _stored(trace) == [
+        ((0, 0, 0), F, 0.0),
+        ((0, 0, 1), M, 1.0),
+        ((0, 0, 2), M, 2.0),
+        ((0, 1, 0), F, 0.0),
+    ]
+    sampled = [w[0] for d in trace.of_kind("sampled") for w in d.windows]
+    assert len(sampled) == 4
+    assert set(sampled) <= {item for item, _, _ in _stored(trace)}
+
+
+def test_an_empty_buffer_gives_an_empty_draw() -> None:
+    trace = ADAPTER.run_replay(ReplayScenario(THREE, capacity=8, fill_steps=1, batch_size=2))
+    assert _stored(trace) == []
+    assert [d.windows for d in trace.of_kind("sampled")] == [()]
+
+
+def test_what_d3rlpy_cannot_express_is_refused() -> None:
+    with pytest.raises(Unsupported, match="no vector env"):
+        ADAPTER.run_replay(ReplayScenario(EnvSpec(2), capacity=8, fill_steps=4))
+    with pytest.raises(Unsupported, match="front-padded"):
+        ADAPTER.run_replay(
+            ReplayScenario(THREE, capacity=8, fill_steps=4, sampling=SamplingSpec(2))
+        )
+    with pytest.raises(Unsupported, match="update_interval"):
+        ADAPTER.run_trainer(
+            TrainerScenario(THREE, TrainerConfig(unroll_length="1/2", num_iterations=2))
+        )
+
+
+def test_train_calls_follow_fit_online_gate() -> None:
+    # update_interval 2, batch_size 2: fit_online trains at total_step 2, 4, ... once
+    # buffer.transition_count > 2. After step 2 one entry is stored (warmup); after step 4
+    # three (trained, one update of two transitions).
+    scenario = TrainerScenario(
+        THREE,
+        TrainerConfig(num_iterations=3, unroll_length=2, mini_batch_size=2, capacity=8),
+    )
+    trace = ADAPTER.run_trainer(scenario)
+    calls = [(e.call, e.status, e.stored_total) for e in trace.of_kind("train_call")]
+    assert calls == [(0, "warmup", 1), (1, "trained", 3), (2, "trained", 6)]
+    updates = list(trace.of_kind("update"))
+    assert [(u.call, len(u.windows)) for u in updates] == [(1, 2), (2, 2)]
+    assert [e.env_steps for e in trace.of_kind("iteration_end")] == [2, 4, 6]
