@@ -63,9 +63,9 @@ def test_an_empty_buffer_gives_an_empty_draw() -> None:
 def test_what_d3rlpy_cannot_express_is_refused() -> None:
     with pytest.raises(Unsupported, match="no vector env"):
         ADAPTER.run_replay(ReplayScenario(EnvSpec(2), capacity=8, fill_steps=4))
-    with pytest.raises(Unsupported, match="front-padded"):
+    with pytest.raises(Unsupported, match="period 2"):
         ADAPTER.run_replay(
-            ReplayScenario(THREE, capacity=8, fill_steps=4, sampling=SamplingSpec(2))
+            ReplayScenario(THREE, capacity=8, fill_steps=4, sampling=SamplingSpec(2, period=2))
         )
     with pytest.raises(Unsupported, match="update_interval"):
         ADAPTER.run_trainer(
@@ -87,3 +87,18 @@ def test_train_calls_follow_fit_online_gate() -> None:
     updates = list(trace.of_kind("update"))
     assert [(u.call, len(u.windows)) for u in updates] == [(1, 2), (2, 2)]
     assert [e.env_steps for e in trace.of_kind("iteration_end")] == [2, 4, 6]
+
+
+def test_windows_end_at_the_drawn_entry_and_are_padded_in_front() -> None:
+    # Entries (0,0,0..2) and (0,1,0) (see above); windows of 2 from sample_trajectory_batch
+    # end at the drawn entry: an episode's first entry gives (padding, first).
+    scenario = ReplayScenario(
+        THREE, capacity=8, fill_steps=5, sampling=SamplingSpec(2), batch_size=64
+    )
+    windows = {w for d in ADAPTER.run_replay(scenario).of_kind("sampled") for w in d.windows}
+    assert windows == {
+        (None, (0, 0, 0)),
+        ((0, 0, 0), (0, 0, 1)),
+        ((0, 0, 1), (0, 0, 2)),
+        (None, (0, 1, 0)),
+    }

@@ -46,10 +46,15 @@ writer's hook maps one value to one value and cannot leave out, hold back or ret
 the exclusion, delaying and step-type preprocessors raise ``Unsupported``.
 
 **Replay.** ``run_replay`` fills the buffer with d3rlpy's ``collect`` for ``fill_steps`` steps
-and draws ``sample_transition_batch(batch_size)`` (``dataset/replay_buffer.py:ReplayBuffer``,
-``np.random.randint`` over the buffer's transitions, seeded through numpy's global state as
-``d3rlpy.seed`` seeds it). A draw from an empty buffer raises ``ValueError`` (numpy's
-``randint(0)``) and is recorded as an empty draw (``replay.no-window``).
+and draws ``sample_transition_batch(batch_size)`` for windows of one item, else
+``sample_trajectory_batch(batch_size, length)`` (``dataset/replay_buffer.py:ReplayBuffer``:
+``np.random.randint`` over the buffer's entries, seeded through numpy's global state as
+``d3rlpy.seed`` seeds it). A trajectory window ends at the drawn entry; its items before the
+episode's first step are zero observations with mask 0, recorded as padding (``None``). A draw
+from an empty buffer raises ``ValueError`` (numpy's ``randint(0)``) and is recorded as an
+empty draw (``replay.no-window``). A ``FIFOBuffer`` of limit 1 raises ``IndexError`` on its
+second entry (``dataset/buffers.py:FIFOBuffer.append``); the run then ends with the header's
+``stopped``, in trainer and replay runs alike.
 """
 
 from __future__ import annotations
@@ -383,6 +388,25 @@ class _TrainerRun:
 
     def run(self) -> Trace:
         c = self.config
+        header: dict[str, Any] = {"producer": f"d3rlpy {_VERSION}"}
+        try:
+            self._fit_online()
+        except IndexError as exc:
+            header["stopped"] = _stopped(exc, self.iteration)
+        else:
+            if self.env_steps % c.update_interval:  # a last, partial iteration (num_env_steps)
+                self.events.append(
+                    TrainCall(self.iteration, self.calls, self._counter(), "warmup", self.stored)
+                )
+                self.events.append(
+                    IterationEnd(self.iteration, self._counter(), self.env_steps, self.stored, 0)
+                )
+        policy = self.scenario.trainer.pending_at_end
+        self.events.append(run_end(self.iteration, self.env_steps, policy, []))
+        return Trace(tuple(self.events), header)
+
+    def _fit_online(self) -> None:
+        c = self.config
         self.algo.fit_online(
             self.env,
             self.buffer,
@@ -395,39 +419,51 @@ class _TrainerRun:
             show_progress=False,
             callback=self._on_step_end,
         )
-        if self.env_steps % c.update_interval:  # a last, partial iteration (num_env_steps)
-            self.events.append(
-                TrainCall(self.iteration, self.calls, self._counter(), "warmup", self.stored)
-            )
-            self.events.append(
-                IterationEnd(self.iteration, self._counter(), self.env_steps, self.stored, 0)
-            )
-        policy = self.scenario.trainer.pending_at_end
-        self.events.append(run_end(self.iteration, self.env_steps, policy, []))
-        return Trace(tuple(self.events), {"producer": f"d3rlpy {_VERSION}"})
+
+
+def _stopped(exc: IndexError, iteration: int) -> str:
+    """The header's ``stopped`` for d3rlpy's ``FIFOBuffer`` of one transition, which raises
+    on the entry that would evict one (``dataset/buffers.py:FIFOBuffer.append`` reads
+    ``_transitions[1]``); any other IndexError propagates."""
+    if "deque index out of range" not in str(exc):
+        raise exc
+    return (
+        f"IndexError: {exc} (FIFOBuffer.append of a full buffer with limit 1, "
+        f"dataset/buffers.py; the trace ends in iteration {iteration})"
+    )
 
 
 # -- replay scenarios ---------------------------------------------------------------------------
 def _check_sampling(scenario: ReplayScenario) -> None:
     s = scenario.sampling
     where = "dataset/replay_buffer.py"
-    if s.window_length != 1:
-        raise _unsupported(
-            f"window length {s.window_length}: ReplayBuffer.sample_trajectory draws windows "
-            "that end at a uniformly drawn entry and are zero-padded before the episode's "
-            "first step (dataset/trajectory_slicers.py:BasicTrajectorySlicer); the spec's "
-            "windows begin at their start and no sampling spec or variant models end-anchored, "
-            "front-padded windows",
-            where,
-        )
     if s.period != 1:
         raise _unsupported(f"period {s.period}: d3rlpy samples any stored entry", where)
     if s.distribution != "uniform-windows":
         raise _unsupported(
-            f"distribution {s.distribution!r}: ReplayBuffer.sample_transition draws an entry "
-            "uniformly over all stored transitions (np.random.randint)",
+            f"distribution {s.distribution!r}: ReplayBuffer draws an entry uniformly over all "
+            "stored transitions (np.random.randint)",
             where,
         )
+
+
+def _draw(buffer: ReplayBuffer, batch_size: int, length: int) -> tuple[Any, ...]:
+    """One draw: ``sample_transition_batch`` for windows of one item, else
+    ``sample_trajectory_batch``, whose windows end at the drawn entry and hold zero
+    observations with mask 0 before the episode's first step
+    (``dataset/trajectory_slicers.py:BasicTrajectorySlicer``): those are padding."""
+    if length == 1:
+        batch = buffer.sample_transition_batch(batch_size)
+        return single_item_windows(decode_items(batch.observations))
+    trajectories = buffer.sample_trajectory_batch(batch_size, length)
+    observations = np.asarray(trajectories.observations)
+    masks = np.asarray(trajectories.masks).reshape(batch_size, length)
+    return tuple(
+        tuple(
+            decode_item(observations[b, i]) if masks[b, i] else None for i in range(length)
+        )
+        for b in range(batch_size)
+    )
 
 
 def _run_replay(scenario: ReplayScenario) -> Trace:
@@ -441,16 +477,20 @@ def _run_replay(scenario: ReplayScenario) -> Trace:
     env = ToyEnv(scenario.env, 0, scenario.seed)
     buffer = ReplayBuffer(_RecordingFIFO(scenario.capacity, on_append), env=env)
     if scenario.fill_steps:
-        _algo(1).collect(env, buffer, n_steps=scenario.fill_steps, show_progress=False)
+        try:
+            _algo(1).collect(env, buffer, n_steps=scenario.fill_steps, show_progress=False)
+        except IndexError as exc:
+            header = {"producer": f"d3rlpy {_VERSION}", "stopped": _stopped(exc, 0)}
+            return Trace(tuple(events), header)
     for draw in range(scenario.draws):
         try:
-            batch = buffer.sample_transition_batch(scenario.batch_size)
+            windows = _draw(buffer, scenario.batch_size, scenario.sampling.window_length)
         except ValueError as exc:  # numpy's randint(0): nothing stored
             if "high <= 0" not in str(exc):
                 raise
             events.append(Sampled(draw, ()))
             continue
-        events.append(Sampled(draw, single_item_windows(decode_items(batch.observations))))
+        events.append(Sampled(draw, windows))
     return Trace(tuple(events), {"producer": f"d3rlpy {_VERSION}"})
 
 
