@@ -49,7 +49,9 @@ def _buffer(limit: int) -> ReplayBuffer:
     )
 
 
-def _fit_online(env: gymnasium.Env[Any, Any], n_steps: int, batch_size: int) -> list[tuple[int, int]]:
+def _fit_online(
+    env: gymnasium.Env[Any, Any], n_steps: int, batch_size: int
+) -> list[tuple[int, int]]:
     """``(transition_count, grad_step)`` after every loop step of ``fit_online``."""
     algo = DQNConfig(
         batch_size=batch_size, encoder_factory=VectorEncoderFactory(hidden_units=[8])

@@ -88,7 +88,7 @@ import torch
 
 from xpspec.kit.events import env_step, run_end, store
 from xpspec.kit.items import decode_item, decode_items, single_item_windows
-from xpspec.kit.quiet import seeded_quiet
+from xpspec.kit.quiet import Generator, seeded_quiet
 from xpspec.kit.steps import Step, TransitionRows
 from xpspec.protocol.adapter import PROTOCOL_VERSION, AdapterInfo, Unsupported
 from xpspec.protocol.env_spec import EnvSpec
@@ -111,7 +111,7 @@ __all__ = ["D3rlpyAdapter"]
 _VERSION = "2.8.0"
 _LINK = "https://github.com/takuseno/d3rlpy/blob/v2.8.0/d3rlpy"
 _FIRST, _MID = int(StepType.FIRST), int(StepType.MID)
-_GENERATORS = ("torch", "numpy", "random")
+_GENERATORS: tuple[Generator, ...] = ("torch", "numpy", "random")
 
 
 def _unsupported(reason: str, where: str) -> Unsupported:
@@ -244,9 +244,7 @@ def _online_config(scenario: TrainerScenario) -> _OnlineConfig:
             loop,
         )
     if cfg.whole_buffer:
-        raise _unsupported(
-            "whole-buffer training: fit_online samples mini-batches at random", loop
-        )
+        raise _unsupported("whole-buffer training: fit_online samples mini-batches at random", loop)
     if cfg.mini_batch_length != 1:
         raise _unsupported(
             f"mini_batch_length {cfg.mini_batch_length}: fit_online samples single "
@@ -320,9 +318,7 @@ class _TrainerRun:
         self.env_steps = 0
         self.algo = _algo(config.batch_size)
         self.env = _StepRecorder(ToyEnv(scenario.env, 0, scenario.seed), self._on_env_step)
-        writer = (
-            None if config.reward is None else _RewardTransformWriter(*config.reward)
-        )
+        writer = None if config.reward is None else _RewardTransformWriter(*config.reward)
         self.buffer = ReplayBuffer(
             _RecordingFIFO(config.limit, self._on_append),
             writer_preprocessor=writer,
@@ -351,7 +347,7 @@ class _TrainerRun:
             self.update_index += 1
             return batch
 
-        self.buffer.sample_transition_batch = sample_batch  # type: ignore[method-assign]
+        self.buffer.sample_transition_batch = sample_batch
 
     def _counter(self) -> int:
         return int(self.algo.grad_step)
@@ -459,9 +455,7 @@ def _draw(buffer: ReplayBuffer, batch_size: int, length: int) -> tuple[Any, ...]
     observations = np.asarray(trajectories.observations)
     masks = np.asarray(trajectories.masks).reshape(batch_size, length)
     return tuple(
-        tuple(
-            decode_item(observations[b, i]) if masks[b, i] else None for i in range(length)
-        )
+        tuple(decode_item(observations[b, i]) if masks[b, i] else None for i in range(length))
         for b in range(batch_size)
     )
 
