@@ -102,3 +102,46 @@ def test_windows_end_at_the_drawn_entry_and_are_padded_in_front() -> None:
         ((0, 0, 1), (0, 0, 2)),
         (None, (0, 1, 0)),
     }
+
+
+def _replay_outcomes(scenario: ReplayScenario) -> dict[str, str]:
+    """The suite's replay checks on ``scenario``, with the adapter's expectations file."""
+    from pathlib import Path
+
+    import xpspec.adapters.d3rlpy as module
+    from xpspec.conformance.checks import ALL_CHECKS
+    from xpspec.conformance.engine import Session
+    from xpspec.conformance.expectations import Expectations
+
+    path = Path(module.__file__).with_suffix(".expectations.toml")
+    session = Session(ADAPTER, "d3rlpy", Expectations.load(path))
+    return {
+        check.name: session.evaluate(check, "one-env", scenario).status
+        for check in ALL_CHECKS
+        if check.capability == "replay" and check.applies(scenario)
+    }
+
+
+@pytest.mark.parametrize("fill", [4, 11, 30])
+def test_single_transitions_pass_the_replay_checks(fill: int) -> None:
+    # No catalogue replay scenario has one env (d3rlpy's only case): the suite's checks are
+    # run here on one-env scenarios, with evictions (capacity 6) from fill 11 on.
+    scenario = ReplayScenario(THREE, capacity=6, fill_steps=fill, batch_size=32, draws=8)
+    outcomes = _replay_outcomes(scenario)
+    assert outcomes and set(outcomes.values()) == {"pass"}, outcomes
+
+
+def test_front_padded_windows_are_the_declared_finding() -> None:
+    scenario = ReplayScenario(
+        THREE, capacity=6, fill_steps=11, sampling=SamplingSpec(2), batch_size=32, draws=8
+    )
+    outcomes = _replay_outcomes(scenario)
+    assert outcomes["replay-windows"] == "deviation", outcomes
+
+
+def test_one_step_stores_nothing_the_declared_finding() -> None:
+    # collect(1) steps from o_0 but its closing clip_episode(False) writes no entry.
+    scenario = ReplayScenario(THREE, capacity=6, fill_steps=1, batch_size=32, draws=2)
+    outcomes = _replay_outcomes(scenario)
+    assert outcomes["replay-no-window"] == "deviation", outcomes
+    assert outcomes["replay-windows"] == "pass", outcomes
