@@ -145,3 +145,13 @@ def test_one_step_stores_nothing_the_declared_finding() -> None:
     outcomes = _replay_outcomes(scenario)
     assert outcomes["replay-no-window"] == "deviation", outcomes
     assert outcomes["replay-windows"] == "pass", outcomes
+
+
+def test_a_fifo_buffer_of_one_ends_the_run_where_d3rlpy_raises() -> None:
+    # FIFOBuffer(limit=1) takes entry (0,0,0) at step 2 and raises IndexError on (0,0,1) at
+    # step 3 (dataset/buffers.py); the trace holds the one entry taken and says why it ends.
+    scenario = TrainerScenario(THREE, TrainerConfig(num_iterations=6, capacity=1))
+    trace = ADAPTER.run_trainer(scenario)
+    assert "deque index out of range" in trace.header["stopped"]
+    assert _stored(trace) == [((0, 0, 0), F, 0.0)]
+    assert trace.events[-1].kind == "run_end"

@@ -169,15 +169,15 @@ class _RewardTransformWriter(BasicWriterPreprocess):
 
 
 class _RecordingFIFO(FIFOBuffer):
-    """d3rlpy's ``FIFOBuffer`` reporting each entry it is given, before its own ``append``."""
+    """d3rlpy's ``FIFOBuffer`` reporting each entry once its own ``append`` has taken it."""
 
     def __init__(self, limit: int, on_append: Callable[[Any, int], None]) -> None:
         super().__init__(limit)
         self._on_append = on_append
 
     def append(self, episode: Any, index: int) -> None:
-        self._on_append(episode, index)
         super().append(episode, index)
+        self._on_append(episode, index)
 
 
 def _entry_step(episode: Any, index: int) -> Step:
