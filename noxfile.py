@@ -81,7 +81,7 @@ def suite(session: nox.Session) -> None:
     session.run("xpspec", "report", "reports/refimpl.jsonl", "--out", "reports")
 
 
-ADAPTERS = ("sb3", "tianshou", "torchrl", "flashbax", "rllib", "agilerl")
+ADAPTERS = ("sb3", "tianshou", "torchrl", "flashbax", "rllib", "agilerl", "d3rlpy")
 
 
 @nox.session(python="3.11", default=False, tags=["adapters"])

@@ -1,0 +1,157 @@
+"""The d3rlpy adapter: what it records of d3rlpy 2.8.0's own online loop and replay buffer, on
+scenarios small enough to derive every expected value by hand. Skipped when d3rlpy is not
+installed."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("d3rlpy")
+
+from xpspec.adapters.d3rlpy import D3rlpyAdapter
+from xpspec.protocol.adapter import Unsupported
+from xpspec.protocol.config import TrainerConfig
+from xpspec.protocol.env_spec import EnvSpec
+from xpspec.protocol.sampling import SamplingSpec
+from xpspec.protocol.scenario import ReplayScenario, TrainerScenario
+from xpspec.protocol.schedule import FixedSchedule
+from xpspec.protocol.trace import Trace
+
+F, M = 0, 1
+ADAPTER = D3rlpyAdapter()
+THREE = EnvSpec(1, (FixedSchedule(3),))
+"""One env, terminated episodes of 3 transitions: t = 0, 1, 2 acted on, then a reset."""
+
+
+def _stored(trace: Trace) -> list[tuple[tuple[int, int, int], int, float]]:
+    return [
+        ((e.env[i], e.episode[i], e.t[i]), e.step_type[i], e.reward[i])
+        for e in trace.of_kind("store")
+        for i in range(len(e.env))
+    ]
+
+
+def test_info_names_the_installed_version() -> None:
+    info = ADAPTER.info()
+    assert (info.name, info.framework_version) == ("d3rlpy", "2.8.0")
+    assert info.capabilities == ("trainer", "replay")
+    ADAPTER.smoke()
+
+
+def test_rows_are_written_when_the_next_observation_arrives_and_at_termination() -> None:
+    # collect(5): o(0,0,0..2) then a reset and o(0,1,0..1). Entry t is written when o_t+1 is
+    # appended; the terminated episode's last entry at clip_episode(True); the final,
+    # unfinished episode's last observation (0,1,1) never gets an entry (clip_episode(False)).
+    trace = ADAPTER.run_replay(ReplayScenario(THREE, capacity=8, fill_steps=5, batch_size=4))
+    assert _stored(trace) == [
+        ((0, 0, 0), F, 0.0),
+        ((0, 0, 1), M, 1.0),
+        ((0, 0, 2), M, 2.0),
+        ((0, 1, 0), F, 0.0),
+    ]
+    sampled = [w[0] for d in trace.of_kind("sampled") for w in d.windows]
+    assert len(sampled) == 4
+    assert set(sampled) <= {item for item, _, _ in _stored(trace)}
+
+
+def test_an_empty_buffer_gives_an_empty_draw() -> None:
+    trace = ADAPTER.run_replay(ReplayScenario(THREE, capacity=8, fill_steps=1, batch_size=2))
+    assert _stored(trace) == []
+    assert [d.windows for d in trace.of_kind("sampled")] == [()]
+
+
+def test_what_d3rlpy_cannot_express_is_refused() -> None:
+    with pytest.raises(Unsupported, match="no vector env"):
+        ADAPTER.run_replay(ReplayScenario(EnvSpec(2), capacity=8, fill_steps=4))
+    with pytest.raises(Unsupported, match="period 2"):
+        ADAPTER.run_replay(
+            ReplayScenario(THREE, capacity=8, fill_steps=4, sampling=SamplingSpec(2, period=2))
+        )
+    with pytest.raises(Unsupported, match="update_interval"):
+        ADAPTER.run_trainer(
+            TrainerScenario(THREE, TrainerConfig(unroll_length="1/2", num_iterations=2))
+        )
+
+
+def test_train_calls_follow_fit_online_gate() -> None:
+    # update_interval 2, batch_size 2: fit_online trains at total_step 2, 4, ... once
+    # buffer.transition_count > 2. After step 2 one entry is stored (warmup); after step 4
+    # three (trained, one update of two transitions).
+    scenario = TrainerScenario(
+        THREE,
+        TrainerConfig(num_iterations=3, unroll_length=2, mini_batch_size=2, capacity=8),
+    )
+    trace = ADAPTER.run_trainer(scenario)
+    calls = [(e.call, e.status, e.stored_total) for e in trace.of_kind("train_call")]
+    assert calls == [(0, "warmup", 1), (1, "trained", 3), (2, "trained", 6)]
+    updates = list(trace.of_kind("update"))
+    assert [(u.call, len(u.windows)) for u in updates] == [(1, 2), (2, 2)]
+    assert [e.env_steps for e in trace.of_kind("iteration_end")] == [2, 4, 6]
+
+
+def test_windows_end_at_the_drawn_entry_and_are_padded_in_front() -> None:
+    # Entries (0,0,0..2) and (0,1,0) (see above); windows of 2 from sample_trajectory_batch
+    # end at the drawn entry: an episode's first entry gives (padding, first).
+    scenario = ReplayScenario(
+        THREE, capacity=8, fill_steps=5, sampling=SamplingSpec(2), batch_size=64
+    )
+    windows = {w for d in ADAPTER.run_replay(scenario).of_kind("sampled") for w in d.windows}
+    assert windows == {
+        (None, (0, 0, 0)),
+        ((0, 0, 0), (0, 0, 1)),
+        ((0, 0, 1), (0, 0, 2)),
+        (None, (0, 1, 0)),
+    }
+
+
+def _replay_outcomes(scenario: ReplayScenario) -> dict[str, str]:
+    """The suite's replay checks on ``scenario``, with the adapter's expectations file."""
+    from pathlib import Path
+
+    import xpspec.adapters.d3rlpy as module
+    from xpspec.conformance.checks import ALL_CHECKS
+    from xpspec.conformance.engine import Session
+    from xpspec.conformance.expectations import Expectations
+
+    path = Path(module.__file__).with_suffix(".expectations.toml")
+    session = Session(ADAPTER, "d3rlpy", Expectations.load(path))
+    return {
+        check.name: session.evaluate(check, "one-env", scenario).status
+        for check in ALL_CHECKS
+        if check.capability == "replay" and check.applies(scenario)
+    }
+
+
+@pytest.mark.parametrize("fill", [4, 11, 30])
+def test_single_transitions_pass_the_replay_checks(fill: int) -> None:
+    # No catalogue replay scenario has one env (d3rlpy's only case): the suite's checks are
+    # run here on one-env scenarios, with evictions (capacity 6) from fill 11 on.
+    scenario = ReplayScenario(THREE, capacity=6, fill_steps=fill, batch_size=32, draws=8)
+    outcomes = _replay_outcomes(scenario)
+    assert outcomes and set(outcomes.values()) == {"pass"}, outcomes
+
+
+def test_front_padded_windows_are_the_declared_finding() -> None:
+    scenario = ReplayScenario(
+        THREE, capacity=6, fill_steps=11, sampling=SamplingSpec(2), batch_size=32, draws=8
+    )
+    outcomes = _replay_outcomes(scenario)
+    assert outcomes["replay-windows"] == "deviation", outcomes
+
+
+def test_one_step_stores_nothing_the_declared_finding() -> None:
+    # collect(1) steps from o_0 but its closing clip_episode(False) writes no entry.
+    scenario = ReplayScenario(THREE, capacity=6, fill_steps=1, batch_size=32, draws=2)
+    outcomes = _replay_outcomes(scenario)
+    assert outcomes["replay-no-window"] == "deviation", outcomes
+    assert outcomes["replay-windows"] == "pass", outcomes
+
+
+def test_a_fifo_buffer_of_one_ends_the_run_where_d3rlpy_raises() -> None:
+    # FIFOBuffer(limit=1) takes entry (0,0,0) at step 2 and raises IndexError on (0,0,1) at
+    # step 3 (dataset/buffers.py); the trace holds the one entry taken and says why it ends.
+    scenario = TrainerScenario(THREE, TrainerConfig(num_iterations=6, capacity=1))
+    trace = ADAPTER.run_trainer(scenario)
+    assert "deque index out of range" in trace.header["stopped"]
+    assert _stored(trace) == [((0, 0, 0), F, 0.0)]
+    assert trace.events[-1].kind == "run_end"

@@ -1,0 +1,122 @@
+"""Minimal reproductions, with d3rlpy 2.8.0 and Gymnasium alone, of the findings that
+xpspec/adapters/d3rlpy.expectations.toml declares. Skipped when d3rlpy is not installed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("d3rlpy")
+
+import gymnasium
+from d3rlpy.algos import DQNConfig
+from d3rlpy.constants import ActionSpace
+from d3rlpy.dataset import FIFOBuffer, ReplayBuffer, Signature
+from d3rlpy.logging import NoopAdapterFactory
+from d3rlpy.models.encoders import VectorEncoderFactory
+from gymnasium import spaces
+
+
+class _Counting(gymnasium.Env[np.ndarray, np.int64]):
+    """Observation ``[t]``; episodes of ``length`` steps, terminated (or truncated)."""
+
+    def __init__(self, length: int, truncate: bool = False) -> None:
+        self.observation_space = spaces.Box(0, 100, (1,), np.float32)
+        self.action_space = spaces.Discrete(2)
+        self.length, self.truncate, self.t = length, truncate, 0
+
+    def reset(self, *, seed: Any = None, options: Any = None) -> Any:
+        self.t = 0
+        return np.array([0.0], np.float32), {}
+
+    def step(self, action: Any) -> Any:
+        self.t += 1
+        end = self.t == self.length
+        obs = np.array([float(self.t)], np.float32)
+        return obs, 1.0, end and not self.truncate, end and self.truncate, {}
+
+
+def _buffer(limit: int) -> ReplayBuffer:
+    return ReplayBuffer(
+        FIFOBuffer(limit),
+        observation_signature=Signature(dtype=[np.float32], shape=[(1,)]),
+        action_signature=Signature(dtype=[np.int64], shape=[(1,)]),
+        reward_signature=Signature(dtype=[np.float32], shape=[(1,)]),
+        action_space=ActionSpace.DISCRETE,
+        action_size=2,
+    )
+
+
+def _fit_online(
+    env: gymnasium.Env[Any, Any], n_steps: int, batch_size: int
+) -> list[tuple[int, int]]:
+    """``(transition_count, grad_step)`` after every loop step of ``fit_online``."""
+    algo = DQNConfig(
+        batch_size=batch_size, encoder_factory=VectorEncoderFactory(hidden_units=[8])
+    ).create(device="cpu:0")
+    buffer = _buffer(100)
+    seen: list[tuple[int, int]] = []
+    algo.fit_online(
+        env,
+        buffer,
+        n_steps=n_steps,
+        n_steps_per_epoch=n_steps,
+        logger_adapter=NoopAdapterFactory(),
+        show_progress=False,
+        callback=lambda a, epoch, step: seen.append((buffer.transition_count, a.grad_step)),
+    )
+    return seen
+
+
+def test_a_transition_is_stored_one_loop_step_after_its_env_step() -> None:
+    # fit_online appends (o_t, a_t, r_t+1) after stepping from o_t; the writer adds entry t
+    # only when o_t+1 is appended, in the next loop step (dataset/writers.py,
+    # ExperienceWriter.write). After the first step, whose transition is complete, nothing
+    # is stored yet.
+    seen = _fit_online(_Counting(10), n_steps=3, batch_size=1)
+    assert [count for count, _ in seen] == [0, 1, 2]
+
+
+def test_training_waits_for_more_transitions_than_the_batch_size() -> None:
+    # update_start_step = 0 and update_interval = 1: fit_online still skips the update while
+    # buffer.transition_count <= batch_size (algos/qlearning/base.py, fit_online).
+    seen = _fit_online(_Counting(10), n_steps=6, batch_size=3)
+    assert seen == [(0, 0), (1, 0), (2, 0), (3, 0), (4, 1), (5, 2)]
+
+
+def test_a_truncated_episode_loses_its_last_transition() -> None:
+    # Three steps, the third truncated: fit_online appends o_0, o_1, o_2 and calls
+    # clip_episode(False); the transition from o_2 (its reward and the known next
+    # observation o_3) is never stored, where a terminated episode stores all three.
+    truncated = _fit_online(_Counting(3, truncate=True), n_steps=3, batch_size=1)
+    terminated = _fit_online(_Counting(3), n_steps=3, batch_size=1)
+    assert (truncated[-1][0], terminated[-1][0]) == (2, 3)
+
+
+def test_a_fifo_buffer_of_one_transition_raises_on_its_second() -> None:
+    # FIFOBuffer.append, when full, compares _transitions[0] with _transitions[1]
+    # (dataset/buffers.py), which a deque of one does not have.
+    buffer = _buffer(1)
+    buffer.append(np.array([0.0], np.float32), 0, 1.0)
+    buffer.append(np.array([1.0], np.float32), 0, 1.0)
+    with pytest.raises(IndexError, match="deque index out of range"):
+        buffer.append(np.array([2.0], np.float32), 0, 1.0)
+
+
+def test_a_window_near_an_episode_start_is_padded_in_front() -> None:
+    # Three entries of one terminated episode; the window of length 3 that
+    # sample_trajectory returns for the first entry ends there and is padded before it.
+    buffer = _buffer(8)
+    for t in range(3):
+        buffer.append(np.array([float(t)], np.float32), 0, 1.0)
+    buffer.clip_episode(True)
+    episode, index = buffer.buffer[0]
+    window = buffer.trajectory_slicer(episode, index, 3)
+    assert window.masks.tolist() == [0.0, 0.0, 1.0]
+    assert window.observations.reshape(-1).tolist() == [0.0, 0.0, 0.0]
+    # sample_trajectory_batch draws the end entry uniformly, so such windows are drawn.
+    np.random.seed(0)
+    batch = buffer.sample_trajectory_batch(64, 3)
+    assert (np.asarray(batch.masks).reshape(64, 3)[:, 0] == 0).any()

@@ -1,0 +1,526 @@
+"""Adapter over d3rlpy 2.8.0: its online loop ``QLearningAlgoBase.fit_online``, its collection
+loop ``collect``, its ``ReplayBuffer`` on a ``FIFOBuffer`` and its transition pickers, driven on
+the toy env and recorded at their seams (the gym env's ``step``, the buffer's ``append``, the
+replay buffer's ``sample_transition_batch``, ``fit_online``'s per-step ``callback``). Nothing of
+d3rlpy is re-implemented; sources are cited as ``file:function`` of the installed ``d3rlpy``
+package.
+
+**Why 2.8.0.** d3rlpy 2.8.1, the newest release, requires ``gymnasium==1.0.0``, and xpspec
+requires ``gymnasium>=1.1``: pip refuses to install them together. 2.8.0 requires
+``gymnasium>=1.0.0`` and is the newest release that installs beside xpspec.
+
+**One env.** d3rlpy has no vector env: ``fit_online`` and ``collect`` step one Gym env, and
+``ReplayBuffer`` writes through one ``ExperienceWriter`` holding one active episode
+(``dataset/writers.py:ExperienceWriter``). Scenarios with more than one env raise
+``Unsupported``.
+
+**Time steps and rows.** ``fit_online`` resets the env inside the loop step that ends an
+episode (``algos/qlearning/base.py:fit_online``: ``clip_episode`` then ``env.reset()``), so
+the policy never acts on a LAST (spec variant ``same-step`` of ``timestep.auto-reset``). Each
+loop step appends ``(o_t, a_t, r_t+1)`` to the active episode; the writer appends the buffer
+entry ``(episode, t - 1)`` once ``o_t`` arrives (``ExperienceWriter.write``) and, when the
+episode terminated, the entry of its last observation at ``clip_episode(True)``. A buffer entry
+is a transition picked from the episode at sampling time (``transition_pickers.py``). The
+adapter names the entry ``(episode, i)`` by its observation ``o_i`` decoded from the episode's
+own ``observations`` array: FIRST if ``i == 0``, else MID with the reward into it, read from the
+episode's ``rewards[i - 1]``. The LAST is never an entry of its own.
+
+**Trainer iterations.** One spec iteration is ``update_interval`` loop steps of ``fit_online``;
+``fit_online`` makes a train call at the end of the step whose ``total_step`` is a multiple of
+``update_interval`` when its gate ``total_step > update_start_step and
+buffer.transition_count > batch_size`` is open: ``n_updates`` samples
+``sample_transition_batch(batch_size)`` and ``update``s. When the gate is shut the call is
+recorded with status ``warmup``. Knobs: ``unroll_length`` -> ``update_interval`` (integers
+only), ``num_updates_per_train_iter`` -> ``n_updates``, ``mini_batch_size`` -> the algorithm's
+``batch_size`` (default 1), ``initial_collect_steps`` -> ``update_start_step``, ``capacity`` ->
+``FIFOBuffer(limit=capacity)`` (a limit in transitions), ``num_iterations`` ->
+``n_steps = num_iterations * u``, ``num_env_steps`` -> ``n_steps``. d3rlpy has no iteration
+counter and no ``after_update`` / ``after_train_iter`` hook: the trace's counter is the
+algorithm's ``grad_step`` (not declared as the ``counter`` observable) and no hook event is
+recorded. The Q-network's policy is stateless.
+
+**Preprocessing.** d3rlpy's own hook is the ``WriterPreprocessProtocol`` a ``ReplayBuffer``
+applies to each appended observation, action and reward (``dataset/writers.py``):
+``RewardTransform`` is a writer preprocess whose ``process_reward`` scales and shifts. The
+writer's hook maps one value to one value and cannot leave out, hold back or retype a step, so
+the exclusion, delaying and step-type preprocessors raise ``Unsupported``.
+
+**Replay.** ``run_replay`` fills the buffer with d3rlpy's ``collect`` for ``fill_steps`` steps
+and draws ``sample_transition_batch(batch_size)`` for windows of one item, else
+``sample_trajectory_batch(batch_size, length)`` (``dataset/replay_buffer.py:ReplayBuffer``:
+``np.random.randint`` over the buffer's entries, seeded through numpy's global state as
+``d3rlpy.seed`` seeds it). A trajectory window ends at the drawn entry; its items before the
+episode's first step are zero observations with mask 0, recorded as padding (``None``). A draw
+from an empty buffer raises ``ValueError`` (numpy's ``randint(0)``) and is recorded as an
+empty draw (``replay.no-window``). A ``FIFOBuffer`` of limit 1 raises ``IndexError`` on its
+second entry (``dataset/buffers.py:FIFOBuffer.append``); the run then ends with the header's
+``stopped``, in trainer and replay runs alike.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+try:
+    import d3rlpy
+    import structlog
+    from d3rlpy.algos import DQNConfig
+    from d3rlpy.dataset import (
+        BasicWriterPreprocess,
+        FIFOBuffer,
+        ReplayBuffer,
+    )
+    from d3rlpy.logging import NoopAdapterFactory
+    from d3rlpy.models.encoders import VectorEncoderFactory
+except ImportError as exc:  # pragma: no cover - exercised only without the framework
+    raise ImportError(
+        "xpspec.adapters.d3rlpy needs d3rlpy 2.8.0: pip install 'xpspec[adapter-d3rlpy]'"
+    ) from exc
+
+import gymnasium
+import numpy as np
+import torch
+
+from xpspec.kit.events import env_step, run_end, store
+from xpspec.kit.items import decode_item, decode_items, single_item_windows
+from xpspec.kit.quiet import Generator, seeded_quiet
+from xpspec.kit.steps import Step, TransitionRows
+from xpspec.protocol.adapter import PROTOCOL_VERSION, AdapterInfo, Unsupported
+from xpspec.protocol.env_spec import EnvSpec
+from xpspec.protocol.preprocessors import Identity, RewardTransform
+from xpspec.protocol.scenario import ReplayScenario, TrainerScenario
+from xpspec.protocol.step_type import StepType
+from xpspec.protocol.trace import (
+    Event,
+    IterationEnd,
+    IterationStart,
+    Sampled,
+    Trace,
+    TrainCall,
+    Update,
+)
+from xpspec.refimpl.toy_envs.gym_env import ToyEnv
+
+__all__ = ["D3rlpyAdapter"]
+
+_VERSION = "2.8.0"
+_LINK = "https://github.com/takuseno/d3rlpy/blob/v2.8.0/d3rlpy"
+_FIRST, _MID = int(StepType.FIRST), int(StepType.MID)
+_GENERATORS: tuple[Generator, ...] = ("torch", "numpy", "random")
+
+
+def _unsupported(reason: str, where: str) -> Unsupported:
+    return Unsupported(f"{reason} (d3rlpy {_VERSION}, {where})", f"{_LINK}/{where}")
+
+
+# -- quiet: d3rlpy logs through structlog to stdout ---------------------------------------------
+@contextmanager
+def _silenced(seed: int) -> Iterator[None]:
+    """The seeded quiet context, with d3rlpy's structlog output (``logging/logger.py``, printed
+    to stdout) filtered below ERROR; structlog's configuration is restored afterwards."""
+    config = structlog.get_config()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
+    try:
+        with seeded_quiet(seed, _GENERATORS):
+            yield
+    finally:
+        structlog.configure(**config)
+
+
+# -- d3rlpy's objects ---------------------------------------------------------------------------
+def _check_env(spec: EnvSpec) -> None:
+    if spec.num_envs != 1:
+        raise _unsupported(
+            f"{spec.num_envs} envs: d3rlpy has no vector env; fit_online and collect step one "
+            "Gym env and ReplayBuffer writes through one ExperienceWriter with one active "
+            "episode",
+            "dataset/writers.py",
+        )
+    if spec.goals:
+        raise _unsupported(
+            "goal envs: ReplayBuffer signatures take array or tuple observations, not Dict "
+            "ones, and d3rlpy has no hindsight relabeling",
+            "dataset/replay_buffer.py",
+        )
+
+
+def _algo(batch_size: int) -> Any:
+    """A DQN with a tiny encoder on the CPU (the spec is about experience, not learning)."""
+    return DQNConfig(
+        batch_size=batch_size,
+        encoder_factory=VectorEncoderFactory(hidden_units=[8]),
+    ).create(device="cpu:0")
+
+
+class _RewardTransformWriter(BasicWriterPreprocess):
+    """``RewardTransform`` as d3rlpy's writer preprocess: ``process_reward`` returns
+    ``reward * scale + shift``; observations and actions pass unchanged."""
+
+    def __init__(self, scale: float, shift: float) -> None:
+        self.scale, self.shift = scale, shift
+
+    def process_reward(self, reward: Any) -> Any:
+        return reward * self.scale + self.shift
+
+
+class _RecordingFIFO(FIFOBuffer):
+    """d3rlpy's ``FIFOBuffer`` reporting each entry once its own ``append`` has taken it."""
+
+    def __init__(self, limit: int, on_append: Callable[[Any, int], None]) -> None:
+        super().__init__(limit)
+        self._on_append = on_append
+
+    def append(self, episode: Any, index: int) -> None:
+        super().append(episode, index)
+        self._on_append(episode, index)
+
+
+def _entry_step(episode: Any, index: int) -> Step:
+    """The buffer entry ``(episode, index)`` named by its observation (module docstring)."""
+    item = decode_item(np.asarray(episode.observations[index]))
+    if index == 0:
+        return Step(item, _FIRST, 0.0)
+    return Step(item, _MID, float(np.asarray(episode.rewards[index - 1]).reshape(-1)[0]))
+
+
+class _StepRecorder(gymnasium.Wrapper[Any, Any, Any, Any]):
+    """A pass-through wrapper reporting each step: the time step the env was in before it
+    (FIRST after a reset, else MID with the reward the previous step returned) and the
+    action."""
+
+    def __init__(self, env: gymnasium.Env[Any, Any], on_step: Callable[[Step], None]) -> None:
+        super().__init__(env)
+        self._on_step = on_step
+        self._obs: Any = None
+        self._rows = TransitionRows()
+
+    def reset(self, **kwargs: Any) -> Any:
+        obs, info = self.env.reset(**kwargs)
+        self._obs = obs
+        self._rows.restart(0)
+        return obs, info
+
+    def step(self, action: Any) -> Any:
+        item = decode_item(self._obs)
+        self._on_step(self._rows.row(item, action=int(np.asarray(action).reshape(-1)[0])))
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self._rows.follow(0, float(reward), bool(terminated or truncated))
+        self._obs = obs
+        return obs, reward, terminated, truncated, info
+
+
+# -- trainer scenarios --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _OnlineConfig:
+    """``fit_online`` arguments of a trainer scenario."""
+
+    update_interval: int
+    n_updates: int
+    batch_size: int
+    update_start_step: int
+    limit: int
+    n_steps: int
+    reward: tuple[float, float] | None
+
+
+def _online_config(scenario: TrainerScenario) -> _OnlineConfig:
+    """d3rlpy's own configuration for ``scenario``; raises Unsupported for what it lacks."""
+    _check_env(scenario.env)
+    cfg = scenario.trainer
+    loop = "algos/qlearning/base.py"
+    if cfg.mode != "off-policy":
+        raise _unsupported("on-policy mode: d3rlpy's online loop is off-policy Q-learning", loop)
+    if cfg.drain is not None:
+        raise _unsupported("drain mode: fit_online steps its env synchronously", loop)
+    u = cfg.unroll_length
+    if u.denominator != 1:
+        raise _unsupported(
+            f"unroll_length {u}: fit_online's update_interval is an integer number of steps",
+            loop,
+        )
+    if cfg.whole_buffer:
+        raise _unsupported("whole-buffer training: fit_online samples mini-batches at random", loop)
+    if cfg.mini_batch_length != 1:
+        raise _unsupported(
+            f"mini_batch_length {cfg.mini_batch_length}: fit_online samples single "
+            "transitions (sample_transition_batch)",
+            loop,
+        )
+    if cfg.warmup_gate == "size>=":
+        raise _unsupported(
+            "warm-up gate on the buffer size: fit_online compares total_step with "
+            "update_start_step",
+            loop,
+        )
+    s = scenario.sampling
+    if s.period != 1 or s.distribution != "uniform-windows":
+        raise _unsupported(
+            "sampling with a period or another distribution: ReplayBuffer.sample_transition "
+            "draws an entry uniformly (np.random.randint)",
+            "dataset/replay_buffer.py",
+        )
+    if cfg.num_env_steps and cfg.env_step_count != "all":
+        raise _unsupported("fit_online's n_steps counts every step, FIRST ones included", loop)
+    n = int(u)
+    if cfg.num_iterations:
+        total = cfg.num_iterations * n
+        if cfg.num_env_steps and math.ceil(cfg.num_env_steps / n) < cfg.num_iterations:
+            raise _unsupported(
+                "training iterations after the env-step budget: fit_online stops stepping "
+                "and training together after n_steps",
+                loop,
+            )
+    else:
+        total = cfg.num_env_steps
+    return _OnlineConfig(
+        update_interval=n,
+        n_updates=cfg.num_updates_per_train_iter,
+        batch_size=cfg.mini_batch_size or 1,
+        update_start_step=cfg.initial_collect_steps,
+        limit=cfg.capacity,
+        n_steps=total,
+        reward=_reward_transform(scenario),
+    )
+
+
+def _reward_transform(scenario: TrainerScenario) -> tuple[float, float] | None:
+    p = scenario.preprocess
+    if isinstance(p, Identity):
+        return None
+    if isinstance(p, RewardTransform):
+        return (float(p.scale), float(p.shift))
+    raise _unsupported(
+        f"preprocessing {type(p).__name__}: d3rlpy's only write-side hook is a "
+        "WriterPreprocessProtocol mapping each observation, action and reward to one value; "
+        "it cannot leave out, hold back or retype a step",
+        "dataset/writers.py",
+    )
+
+
+class _TrainerRun:
+    """One ``fit_online`` run, recorded: env steps from the env wrapper, stores from the
+    buffer's ``append``, train calls and updates from ``sample_transition_batch``, iteration
+    ends from ``fit_online``'s per-step ``callback``."""
+
+    def __init__(self, scenario: TrainerScenario, config: _OnlineConfig) -> None:
+        self.scenario, self.config = scenario, config
+        self.events: list[Event] = []
+        self.iteration = 0
+        self.calls = 0
+        self.update_index = 0
+        self.trained = False
+        self.stored = 0
+        self.env_steps = 0
+        self.algo = _algo(config.batch_size)
+        self.env = _StepRecorder(ToyEnv(scenario.env, 0, scenario.seed), self._on_env_step)
+        writer = None if config.reward is None else _RewardTransformWriter(*config.reward)
+        self.buffer = ReplayBuffer(
+            _RecordingFIFO(config.limit, self._on_append),
+            writer_preprocessor=writer,
+            env=self.env,
+        )
+        sample = self.buffer.sample_transition_batch
+
+        def sample_batch(batch_size: int) -> Any:
+            if not self.trained:
+                self.events.append(
+                    TrainCall(self.iteration, self.calls, self._counter(), "trained", self.stored)
+                )
+                self.trained, self.update_index = True, 0
+            batch = sample(batch_size)
+            windows = single_item_windows(decode_items(batch.observations))
+            self.events.append(
+                Update(
+                    self.iteration,
+                    self.calls,
+                    self.update_index,
+                    self._counter(),
+                    windows,
+                    ((1,),) * len(windows),
+                )
+            )
+            self.update_index += 1
+            return batch
+
+        self.buffer.sample_transition_batch = sample_batch
+
+    def _counter(self) -> int:
+        return int(self.algo.grad_step)
+
+    def _on_env_step(self, step: Step) -> None:
+        if self.env_steps % self.config.update_interval == 0:
+            self.iteration += 1
+            self.events.append(
+                IterationStart(self.iteration, self._counter(), self.config.update_interval)
+            )
+        self.events.append(env_step(self.iteration, [step]))
+        self.env_steps += 1
+
+    def _on_append(self, episode: Any, index: int) -> None:
+        self.events.append(store(self.iteration, [_entry_step(episode, index)]))
+        self.stored += 1
+
+    def _on_step_end(self, algo: Any, epoch: int, total_step: int) -> None:
+        """``fit_online``'s callback, after every loop step: the iteration ends at the step
+        that is a multiple of ``update_interval``, where fit_online makes its train call."""
+        if total_step % self.config.update_interval:
+            return
+        if self.trained:
+            self.calls += 1
+        else:
+            self.events.append(
+                TrainCall(self.iteration, self.calls, self._counter(), "warmup", self.stored)
+            )
+            self.calls += 1
+        self.trained = False
+        self.events.append(
+            IterationEnd(self.iteration, self._counter(), self.env_steps, self.stored, 0)
+        )
+
+    def run(self) -> Trace:
+        c = self.config
+        header: dict[str, Any] = {"producer": f"d3rlpy {_VERSION}"}
+        try:
+            self._fit_online()
+        except IndexError as exc:
+            header["stopped"] = _stopped(exc, self.iteration)
+        else:
+            if self.env_steps % c.update_interval:  # a last, partial iteration (num_env_steps)
+                self.events.append(
+                    TrainCall(self.iteration, self.calls, self._counter(), "warmup", self.stored)
+                )
+                self.events.append(
+                    IterationEnd(self.iteration, self._counter(), self.env_steps, self.stored, 0)
+                )
+        policy = self.scenario.trainer.pending_at_end
+        self.events.append(run_end(self.iteration, self.env_steps, policy, []))
+        return Trace(tuple(self.events), header)
+
+    def _fit_online(self) -> None:
+        c = self.config
+        self.algo.fit_online(
+            self.env,
+            self.buffer,
+            n_steps=c.n_steps,
+            n_steps_per_epoch=c.n_steps,
+            update_interval=c.update_interval,
+            n_updates=c.n_updates,
+            update_start_step=c.update_start_step,
+            logger_adapter=NoopAdapterFactory(),
+            show_progress=False,
+            callback=self._on_step_end,
+        )
+
+
+def _stopped(exc: IndexError, iteration: int) -> str:
+    """The header's ``stopped`` for d3rlpy's ``FIFOBuffer`` of one transition, which raises
+    on the entry that would evict one (``dataset/buffers.py:FIFOBuffer.append`` reads
+    ``_transitions[1]``); any other IndexError propagates."""
+    if "deque index out of range" not in str(exc):
+        raise exc
+    return (
+        f"IndexError: {exc} (FIFOBuffer.append of a full buffer with limit 1, "
+        f"dataset/buffers.py; the trace ends in iteration {iteration})"
+    )
+
+
+# -- replay scenarios ---------------------------------------------------------------------------
+def _check_sampling(scenario: ReplayScenario) -> None:
+    s = scenario.sampling
+    where = "dataset/replay_buffer.py"
+    if s.period != 1:
+        raise _unsupported(f"period {s.period}: d3rlpy samples any stored entry", where)
+    if s.distribution != "uniform-windows":
+        raise _unsupported(
+            f"distribution {s.distribution!r}: ReplayBuffer draws an entry uniformly over all "
+            "stored transitions (np.random.randint)",
+            where,
+        )
+
+
+def _draw(buffer: ReplayBuffer, batch_size: int, length: int) -> tuple[Any, ...]:
+    """One draw: ``sample_transition_batch`` for windows of one item, else
+    ``sample_trajectory_batch``, whose windows end at the drawn entry and hold zero
+    observations with mask 0 before the episode's first step
+    (``dataset/trajectory_slicers.py:BasicTrajectorySlicer``): those are padding."""
+    if length == 1:
+        batch = buffer.sample_transition_batch(batch_size)
+        return single_item_windows(decode_items(batch.observations))
+    trajectories = buffer.sample_trajectory_batch(batch_size, length)
+    observations = np.asarray(trajectories.observations)
+    masks = np.asarray(trajectories.masks).reshape(batch_size, length)
+    return tuple(
+        tuple(decode_item(observations[b, i]) if masks[b, i] else None for i in range(length))
+        for b in range(batch_size)
+    )
+
+
+def _run_replay(scenario: ReplayScenario) -> Trace:
+    _check_env(scenario.env)
+    _check_sampling(scenario)
+    events: list[Event] = []
+
+    def on_append(episode: Any, index: int) -> None:
+        events.append(store(0, [_entry_step(episode, index)]))
+
+    env = ToyEnv(scenario.env, 0, scenario.seed)
+    buffer = ReplayBuffer(_RecordingFIFO(scenario.capacity, on_append), env=env)
+    if scenario.fill_steps:
+        try:
+            _algo(1).collect(env, buffer, n_steps=scenario.fill_steps, show_progress=False)
+        except IndexError as exc:
+            header = {"producer": f"d3rlpy {_VERSION}", "stopped": _stopped(exc, 0)}
+            return Trace(tuple(events), header)
+    for draw in range(scenario.draws):
+        try:
+            windows = _draw(buffer, scenario.batch_size, scenario.sampling.window_length)
+        except ValueError as exc:  # numpy's randint(0): nothing stored
+            if "high <= 0" not in str(exc):
+                raise
+            events.append(Sampled(draw, ()))
+            continue
+        events.append(Sampled(draw, windows))
+    return Trace(tuple(events), {"producer": f"d3rlpy {_VERSION}"})
+
+
+# -- the adapter --------------------------------------------------------------------------------
+class D3rlpyAdapter:
+    """d3rlpy 2.8.0 (see the module docstring for the mapping)."""
+
+    def info(self) -> AdapterInfo:
+        return AdapterInfo(
+            name="d3rlpy",
+            framework="d3rlpy",
+            framework_version=d3rlpy.__version__,
+            protocol_version=PROTOCOL_VERSION,
+            capabilities=("trainer", "replay"),
+            issue_tracker="https://github.com/takuseno/d3rlpy/issues",
+            notes="DQN with a tiny encoder; fit_online on one env; FIFOBuffer replay",
+            extra_versions={
+                "torch": torch.__version__,
+                "gymnasium": gymnasium.__version__,
+                "numpy": np.__version__,
+            },
+        )
+
+    def smoke(self) -> None:
+        if d3rlpy.__version__ != _VERSION:
+            raise RuntimeError(f"d3rlpy: expected {_VERSION}, got {d3rlpy.__version__}")
+        self.run_replay(ReplayScenario(EnvSpec(), capacity=4, fill_steps=3, batch_size=2))
+
+    def run_trainer(self, scenario: TrainerScenario) -> Trace:
+        """One ``fit_online`` run (see the module docstring for the mapping)."""
+        config = _online_config(scenario)
+        with _silenced(scenario.seed):
+            return _TrainerRun(scenario, config).run()
+
+    def run_replay(self, scenario: ReplayScenario) -> Trace:
+        """Fill with ``collect`` for ``fill_steps`` steps, then ``draws`` calls of
+        ``sample_transition_batch`` (see the module docstring)."""
+        with _silenced(scenario.seed):
+            return _run_replay(scenario)
