@@ -29,7 +29,10 @@ from typing import Any
 try:
     import skrl
     from skrl.envs.wrappers.torch import Wrapper, wrap_env
+    from skrl.agents.torch.ppo import PPO, PPO_CFG
     from skrl.memories.torch import RandomMemory
+    from skrl.models.torch import CategoricalMixin, DeterministicMixin, Model
+    from skrl.trainers.torch import SequentialTrainer
 except ImportError as exc:  # pragma: no cover - exercised only without the framework
     raise ImportError("xpspec.adapters.skrl needs skrl 2.1.1: pip install 'xpspec[adapter-skrl]'") from exc
 
@@ -38,15 +41,17 @@ from gymnasium.vector import AutoresetMode
 import numpy as np
 import torch
 
+from xpspec.kit.episodes import episode_rows, one_learner_shard
 from xpspec.kit.events import env_step, store
 from xpspec.kit.items import decode_item, decode_items, decode_windows
+from xpspec.kit.value import toy_value
 from xpspec.kit.quiet import seeded_quiet
 from xpspec.kit.steps import Step
 from xpspec.protocol.adapter import PROTOCOL_VERSION, AdapterInfo, Unsupported
 from xpspec.protocol.env_spec import EnvSpec
-from xpspec.protocol.scenario import EnvScenario, ReplayScenario
+from xpspec.protocol.scenario import EnvScenario, LearnerScenario, ReplayScenario
 from xpspec.protocol.step_type import StepType
-from xpspec.protocol.trace import Event, Sampled, Trace
+from xpspec.protocol.trace import Advantages, Event, Item, Sampled, Trace, UpdatePlan
 from xpspec.refimpl.toy_envs.gym_vector import ToyVectorEnv
 
 __all__ = ["SkrlAdapter", "SkrlConfig"]
@@ -65,9 +70,11 @@ def _unsupported(reason: str, where: str) -> Unsupported:
 @dataclass(frozen=True)
 class SkrlConfig:
     """The skrl configuration an adapter instance runs: ``RandomMemory(replacement=...)``
-    (skrl's default is ``False``)."""
+    for replay and ``PPO_CFG(time_limit_bootstrap=...)`` for the learner (skrl's defaults:
+    both ``False``)."""
 
     replacement: bool = False
+    time_limit_bootstrap: bool = False
 
 
 def _wrapped(spec: EnvSpec, seed: int) -> Wrapper:
@@ -118,7 +125,7 @@ class SkrlAdapter:
             framework="skrl",
             framework_version=skrl.__version__,
             protocol_version=PROTOCOL_VERSION,
-            capabilities=("env", "replay"),
+            capabilities=("env", "replay", "learner"),
             issue_tracker="https://github.com/Toni-SM/skrl/issues",
             notes=(
                 "torch backend: GymnasiumWrapper over the toy vector env; "
@@ -178,12 +185,18 @@ class SkrlAdapter:
             out.append(env_step(0, firsts))
         return out
 
+    # -- learner ------------------------------------------------------------------------------
+    def run_learner(self, scenario: LearnerScenario) -> Trace:
+        """One PPO update by skrl's own code (see :class:`_LearnerRun`)."""
+        return _LearnerRun(scenario, self.config.time_limit_bootstrap).run()
+
     # -- replay -------------------------------------------------------------------------------
     def run_replay(self, scenario: ReplayScenario) -> Trace:
         """Fill a ``RandomMemory`` with the wrapper's observations, one ``add_samples`` per
         vector step; then ``draws`` calls of ``RandomMemory.sample`` (see the module
-        docstring). A draw skrl answers with no index is an empty draw; one it answers by
-        raising is recorded as the run's ``stopped`` exception."""
+        docstring). A draw skrl answers with no index, or by raising from torch's index draw
+        (a negative or empty range: nothing stored, or too few rows for the sequence), is an
+        empty draw (``replay.no-window``)."""
         s = scenario.sampling
         if s.boundary != "cross":
             raise _unsupported(
@@ -203,7 +216,6 @@ class SkrlAdapter:
                 "memories/torch/random.py:RandomMemory.sample",
             )
         events: list[Event] = []
-        header = {"producer": f"skrl {_VERSION}"}
         with seeded_quiet(scenario.seed, ("torch",), _LOGGERS):
             env = _wrapped(scenario.env, scenario.seed)
             b = env.num_envs
@@ -234,13 +246,233 @@ class SkrlAdapter:
                     (batch,) = memory.sample(
                         ["observations"], batch_size=scenario.batch_size, sequence_length=length
                     )
-                except RuntimeError as exc:
-                    header["stopped"] = f"RuntimeError: {exc}"
-                    break
+                except RuntimeError as exc:  # torch.randperm/randint of a negative size
+                    if "negative dimension" not in str(exc) and "from=0, to=0" not in str(exc):
+                        raise
+                    events.append(Sampled(draw, ()))
+                    continue
                 observations = _as_numpy(batch[0])
                 if observations.shape[0] == 0:
                     events.append(Sampled(draw, ()))
                     continue
                 windows = observations.reshape(-1, length, observations.shape[-1])
                 events.append(Sampled(draw, decode_windows(windows)))
-        return Trace(tuple(events), header)
+        return Trace(tuple(events), {"producer": f"skrl {_VERSION}"})
+
+
+# -- learner-side preprocessing ---------------------------------------------------------------
+class _Policy(CategoricalMixin, Model):  # type: ignore[misc]
+    """Uniform logits over the toy env's actions. One parameter, which the logits multiply
+    by zero, gives PPO's optimiser something to hold; the policy never changes."""
+
+    def __init__(self, observation_space: Any, action_space: Any) -> None:
+        Model.__init__(
+            self, observation_space=observation_space, action_space=action_space, device="cpu"
+        )
+        CategoricalMixin.__init__(self)
+        self.anchor = torch.nn.Parameter(torch.zeros(1))
+
+    def compute(self, inputs: dict[str, Any], role: str = "") -> tuple[torch.Tensor, dict[str, Any]]:
+        n = inputs["observations"].shape[0]
+        return torch.zeros(n, self.num_actions) * self.anchor, {}
+
+
+class _Value(DeterministicMixin, Model):  # type: ignore[misc]
+    """The toy value ``V(o) = value_scale * t(o)`` as a skrl value model."""
+
+    def __init__(self, observation_space: Any, action_space: Any, scale: float) -> None:
+        Model.__init__(
+            self, observation_space=observation_space, action_space=action_space, device="cpu"
+        )
+        DeterministicMixin.__init__(self)
+        self.scale = scale
+
+    def compute(self, inputs: dict[str, Any], role: str = "") -> tuple[torch.Tensor, dict[str, Any]]:
+        return toy_value(inputs["observations"], self.scale), {}
+
+
+@dataclass(frozen=True)
+class _Row:
+    """One row of PPO's memory after ``compute_gae``: its item, whether it is the row of an
+    episode's final observation (the row after a terminated or truncated one), its flat
+    memory index, the advantage (``returns - values``), return and normalised advantage."""
+
+    item: Item
+    final: bool
+    index: int
+    advantage: float
+    target: float
+    normalized: float
+
+
+class _LearnerRun:
+    """One ``PPO`` update of skrl 2.1.1 on the toy env, driven by ``SequentialTrainer``.
+
+    ``rollouts = timesteps = steps - 1`` (every env's first ``steps`` time steps: the trainer
+    acts on ``steps - 1`` observations and the last is the ``next_observations`` of the final
+    transition, which ``PPO.update`` values as ``last_values``), ``learning_epochs =
+    num_epochs``, ``mini_batches = ceil(rows / minibatch_size)`` (skrl is configured with a
+    count of mini-batches, ``memories/torch/base.py:Memory.sample_by_index`` splits the
+    permuted indexes with ``np.array_split``), ``discount_factor = gamma``, ``gae_lambda =
+    lam``, ``time_limit_bootstrap`` from the adapter's configuration. What is recorded is read
+    from skrl: the memory's ``observations``, ``values``, ``returns``, ``advantages`` and
+    ``terminated``/``truncated`` after the update, and the indexes ``RandomMemory.sample``
+    drew for each epoch (``sampling_indexes``).
+
+    Under Gymnasium's ``NEXT_STEP`` autoreset (the learner scenarios' mode, and
+    ``SyncVectorEnv``'s default) the trainer also acts on an episode's final observation: the
+    vector env ignores that action and returns the next episode's first observation with
+    reward 0, and ``PPO.record_transition`` stores the row. Such a row is recorded as the
+    episode's row ``L`` with skrl's values and loss mask 1 (it is in the update's mini-batches);
+    an in-progress episode has no row ``L`` in the memory and gets a stand-in (zeros, loss
+    mask 0). The adapter does not declare ``bootstrap``. The update plan names the training
+    rows ``0 .. N - 1`` env-major in time order, and the rows of final observations after them.
+    skrl computes no n-step return (no torch agent has one), so no ``nstep`` event is recorded.
+    """
+
+    def __init__(self, scenario: LearnerScenario, time_limit_bootstrap: bool) -> None:
+        self.scenario = scenario
+        self.tlb = time_limit_bootstrap
+        b = scenario.env.num_envs
+        if scenario.num_learners != 1:
+            raise _unsupported(
+                f"{scenario.num_learners} learners: a skrl agent trains alone; distributed "
+                "runs give each process envs of its own, never episodes split across learners",
+                "agents/torch/ppo/ppo.py:PPO.update",
+            )
+        if b < 2:
+            raise _unsupported(
+                "one env: SequentialTrainer.train raises 'Sequential trainer is not supported "
+                "for single environment' after the first step",
+                "trainers/torch/sequential.py:SequentialTrainer.train",
+            )
+        if scenario.steps < 2:
+            raise _unsupported(
+                f"{scenario.steps} time steps: no transition to train on",
+                "trainers/torch/sequential.py:SequentialTrainer.train",
+            )
+        self.timesteps = scenario.steps - 1
+        self.rows = self.timesteps * b
+        self.mini_batches = -(-self.rows // scenario.minibatch_size)
+
+    def run(self) -> Trace:
+        sc = self.scenario
+        with seeded_quiet(sc.seed, ("torch",), _LOGGERS):
+            env = _wrapped(sc.env, sc.seed)
+            memory = RandomMemory(memory_size=self.timesteps, num_envs=env.num_envs, device="cpu")
+            models = {
+                "policy": _Policy(env.observation_space, env.action_space),
+                "value": _Value(env.observation_space, env.action_space, float(sc.value_scale)),
+            }
+            cfg = PPO_CFG(
+                rollouts=self.timesteps,
+                learning_epochs=sc.num_epochs,
+                mini_batches=self.mini_batches,
+                discount_factor=float(sc.gamma),
+                gae_lambda=float(sc.lam),
+                time_limit_bootstrap=self.tlb,
+                experiment={"write_interval": 0, "checkpoint_interval": 0},
+            )
+            agent = PPO(
+                models=models,
+                memory=memory,
+                observation_space=env.observation_space,
+                action_space=env.action_space,
+                device="cpu",
+                cfg=cfg,
+            )
+            epochs: list[list[np.ndarray]] = []
+            sample = memory.sample
+
+            def recorded(names: list[str], **kwargs: Any) -> Any:
+                out = sample(names, **kwargs)
+                indexes = _as_numpy(memory.get_sampling_indexes())
+                epochs.append(np.array_split(indexes, kwargs.get("mini_batches", 1)))
+                return out
+
+            memory.sample = recorded  # type: ignore[method-assign]
+            trainer = SequentialTrainer(
+                env=env,
+                agents=agent,
+                cfg={
+                    "timesteps": self.timesteps,
+                    "headless": True,
+                    "disable_progressbar": True,
+                    "close_environment_at_exit": False,
+                },
+            )
+            trainer.train()
+            rows = self._rows(memory)
+        events: list[Event] = list(self._advantages(rows))
+        events.append(self._plan(rows, epochs))
+        events.append(one_learner_shard([e for e in events if isinstance(e, Advantages)]))
+        return Trace(tuple(events), {"producer": f"skrl {_VERSION}"})
+
+    def _rows(self, memory: Any) -> list[list[_Row]]:
+        """Every env's rows in time order, read from the memory after the update."""
+        b = self.scenario.env.num_envs
+        obs = _as_numpy(memory.get_tensor_by_name("observations"))
+        values = _as_numpy(memory.get_tensor_by_name("values"))[..., 0]
+        returns = _as_numpy(memory.get_tensor_by_name("returns"))[..., 0]
+        normalized = _as_numpy(memory.get_tensor_by_name("advantages"))[..., 0]
+        done = (
+            _as_numpy(memory.get_tensor_by_name("terminated"))[..., 0]
+            | _as_numpy(memory.get_tensor_by_name("truncated"))[..., 0]
+        )
+        out: list[list[_Row]] = []
+        for e in range(b):
+            column = []
+            for m in range(self.timesteps):
+                column.append(
+                    _Row(
+                        decode_item(obs[m, e]),
+                        bool(m > 0 and done[m - 1, e]),
+                        m * b + e,
+                        float(returns[m, e] - values[m, e]),
+                        float(returns[m, e]),
+                        float(normalized[m, e]),
+                    )
+                )
+            out.append(column)
+        return out
+
+    def _advantages(self, rows: list[list[_Row]]) -> list[Advantages]:
+        """One event per episode, env-major, oldest first: its training rows, then its row
+        ``L`` (the final observation's row skrl stored, or a stand-in)."""
+        out = []
+        for e, column in enumerate(rows):
+            for (_, k), members in episode_rows([r.item for r in column]).items():
+                trained = [column[i] for i in members if not column[i].final]
+                final = [column[i] for i in members if column[i].final]
+                if not trained:
+                    continue
+                ts = [int(r.item[2]) for r in trained]
+                adv = [r.advantage for r in trained]
+                tgt = [r.target for r in trained]
+                nrm = [r.normalized for r in trained]
+                if final:
+                    last = final[0]
+                    ts.append(int(last.item[2]))
+                    adv.append(last.advantage)
+                    tgt.append(last.target)
+                    nrm.append(last.normalized)
+                    mask = (1,) * len(ts)
+                else:
+                    ts.append(ts[-1] + 1)
+                    adv.append(0.0)
+                    tgt.append(0.0)
+                    nrm.append(0.0)
+                    mask = (1,) * (len(ts) - 1) + (0,)
+                out.append(Advantages(e, k, tuple(ts), tuple(adv), tuple(tgt), tuple(nrm), mask))
+        return out
+
+    def _plan(self, rows: list[list[_Row]], epochs: list[list[np.ndarray]]) -> UpdatePlan:
+        """The mini-batches skrl drew, as training rows: ``0 .. N - 1`` for the transitions
+        env-major in time order, ``N ..`` for the rows of final observations."""
+        trained = [r for column in rows for r in column if not r.final]
+        finals = [r for column in rows for r in column if r.final]
+        number = {r.index: i for i, r in enumerate([*trained, *finals])}
+        batches = tuple(
+            tuple(number[int(i)] for i in batch.tolist()) for epoch in epochs for batch in epoch
+        )
+        return UpdatePlan(len(batches), batches)
