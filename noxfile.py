@@ -78,7 +78,7 @@ def suite(session: nox.Session) -> None:
     session.run("xpspec", "report", "reports/refimpl.jsonl", "--out", "reports")
 
 
-ADAPTERS = ("sb3", "tianshou", "torchrl", "flashbax", "rllib", "skrl")
+ADAPTERS = ("sb3", "tianshou", "torchrl", "flashbax", "rllib", "skrl", "skrl_tlb")
 
 
 @nox.session(python="3.11", default=False, tags=["adapters"])

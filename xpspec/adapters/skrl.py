@@ -116,20 +116,21 @@ def _as_numpy(x: Any) -> np.ndarray:
 class SkrlAdapter:
     """skrl 2.1.1 (see the module docstring for the mapping)."""
 
-    def __init__(self, config: SkrlConfig = SkrlConfig()) -> None:
-        self.config = config
+    def __init__(self, config: SkrlConfig = SkrlConfig(), name: str = "skrl") -> None:
+        self.config, self.name = config, name
 
     def info(self) -> AdapterInfo:
         return AdapterInfo(
-            name="skrl",
+            name=self.name,
             framework="skrl",
             framework_version=skrl.__version__,
             protocol_version=PROTOCOL_VERSION,
             capabilities=("env", "replay", "learner"),
             issue_tracker="https://github.com/Toni-SM/skrl/issues",
             notes=(
-                "torch backend: GymnasiumWrapper over the toy vector env; "
-                f"RandomMemory(replacement={self.config.replacement})"
+                "torch backend: GymnasiumWrapper over the toy vector env (NEXT_STEP autoreset); "
+                f"RandomMemory(replacement={self.config.replacement}); one PPO update by "
+                f"SequentialTrainer with time_limit_bootstrap={self.config.time_limit_bootstrap}"
             ),
             extra_versions={
                 "torch": torch.__version__,
@@ -247,7 +248,7 @@ class SkrlAdapter:
                         ["observations"], batch_size=scenario.batch_size, sequence_length=length
                     )
                 except RuntimeError as exc:  # torch.randperm/randint of a negative size
-                    if "negative dimension" not in str(exc) and "from=0, to=0" not in str(exc):
+                    if "negative dimension" not in str(exc) and "but got from=0 >=" not in str(exc):
                         raise
                     events.append(Sampled(draw, ()))
                     continue
