@@ -46,7 +46,13 @@ def test_env_passes_the_next_step_autoreset_through(ending: Ending, discount: fl
     spec = EnvSpec(1, (FixedSchedule(2, ending),))
     trace = ADAPTER.run_env(EnvScenario(spec, steps=5))
     events = list(trace.of_kind("env_step"))
-    assert _items(trace, "env_step") == [[(0, 0, 0)], [(0, 0, 1)], [(0, 0, 2)], [(0, 1, 0)], [(0, 1, 1)]]
+    assert _items(trace, "env_step") == [
+        [(0, 0, 0)],
+        [(0, 0, 1)],
+        [(0, 0, 2)],
+        [(0, 1, 0)],
+        [(0, 1, 1)],
+    ]
     assert [e.step_type for e in events] == [(F,), (M,), (L,), (F,), (M,)]
     assert [e.reward for e in events] == [(0.0,), (1.0,), (2.0,), (0.0,), (1.0,)]
     assert [e.discount for e in events] == [(1.0,), (1.0,), (discount,), (1.0,), (1.0,)]
@@ -90,7 +96,9 @@ def test_replay_too_short_is_an_empty_draw() -> None:
         assert [d.windows for d in trace.of_kind("sampled")] == [(), (), ()]
 
 
-def _learner(num_envs: int = 2, learners: int = 1, ending: Ending = "terminated") -> LearnerScenario:
+def _learner(
+    num_envs: int = 2, learners: int = 1, ending: Ending = "terminated"
+) -> LearnerScenario:
     return LearnerScenario(
         EnvSpec(num_envs, (FixedSchedule(2, ending),)),
         steps=6,

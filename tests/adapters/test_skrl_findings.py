@@ -128,7 +128,7 @@ class _Counter(gymnasium.Env[np.ndarray, np.int64]):
         return np.array([float(self.t)], np.float32), 1.0, False, self.t == 2, {}
 
 
-class _Policy(CategoricalMixin, Model):  # type: ignore[misc]
+class _Policy(CategoricalMixin, Model):
     def __init__(self, env: Any) -> None:
         Model.__init__(
             self,
@@ -143,7 +143,7 @@ class _Policy(CategoricalMixin, Model):  # type: ignore[misc]
         return torch.zeros(inputs["observations"].shape[0], 2) * self.w, {}
 
 
-class _Value(DeterministicMixin, Model):  # type: ignore[misc]
+class _Value(DeterministicMixin, Model):
     def __init__(self, env: Any) -> None:
         Model.__init__(
             self,
@@ -176,7 +176,9 @@ def test_the_trainer_stores_a_row_for_an_episode_final_observation() -> None:
         cfg=cfg,
     )
     cfg_trainer = {"timesteps": 4, "headless": True, "disable_progressbar": True}
-    SequentialTrainer(env=env, agents=agent, cfg={**cfg_trainer, "close_environment_at_exit": False}).train()
+    SequentialTrainer(
+        env=env, agents=agent, cfg={**cfg_trainer, "close_environment_at_exit": False}
+    ).train()
     obs = memory.get_tensor_by_name("observations")[:, 0, 0].tolist()
     rewards = memory.get_tensor_by_name("rewards")[:, 0, 0].tolist()
     truncated = memory.get_tensor_by_name("truncated")[:, 0, 0].tolist()

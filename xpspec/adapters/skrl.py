@@ -28,25 +28,27 @@ from typing import Any
 
 try:
     import skrl
-    from skrl.envs.wrappers.torch import Wrapper, wrap_env
     from skrl.agents.torch.ppo import PPO, PPO_CFG
+    from skrl.envs.wrappers.torch import Wrapper, wrap_env
     from skrl.memories.torch import RandomMemory
     from skrl.models.torch import CategoricalMixin, DeterministicMixin, Model
     from skrl.trainers.torch import SequentialTrainer
 except ImportError as exc:  # pragma: no cover - exercised only without the framework
-    raise ImportError("xpspec.adapters.skrl needs skrl 2.1.1: pip install 'xpspec[adapter-skrl]'") from exc
+    raise ImportError(
+        "xpspec.adapters.skrl needs skrl 2.1.1: pip install 'xpspec[adapter-skrl]'"
+    ) from exc
 
 import gymnasium
-from gymnasium.vector import AutoresetMode
 import numpy as np
 import torch
+from gymnasium.vector import AutoresetMode
 
 from xpspec.kit.episodes import episode_rows, one_learner_shard
 from xpspec.kit.events import env_step, store
 from xpspec.kit.items import decode_item, decode_items, decode_windows
-from xpspec.kit.value import toy_value
 from xpspec.kit.quiet import seeded_quiet
 from xpspec.kit.steps import Step
+from xpspec.kit.value import toy_value
 from xpspec.protocol.adapter import PROTOCOL_VERSION, AdapterInfo, Unsupported
 from xpspec.protocol.env_spec import EnvSpec
 from xpspec.protocol.scenario import EnvScenario, LearnerScenario, ReplayScenario
@@ -82,7 +84,9 @@ def _wrapped(spec: EnvSpec, seed: int) -> Wrapper:
     (``envs/wrappers/torch/__init__.py:wrap_env``, which picks ``GymnasiumWrapper``)."""
     same = spec.autoreset == "same-step"
     mode = AutoresetMode.SAME_STEP if same else AutoresetMode.NEXT_STEP
-    return wrap_env(ToyVectorEnv(spec, seed, autoreset_mode=mode), wrapper="gymnasium", verbose=False)
+    return wrap_env(
+        ToyVectorEnv(spec, seed, autoreset_mode=mode), wrapper="gymnasium", verbose=False
+    )
 
 
 class _Rows:
@@ -164,13 +168,25 @@ class SkrlAdapter:
             for _ in range(scenario.steps - 1):
                 obs, reward, terminated, truncated, infos = env.step(actions)
                 if not same_step:
-                    events.append(env_step(0, rows.steps(_as_numpy(obs), _as_numpy(reward), _as_numpy(terminated), _as_numpy(truncated))))
+                    events.append(
+                        env_step(
+                            0,
+                            rows.steps(
+                                _as_numpy(obs),
+                                _as_numpy(reward),
+                                _as_numpy(terminated),
+                                _as_numpy(truncated),
+                            ),
+                        )
+                    )
                     continue
                 events.extend(self._same_step(obs, reward, terminated, truncated, infos))
         return Trace(tuple(events), {"producer": f"skrl {_VERSION}"})
 
     @staticmethod
-    def _same_step(obs: Any, reward: Any, terminated: Any, truncated: Any, infos: Any) -> list[Event]:
+    def _same_step(
+        obs: Any, reward: Any, terminated: Any, truncated: Any, infos: Any
+    ) -> list[Event]:
         term = _as_numpy(terminated).reshape(-1).astype(bool)
         trunc = _as_numpy(truncated).reshape(-1).astype(bool)
         rewards = _as_numpy(reward).reshape(-1).astype(np.float64)
@@ -262,7 +278,7 @@ class SkrlAdapter:
 
 
 # -- learner-side preprocessing ---------------------------------------------------------------
-class _Policy(CategoricalMixin, Model):  # type: ignore[misc]
+class _Policy(CategoricalMixin, Model):
     """Uniform logits over the toy env's actions. One parameter, which the logits multiply
     by zero, gives PPO's optimiser something to hold; the policy never changes."""
 
@@ -273,12 +289,14 @@ class _Policy(CategoricalMixin, Model):  # type: ignore[misc]
         CategoricalMixin.__init__(self)
         self.anchor = torch.nn.Parameter(torch.zeros(1))
 
-    def compute(self, inputs: dict[str, Any], role: str = "") -> tuple[torch.Tensor, dict[str, Any]]:
+    def compute(
+        self, inputs: dict[str, Any], role: str = ""
+    ) -> tuple[torch.Tensor, dict[str, Any]]:
         n = inputs["observations"].shape[0]
         return torch.zeros(n, self.num_actions) * self.anchor, {}
 
 
-class _Value(DeterministicMixin, Model):  # type: ignore[misc]
+class _Value(DeterministicMixin, Model):
     """The toy value ``V(o) = value_scale * t(o)`` as a skrl value model."""
 
     def __init__(self, observation_space: Any, action_space: Any, scale: float) -> None:
@@ -288,19 +306,20 @@ class _Value(DeterministicMixin, Model):  # type: ignore[misc]
         DeterministicMixin.__init__(self)
         self.scale = scale
 
-    def compute(self, inputs: dict[str, Any], role: str = "") -> tuple[torch.Tensor, dict[str, Any]]:
+    def compute(
+        self, inputs: dict[str, Any], role: str = ""
+    ) -> tuple[torch.Tensor, dict[str, Any]]:
         return toy_value(inputs["observations"], self.scale), {}
 
 
 @dataclass(frozen=True)
 class _Row:
     """One row of PPO's memory after ``compute_gae``: its item, whether it is the row of an
-    episode's final observation (the row after a terminated or truncated one), its flat
-    memory index, the advantage (``returns - values``), return and normalised advantage."""
+    episode's final observation (the row after a terminated or truncated one), the
+    advantage (``returns - values``), return and normalised advantage."""
 
     item: Item
     final: bool
-    index: int
     advantage: float
     target: float
     normalized: float
@@ -317,8 +336,8 @@ class _LearnerRun:
     permuted indexes with ``np.array_split``), ``discount_factor = gamma``, ``gae_lambda =
     lam``, ``time_limit_bootstrap`` from the adapter's configuration. What is recorded is read
     from skrl: the memory's ``observations``, ``values``, ``returns``, ``advantages`` and
-    ``terminated``/``truncated`` after the update, and the indexes ``RandomMemory.sample``
-    drew for each epoch (``sampling_indexes``).
+    ``terminated``/``truncated`` after the update, and the observations of every mini-batch
+    ``RandomMemory.sample`` returned to the update.
 
     Under Gymnasium's ``NEXT_STEP`` autoreset (the learner scenarios' mode, and
     ``SyncVectorEnv``'s default) the trainer also acts on an episode's final observation: the
@@ -382,16 +401,16 @@ class _LearnerRun:
                 device="cpu",
                 cfg=cfg,
             )
-            epochs: list[list[np.ndarray]] = []
+            batches: list[list[Item]] = []
             sample = memory.sample
 
             def recorded(names: list[str], **kwargs: Any) -> Any:
                 out = sample(names, **kwargs)
-                indexes = _as_numpy(memory.get_sampling_indexes())
-                epochs.append(np.array_split(indexes, kwargs.get("mini_batches", 1)))
+                at = names.index("observations")
+                batches.extend(decode_items(_as_numpy(batch[at])) for batch in out)
                 return out
 
-            memory.sample = recorded  # type: ignore[method-assign]
+            memory.sample = recorded
             trainer = SequentialTrainer(
                 env=env,
                 agents=agent,
@@ -405,7 +424,7 @@ class _LearnerRun:
             trainer.train()
             rows = self._rows(memory)
         events: list[Event] = list(self._advantages(rows))
-        events.append(self._plan(rows, epochs))
+        events.append(self._plan(rows, batches))
         events.append(one_learner_shard([e for e in events if isinstance(e, Advantages)]))
         return Trace(tuple(events), {"producer": f"skrl {_VERSION}"})
 
@@ -428,7 +447,6 @@ class _LearnerRun:
                     _Row(
                         decode_item(obs[m, e]),
                         bool(m > 0 and done[m - 1, e]),
-                        m * b + e,
                         float(returns[m, e] - values[m, e]),
                         float(returns[m, e]),
                         float(normalized[m, e]),
@@ -467,13 +485,13 @@ class _LearnerRun:
                 out.append(Advantages(e, k, tuple(ts), tuple(adv), tuple(tgt), tuple(nrm), mask))
         return out
 
-    def _plan(self, rows: list[list[_Row]], epochs: list[list[np.ndarray]]) -> UpdatePlan:
-        """The mini-batches skrl drew, as training rows: ``0 .. N - 1`` for the transitions
-        env-major in time order, ``N ..`` for the rows of final observations."""
+    def _plan(self, rows: list[list[_Row]], batches: list[list[Item]]) -> UpdatePlan:
+        """The mini-batches ``PPO.update`` trained on, named by the observations skrl returned
+        for each (every memory row holds a distinct item), as training rows: ``0 .. N - 1``
+        for the transitions env-major in time order, ``N ..`` for the rows of final
+        observations."""
         trained = [r for column in rows for r in column if not r.final]
         finals = [r for column in rows for r in column if r.final]
-        number = {r.index: i for i, r in enumerate([*trained, *finals])}
-        batches = tuple(
-            tuple(number[int(i)] for i in batch.tolist()) for epoch in epochs for batch in epoch
-        )
-        return UpdatePlan(len(batches), batches)
+        number = {r.item: i for i, r in enumerate([*trained, *finals])}
+        plan = tuple(tuple(number[item] for item in batch) for batch in batches)
+        return UpdatePlan(len(plan), plan)
