@@ -1,6 +1,16 @@
-"""Adapter over skrl 2.1.1 (torch backend): its Gymnasium wrapper (``GymnasiumWrapper``) and
-its ``RandomMemory``, driven on the toy env and recorded at their seams. Nothing of skrl is
-re-implemented; sources are cited as ``file:function`` of the installed ``skrl`` package.
+"""Adapter over skrl 2.1.1 (torch backend): its Gymnasium wrapper (``GymnasiumWrapper``), its
+``RandomMemory`` and one ``PPO`` update driven by its ``SequentialTrainer``, on the toy env and
+recorded at their seams. Nothing of skrl is re-implemented; sources are cited as
+``file:function`` of the installed ``skrl`` package. The configuration (``SkrlConfig``:
+sampling with or without replacement, ``time_limit_bootstrap``) is the adapter's; each
+registered configuration has its own module and expectations file (``skrl``: skrl's
+defaults; ``skrl_tlb``: the other settings).
+
+Not offered: ``trainer`` (not written yet: skrl's trainers act one vector step per
+``timestep`` and each agent's ``post_interaction`` decides its updates, e.g.
+``agents/torch/dqn/dqn.py:DQN.post_interaction``), ``relabel`` (skrl has no hindsight
+relabeling). The observables ``counter``, ``hooks``, ``state``, ``bootstrap``, ``loss-mask``
+and ``caller-episodes`` are not declared.
 
 **Time steps.** skrl wraps a Gymnasium ``VectorEnv`` as it is (``envs/wrappers/torch/
 gymnasium_envs.py:GymnasiumWrapper``): ``reset`` resets the vector env once and afterwards
@@ -9,6 +19,8 @@ the vector env's observation, reward, ``terminated`` and ``truncated`` through a
 (``infos`` untouched). ``run_env`` builds the toy vector env in the scenario's autoreset mode
 and records every time step the wrapper returns (a ``SAME_STEP`` row that ends an episode
 holds two time steps, the LAST read from ``infos["final_obs"]``).
+
+**Learner.** See :class:`_LearnerRun`.
 
 **Replay.** ``RandomMemory(memory_size=capacity, num_envs=B, replacement=...)``: one row of
 ``B`` per vector step (``memories/torch/base.py:Memory.add_samples``), every time step stored
