@@ -81,7 +81,17 @@ def suite(session: nox.Session) -> None:
     session.run("xpspec", "report", "reports/refimpl.jsonl", "--out", "reports")
 
 
-ADAPTERS = ("sb3", "tianshou", "torchrl", "flashbax", "rllib", "agilerl", "d3rlpy")
+ADAPTERS = (
+    "sb3",
+    "tianshou",
+    "torchrl",
+    "flashbax",
+    "rllib",
+    "skrl",
+    "skrl_tlb",
+    "d3rlpy",
+    "agilerl",
+)
 
 
 @nox.session(python="3.11", default=False, tags=["adapters"])
@@ -98,10 +108,12 @@ def conformance(session: nox.Session, adapter: str) -> None:
         # The adapter's own tests (skipped in the default session, which lacks the framework;
         # importing the adapter first makes a broken install fail here instead of skipping).
         session.run("python", "-c", f"import xpspec.adapters.{adapter}")
-        # test_<adapter>.py and test_<adapter>_findings.py: the findings' framework-alone
-        # repros that the expectations file cites.
-        tests = sorted(glob.glob(f"tests/adapters/test_{adapter}.py"))
-        tests += sorted(glob.glob(f"tests/adapters/test_{adapter}_*.py"))
+        # test_<framework>.py and test_<framework>_findings.py: the findings' framework-alone
+        # repros that the expectations file cites. The framework is the adapter's name up to
+        # an underscore: a configuration of an adapter (skrl_tlb) runs its framework's tests.
+        framework = adapter.partition("_")[0]
+        tests = sorted(glob.glob(f"tests/adapters/test_{framework}.py"))
+        tests += sorted(glob.glob(f"tests/adapters/test_{framework}_*.py"))
         session.run("pytest", "-p", "no:cacheprovider", "-q", *tests)
         session.run(
             "xpspec",

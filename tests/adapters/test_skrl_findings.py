@@ -1,0 +1,204 @@
+"""Minimal reproductions, with skrl 2.1.1 (torch backend) and Gymnasium alone, of the findings
+that xpspec/adapters/skrl.expectations.toml and skrl_tlb.expectations.toml declare. Skipped
+when skrl is not installed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("skrl")
+
+import gymnasium
+import torch
+from skrl.agents.torch.ppo import PPO, PPO_CFG
+from skrl.agents.torch.ppo.ppo import compute_gae
+from skrl.envs.wrappers.torch import wrap_env
+from skrl.memories.torch import RandomMemory
+from skrl.models.torch import CategoricalMixin, DeterministicMixin, Model
+from skrl.trainers.torch import SequentialTrainer
+
+
+def _memory(size: int, values: list[float], replacement: bool) -> RandomMemory:
+    """A one-env memory of ``size`` rows into which ``values`` were added in order."""
+    memory = RandomMemory(memory_size=size, num_envs=1, device="cpu", replacement=replacement)
+    memory.create_tensor(name="x", size=1, dtype=torch.float32)
+    for v in values:
+        memory.add_samples(x=torch.tensor([[v]]))
+    return memory
+
+
+def test_sampling_without_replacement_returns_fewer_rows_than_asked() -> None:
+    """RandomMemory's default (replacement=False) draws torch.randperm(size)[:batch_size]
+    (memories/torch/random.py, RandomMemory.sample): a batch larger than the stored rows
+    comes back short, not as a full batch."""
+    memory = _memory(8, [0.0, 1.0, 2.0], replacement=False)
+    torch.manual_seed(0)
+    ((x,),) = memory.sample(["x"], batch_size=10)
+    assert x.shape[0] == 3
+    assert sorted(x.reshape(-1).tolist()) == [0.0, 1.0, 2.0]
+
+
+def test_sequences_cross_the_write_head_of_a_full_memory() -> None:
+    """Once the ring is full, RandomMemory.sample draws sequence starts among the physical
+    rows 0 .. memory_size - sequence_length (memories/torch/random.py, RandomMemory.sample):
+    a sequence may hold the newest row followed by the oldest (it crosses the write head),
+    and the chronological sequence that wraps the physical end is never drawn."""
+    memory = _memory(4, [0.0, 1.0, 2.0, 3.0, 4.0, 5.0], replacement=True)  # rows [4, 5, 2, 3]
+    torch.manual_seed(0)
+    ((x,),) = memory.sample(["x"], batch_size=200, sequence_length=2)
+    windows = {tuple(w) for w in x.reshape(-1, 2).tolist()}
+    assert (5.0, 2.0) in windows  # newest, then oldest: not a stored sequence
+    assert (3.0, 4.0) not in windows  # a stored sequence, never drawn
+    assert windows == {(4.0, 5.0), (5.0, 2.0), (2.0, 3.0)}
+
+
+def test_mini_batches_is_a_count_split_as_evenly_as_possible() -> None:
+    """PPO samples len(memory) indexes split into cfg.mini_batches parts by np.array_split
+    (memories/torch/base.py, Memory.sample_by_index): 10 rows in 3 mini-batches are 4, 3
+    and 3 rows, where mini-batches of a size would be 4, 4 and 2."""
+    memory = _memory(10, [float(v) for v in range(10)], replacement=False)
+    batches = memory.sample(["x"], batch_size=len(memory), mini_batches=3)
+    assert [b[0].shape[0] for b in batches] == [4, 3, 3]
+
+
+def test_advantages_are_normalised_over_every_row_with_the_sample_std() -> None:
+    """compute_gae standardises the advantages of every memory row with the Bessel-corrected
+    std plus 1e-8 (agents/torch/ppo/ppo.py, compute_gae): with rows of advantages 1, 2, 6
+    (one step each, gamma 0), the normalised values use std sqrt(7), not sqrt(14/3)."""
+    rewards = torch.tensor([[1.0], [2.0], [6.0]])
+    flags = torch.ones(3, 1, dtype=torch.bool)
+    _, advantages = compute_gae(
+        rewards=rewards,
+        terminated=flags,
+        truncated=~flags,
+        values=torch.zeros(3, 1),
+        last_values=torch.zeros(1),
+        discount_factor=0.0,
+    )
+    expected = (torch.tensor([1.0, 2.0, 6.0]) - 3.0) / (7.0**0.5 + 1e-8)
+    assert torch.allclose(advantages.reshape(-1), expected)
+
+
+def _gae_of_truncated_row(next_reward: float, time_limit_bootstrap: bool) -> float:
+    """compute_gae over one env's rows as skrl's trainer stores them under NEXT_STEP
+    autoreset: the truncated last transition of an episode (row 0), the row of that episode's
+    final observation (row 1: reward 0, neither flag), the next episode's first row (row 2,
+    reward ``next_reward``); every value 1."""
+    rewards = torch.tensor([[1.0], [0.0], [next_reward]])
+    truncated = torch.tensor([[True], [False], [False]])
+    terminated = torch.zeros(3, 1, dtype=torch.bool)
+    returns, _ = compute_gae(
+        rewards=rewards,
+        terminated=terminated,
+        truncated=truncated,
+        values=torch.ones(3, 1),
+        last_values=torch.ones(1),
+        discount_factor=0.9,
+        lambda_coefficient=0.75,
+        time_limit_bootstrap=time_limit_bootstrap,
+    )
+    return float(returns[0, 0])
+
+
+def test_without_time_limit_bootstrap_a_truncated_episode_reads_the_next_one() -> None:
+    """With time_limit_bootstrap=False (the default), compute_gae gates by terminated only
+    (agents/torch/ppo/ppo.py, compute_gae): a truncated transition's return runs on through
+    the final observation's row into the next episode's reward. With True it stops there
+    (and PPO.record_transition adds gamma * V(next_observations) to the truncated reward)."""
+    assert _gae_of_truncated_row(0.0, False) != _gae_of_truncated_row(5.0, False)
+    assert _gae_of_truncated_row(0.0, True) == _gae_of_truncated_row(5.0, True) == 1.0
+
+
+class _Counter(gymnasium.Env[np.ndarray, np.int64]):
+    """Observes its own step count t; an episode is truncated after two steps."""
+
+    observation_space = gymnasium.spaces.Box(0.0, 10.0, (1,), np.float32)
+    action_space = gymnasium.spaces.Discrete(2)
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        self.t = 0
+        return np.array([0.0], np.float32), {}
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
+        self.t += 1
+        return np.array([float(self.t)], np.float32), 1.0, False, self.t == 2, {}
+
+
+class _Policy(CategoricalMixin, Model):
+    def __init__(self, env: Any) -> None:
+        Model.__init__(
+            self,
+            observation_space=env.observation_space,
+            action_space=env.action_space,
+            device="cpu",
+        )
+        CategoricalMixin.__init__(self)
+        self.w = torch.nn.Parameter(torch.zeros(1))
+
+    def compute(self, inputs: dict[str, Any], role: str = "") -> tuple[torch.Tensor, dict]:
+        return torch.zeros(inputs["observations"].shape[0], 2) * self.w, {}
+
+
+class _Value(DeterministicMixin, Model):
+    def __init__(self, env: Any) -> None:
+        Model.__init__(
+            self,
+            observation_space=env.observation_space,
+            action_space=env.action_space,
+            device="cpu",
+        )
+        DeterministicMixin.__init__(self)
+
+    def compute(self, inputs: dict[str, Any], role: str = "") -> tuple[torch.Tensor, dict]:
+        return torch.zeros(inputs["observations"].shape[0], 1), {}
+
+
+def test_the_trainer_stores_a_row_for_an_episode_final_observation() -> None:
+    """Gymnasium's vector envs autoreset NEXT_STEP by default; skrl's GymnasiumWrapper passes
+    their steps through (envs/wrappers/torch/gymnasium_envs.py) and SequentialTrainer records
+    every step as a transition (trainers/torch/sequential.py, train). The step taken at an
+    episode's final observation (t = 2) is stored as a row of reward 0 and neither flag, which
+    PPO's update trains on like any other row (agents/torch/ppo/ppo.py, update)."""
+    venv = gymnasium.vector.SyncVectorEnv([_Counter, _Counter])
+    env = wrap_env(venv, wrapper="gymnasium", verbose=False)
+    memory = RandomMemory(memory_size=4, num_envs=2, device="cpu")
+    cfg = PPO_CFG(rollouts=100, experiment={"write_interval": 0, "checkpoint_interval": 0})
+    agent = PPO(
+        models={"policy": _Policy(env), "value": _Value(env)},
+        memory=memory,
+        observation_space=env.observation_space,
+        action_space=env.action_space,
+        device="cpu",
+        cfg=cfg,
+    )
+    cfg_trainer = {"timesteps": 4, "headless": True, "disable_progressbar": True}
+    SequentialTrainer(
+        env=env, agents=agent, cfg={**cfg_trainer, "close_environment_at_exit": False}
+    ).train()
+    obs = memory.get_tensor_by_name("observations")[:, 0, 0].tolist()
+    rewards = memory.get_tensor_by_name("rewards")[:, 0, 0].tolist()
+    truncated = memory.get_tensor_by_name("truncated")[:, 0, 0].tolist()
+    assert obs == [0.0, 1.0, 2.0, 0.0]  # row 2 holds the final observation t = 2
+    assert rewards == [1.0, 1.0, 0.0, 1.0]
+    assert truncated == [False, True, False, False]
+
+
+def test_no_agent_computes_n_step_returns() -> None:
+    """No torch agent of skrl 2.1.1 has an n-step setting: the value-based agents (DQN, DDQN,
+    SARSA, Q-learning) and the actor-critics bootstrap one step, PPO, A2C, RPO and TRPO use
+    GAE (agents/torch/*/*_cfg.py)."""
+    import dataclasses
+    import importlib
+
+    names = ["a2c", "amp", "cem", "ddpg", "ddqn", "dqn", "ppo", "q_learning", "rpo", "sac"]
+    names += ["sarsa", "td3", "trpo"]
+    for name in names:
+        module = importlib.import_module(f"skrl.agents.torch.{name}")
+        cfg = getattr(module, f"{name.upper()}_CFG")
+        fields = {f.name for f in dataclasses.fields(cfg)}
+        assert not {f for f in fields if "n_step" in f or "nstep" in f}, (name, fields)
+        assert "rollouts" in fields or "discount_factor" in fields, (name, fields)
