@@ -114,7 +114,7 @@ def conformance(session: nox.Session, adapter: str) -> None:
         framework = adapter.partition("_")[0]
         tests = sorted(glob.glob(f"tests/adapters/test_{framework}.py"))
         tests += sorted(glob.glob(f"tests/adapters/test_{framework}_*.py"))
-        session.run("pytest", "-p", "no:cacheprovider", "-q", *tests)
+        session.run("pytest", "-p", "no:cacheprovider", "-q", *tests, env=THREADS)
         session.run(
             "xpspec",
             "run",
