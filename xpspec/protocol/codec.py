@@ -216,10 +216,24 @@ def _union(tp: Any) -> Decoder:
     options = [a for a in get_args(tp) if a is not type(None)]
     optional = len(options) < len(get_args(tp))
     classes = [a for a in options if isinstance(a, type) and dataclasses.is_dataclass(a)]
-    named = sorted(k for k in map(_kind_of, classes) if k)
     kinds = {_kind_of(c): c for c in classes}
+    named = sorted(k for k in kinds if k)
     names = " or ".join(getattr(o, "__name__", str(o)) for o in options)
     rules: list[Decoder] = []  # the options' rules, compiled on first use
+
+    if optional and len(options) == 1 and not classes:
+        # ``X | None`` (the items of a window): no kind to look up and one rule to try
+        def read_optional(data: Any, field: str) -> Any:
+            if data is None:
+                return None
+            if not rules:
+                rules.append(decoder(options[0]))
+            try:
+                return rules[0](data, field)
+            except (ConfigError, TypeError):
+                raise ConfigError(field, data, names) from None
+
+        return read_optional
 
     def read(data: Any, field: str) -> Any:
         if data is None and optional:
@@ -262,17 +276,12 @@ def _tuple(args: tuple[Any, ...]) -> Decoder:
     width, all_ints = len(args), all(a is int for a in args)
 
     def read(data: Any, field: str) -> tuple[Any, ...]:
-        if (
-            all_ints
-            and type(data) is list
-            and len(data) == width
-            and all(type(v) is int for v in data)
-        ):
-            return tuple(data)
+        if all_ints and type(data) is list and len(data) == width:
+            return _ints(data, field)
         if not isinstance(data, list):
             raise ConfigError(field, data, "a list")
-        if len(args) != len(data):
-            raise ConfigError(field, data, f"a list of {len(args)} values")
+        if width != len(data):
+            raise ConfigError(field, data, f"a list of {width} values")
         return tuple(decoder(a)(v, f"{field}[{i}]") for i, (a, v) in enumerate(zip(args, data)))
 
     return read
@@ -283,7 +292,7 @@ def _ints(data: Any, field: str) -> tuple[int, ...]:
         return tuple(data)
     if not isinstance(data, list):
         raise ConfigError(field, data, "a list")
-    return tuple(_scalar(int)(v, f"{field}[{i}]") for i, v in enumerate(data))
+    return tuple(_INT(v, f"{field}[{i}]") for i, v in enumerate(data))
 
 
 def _floats(data: Any, field: str) -> tuple[float, ...]:
@@ -312,7 +321,7 @@ def _scalar(tp: type) -> Decoder:
 
 
 def _dataclass(tp: type) -> Decoder:
-    fields = [f for f in dataclasses.fields(tp)]
+    fields = dataclasses.fields(tp)
     names = {f.name for f in fields if f.init}
     listed = ", ".join(sorted(names))
     required = [
@@ -348,3 +357,6 @@ def _dataclass(tp: type) -> Decoder:
             raise ConfigError(_within(field, exc.field), exc.value, exc.allowed) from None
 
     return read
+
+
+_INT: Final = _scalar(int)

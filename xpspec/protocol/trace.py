@@ -353,6 +353,7 @@ class Trace:
     def from_records(cls, records: Iterable[tuple[int, Any]]) -> Trace:
         header: dict[str, Any] | None = None
         events: list[Event] = []
+        read_event = decoder(Event)  # dispatches on "kind"
         for lineno, data in records:
             if header is None:
                 if not isinstance(data, dict) or data.get("format") != TRACE_FORMAT:
@@ -367,7 +368,7 @@ class Trace:
                     f"line {lineno}: expected an event kind in {EVENT_KINDS}, got {kind!r}"
                 )
             try:
-                events.append(_decode(data, f"line {lineno}"))
+                events.append(read_event(data, f"line {lineno}"))
             except (TypeError, ValueError) as exc:
                 raise ValueError(f"line {lineno}: malformed {data['kind']} event: {exc}") from exc
         if header is None:
@@ -376,16 +377,6 @@ class Trace:
 
     def to_jsonable(self) -> list[Any]:
         return [to_jsonable(e) for e in self.events]
-
-
-_BY_KIND = {cls.kind: cls for cls in get_args(Event)}
-
-
-def _decode(data: dict[str, Any], where: str) -> Event:
-    """One event from its JSON object, by the compiled rule of its class
-    (:func:`xpspec.protocol.codec.decoder`), which names what is wrong."""
-    event: Event = decoder(_BY_KIND[data["kind"]])(data, where)
-    return event
 
 
 def _records(lines: Iterable[str]) -> Iterator[tuple[int, Any]]:
