@@ -416,19 +416,13 @@ def _check(args: argparse.Namespace) -> int:
     (:mod:`xpspec.conformance.blame`) and exit codes. A check that needs another run of the
     implementation is not applicable."""
     from xpspec.conformance.engine import Session
+    from xpspec.conformance.explain.command import read_trace
     from xpspec.conformance.given_trace import GivenTrace
     from xpspec.conformance.validate import validate_trace
-    from xpspec.protocol.trace import Trace
 
     scenario = _read_scenario(args.scenario)
+    trace = read_trace(args.trace)
     try:
-        text = Path(args.trace).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(
-            f"{args.trace}: cannot read it ({getattr(exc, 'strerror', None) or exc})"
-        ) from None
-    try:
-        trace = Trace.from_jsonl(text)
         validate_trace(scenario, trace)
     except ValueError as exc:
         raise ValueError(f"{args.trace}: malformed trace: {exc}") from None

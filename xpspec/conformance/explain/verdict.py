@@ -24,9 +24,6 @@ from xpspec.protocol.trace import Trace
 
 __all__ = ["FailedCheck", "Verdict", "judge"]
 
-_NEEDS_RERUN = ("excluded-earn-nothing",)
-"""Checks that are nothing without another run of the adapter (it compares the two runs)."""
-
 
 @dataclass(frozen=True)
 class FailedCheck:
@@ -57,15 +54,12 @@ class Verdict:
         return next((f for f in self.failures if not f.downstream), None)
 
 
-def _runs(
-    check: Check, scenario: Scenario, capabilities: Sequence[str] | None, rerun: bool
-) -> bool:
+def _runs(check: Check, scenario: Scenario, capabilities: Sequence[str] | None) -> bool:
     needed = (check.capability, *check.requires)
     return (
         check.capability == scenario.kind
         and check.applies(scenario)
         and not check.name.startswith("deterministic")
-        and (rerun or check.name not in _NEEDS_RERUN)
         and (capabilities is None or all(n in capabilities for n in needed))
     )
 
@@ -93,7 +87,7 @@ def judge(
     checked: list[str] = []
     found: list[tuple[Failure, str]] = []
     for check in ALL_CHECKS:
-        if not _runs(check, scenario, capabilities, rerun is not None):
+        if not _runs(check, scenario, capabilities):  # a check needing a rerun: Unsupported
             continue
         try:
             check.verify(scenario, trace, context)
