@@ -390,10 +390,9 @@ class _TrainerRun:
         except IndexError as exc:
             header["stopped"] = _stopped(exc, self.iteration)
         else:
-            if self.env_steps % c.update_interval:  # a last, partial iteration (num_env_steps)
-                self.events.append(
-                    TrainCall(self.iteration, self.calls, self._counter(), "warmup", self.stored)
-                )
+            # a last, partial iteration (num_env_steps): fit_online evaluates no train gate
+            # there (it trains only when total_step % update_interval == 0), so no TrainCall
+            if self.env_steps % c.update_interval:
                 self.events.append(
                     IterationEnd(self.iteration, self._counter(), self.env_steps, self.stored, 0)
                 )

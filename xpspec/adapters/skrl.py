@@ -116,7 +116,7 @@ class _Rows:
         out = []
         for e, item in enumerate(decode_items(obs)):
             if self.done[e]:
-                out.append(Step(item, _FIRST, 0.0, action=0))
+                out.append(Step(item, _FIRST, float(rewards[e]), action=0))
             elif term[e] or trunc[e]:
                 out.append(Step(item, _LAST, float(rewards[e]), 0.0 if term[e] else 1.0, action=0))
             else:
