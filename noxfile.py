@@ -264,7 +264,9 @@ def conformance_alf(session: nox.Session) -> None:
     start = time.perf_counter()
     try:
         session.run("python", "-c", "import xpspec.adapters.alf")
-        session.run("pytest", "-p", "no:cacheprovider", "-q", "tests/adapters/test_alf.py", env=THREADS)
+        session.run(
+            "pytest", "-p", "no:cacheprovider", "-q", "tests/adapters/test_alf.py", env=THREADS
+        )
         session.run(
             "xpspec",
             "run",
