@@ -20,10 +20,8 @@ def test_probe():
 """
 
 
-def test_a_project_s_own_tests_load_neither_the_suite_nor_its_profile(tmp_path: Path) -> None:
-    (tmp_path / "test_probe.py").write_text(PROBE)
+def _probe(tmp_path: Path, *options: str) -> str:
     done = subprocess.run(
-        # --xpspec-profile is accepted only with the plugin loaded (from its entry point)
         [
             sys.executable,
             "-m",
@@ -32,8 +30,7 @@ def test_a_project_s_own_tests_load_neither_the_suite_nor_its_profile(tmp_path: 
             "-s",
             "-p",
             "no:cacheprovider",
-            "--xpspec-profile",
-            "thorough",
+            *options,
             "test_probe.py",
         ],
         cwd=tmp_path,
@@ -42,5 +39,15 @@ def test_a_project_s_own_tests_load_neither_the_suite_nor_its_profile(tmp_path: 
         timeout=120,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    line = next(x for x in done.stdout.splitlines() if x.startswith("LOADED"))
-    assert line == "LOADED [] PROFILE default", line
+    return next(x for x in done.stdout.splitlines() if x.startswith("LOADED"))
+
+
+def test_a_project_s_own_tests_load_neither_the_suite_nor_its_profile(tmp_path: Path) -> None:
+    (tmp_path / "test_probe.py").write_text(PROBE)
+    # --xpspec-profile is accepted only with the plugin loaded (from its entry point)
+    with_plugin = _probe(tmp_path, "--xpspec-profile", "thorough")
+    # Hypothesis picks its own profile from the environment (its built-in "ci" profile when a
+    # CI variable is set), so the baseline is the same run with the plugin disabled.
+    without_plugin = _probe(tmp_path, "-p", "no:xpspec")
+    assert with_plugin.startswith("LOADED [] PROFILE "), with_plugin
+    assert with_plugin == without_plugin
