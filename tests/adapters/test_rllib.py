@@ -486,7 +486,6 @@ def test_trainer_updates_on_stored_transition_starts(trainer_trace: Trace) -> No
         ({"mode": "on-policy"}, Identity(), "on-policy"),
         ({"mini_batch_length": 2}, Identity(), "n-step"),
         ({}, ExcludeSteps(2, 0), "concat_episode"),
-        ({}, EpisodeDelayed(), "not driven by this adapter"),
     ],
 )
 def test_trainer_refuses_what_dqn_cannot_express(
@@ -550,6 +549,51 @@ def test_finding_sampling_an_empty_episode_buffer_raises() -> None:
     buffer = EpisodeReplayBuffer(capacity=10)
     with pytest.raises(ValueError, match="high <= 0"):
         buffer.sample(num_items=4, n_step=1, gamma=0.99, sample_episodes=True)
+
+
+def test_a_held_episode_is_glued_annotated_and_stored_whole() -> None:
+    """The episode-delayed route with RLlib's own episode API: the env runner's
+    truncate_episodes cut (SingleAgentEpisode.cut) continues an episode in a new chunk of the
+    same id_; the user's on_sample_end keeps the first chunk, glues the continuation onto it
+    (concat_episode) and annotates the whole episode in custom_data; EpisodeReplayBuffer.add
+    stores a deep copy that keeps the annotation, as one episode from t = 0."""
+    first = SingleAgentEpisode(len_lookback_buffer=0)
+    first.add_env_reset(observation=np.array([0.0, 0.0, 0.0]))
+    first.add_env_step(observation=np.array([0.0, 0.0, 1.0]), action=0, reward=1.0)
+    second = first.cut()
+    second.add_env_step(
+        observation=np.array([0.0, 0.0, 2.0]), action=0, reward=2.0, terminated=True
+    )
+    held = copy.deepcopy(first)
+    held.concat_episode(second)
+    held.custom_data["annotation"] = 1.0
+    buffer = EpisodeReplayBuffer(capacity=10)
+    buffer.add([held])
+    (stored,) = buffer.episodes
+    assert stored is not held and stored.custom_data == {"annotation": 1.0}
+    assert (stored.t_started, len(stored), stored.is_terminated) == (0, 2, True)
+    assert [int(o[2]) for o in stored.get_observations()] == [0, 1, 2]
+
+
+def test_episode_delayed_holds_every_chunk_and_stores_whole_annotated_episodes() -> None:
+    # One env, episodes of 2 steps, u = 1, a warm-up gate never reached (no buffer sample):
+    # every unrolled item is held; each episode is stored whole, from FIRST to LAST, with
+    # annotation 1 (terminated), read back from the stored episode's custom_data.
+    scenario = TrainerScenario(
+        EnvSpec(1, (FixedSchedule(2),)),
+        TrainerConfig(num_iterations=6, initial_collect_steps=1000),
+        EpisodeDelayed(),
+    )
+    trace = ADAPTER.run_trainer(scenario)
+    held = {i for e in trace.of_kind("hold") for i in zip(e.env, e.episode, e.t)}
+    stores = list(trace.of_kind("store"))
+    stored = [i for e in stores for i in zip(e.env, e.episode, e.t)]
+    assert "stopped" not in trace.header
+    assert stored and set(stored) <= held
+    assert all(e.t[0] == 0 and e.step_type[-1] == 2 for e in stores)
+    assert {a for e in stores for a in e.annotation} == {1.0}
+    (end,) = trace.of_kind("run_end")
+    assert not set(zip(end.env, end.episode, end.t)) & set(stored)
 
 
 def test_auto_rollout_fragment_length_overshoots_the_batch() -> None:

@@ -97,15 +97,28 @@ what that copy holds before and after the call (``caller_episode``).
   reset observation has no reward to rescale), ``OverwriteStepType(when='truncated-last')``
   clears ``is_truncated``, ``ExcludeEpisodes`` / ``ExcludeTasks`` remove whole chunks from the
   list (episode index from the first observation, task from its info) and record the Exclude.
+  ``EpisodeDelayed`` is a hold-and-release in the same callback
+  (``rllib_trainer._SampleHook._hold_and_release``): the callback runs on the list
+  ``sample()`` then returns (``env/single_agent_env_runner.py:286-300``) and DQN adds whatever
+  that list holds (``algorithms/dqn/dqn.py:668``), so the hook removes every chunk, keeps a
+  deep copy by ``id_`` across ``sample()`` calls, glues each continuation onto it
+  (``SingleAgentEpisode.concat_episode``, ``env/single_agent_episode.py:597-661``: same
+  ``id_``, ``other.t_started == self.t``, the held part not done) and, at the chunk that ends
+  the episode, writes the annotation into the episode's ``custom_data``
+  (``env/single_agent_episode.py:496``) and puts the whole episode back into the list (or
+  records it excluded, reason ``outcome``, when ``keep`` rejects it). ``EpisodeReplayBuffer.add``
+  stores a deep copy (``utils/replay_buffers/episode_replay_buffer.py:213``) as a new episode
+  (``:231-238``), and the recording reads the annotation back from that copy. Under pending
+  policy ``flush`` the user adds the episodes still held to ``algo.local_replay_buffer`` after
+  the last ``train()``. DQN's warm-up gate counts sampled env steps, not stored ones
+  (``algorithms/dqn/dqn.py:677-682``): it opens on a buffer that may still hold nothing.
 
 **Not expressed** (:class:`~xpspec.protocol.adapter.Unsupported`): in the trainer, on-policy mode
 (only DQN's loop is driven), drain mode, fractional unroll lengths, ``num_env_steps`` budgets,
 whole-buffer training, windows longer than one item, period grids and non-uniform
 distributions; per-step exclusion (a chunk with steps cut out is no episode, and
 ``SingleAgentEpisode.concat_episode`` requires the chunk to start where the stored episode
-ends); episode-delayed release is not driven yet (it would be user code in
-``on_sample_end`` that holds chunks across ``sample()`` calls and puts them back later, as the
-reason says); in replay, period grids and non-uniform distributions, same-step env specs, and
+ends); in replay, period grids and non-uniform distributions, same-step env specs, and
 samplers that do not terminate: n-step sampling (the batch counter of ``_sample_episodes``
 can decrease for ``n_step >= 4``) and ``forbid`` windows no stored episode can hold (redrawn
 for ever). The adapter bounds their random draws (:class:`_BoundedRng`) and reports the

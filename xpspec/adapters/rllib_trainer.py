@@ -13,6 +13,8 @@ The run (see :func:`run_trainer`): ``ray.init(num_cpus=1)`` with no dashboard, t
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import traceback
 import warnings
 from dataclasses import dataclass, field
@@ -31,11 +33,12 @@ with warnings.catch_warnings():  # RLlib's import warns of its own deprecated mo
     from ray.tune.registry import register_env
 
 from xpspec.adapters.rllib import _new_steps, _seeded, _steps, _ToyVectorEnv, _with_action
-from xpspec.kit.events import env_step, exclude, run_end, store
+from xpspec.kit.events import env_step, exclude, hold, run_end, store
 from xpspec.kit.exclusion import exclusion_reason, selects
 from xpspec.kit.items import decode_item, decode_items, single_item_windows
 from xpspec.protocol.adapter import Unsupported
 from xpspec.protocol.preprocessors import (
+    EpisodeDelayed,
     ExcludeEpisodes,
     ExcludeTasks,
     Identity,
@@ -60,6 +63,8 @@ __all__ = ["RecordingDQNLearner", "RecordingEpisodeReplayBuffer", "run_trainer"]
 _SOURCE = "https://github.com/ray-project/ray/blob/b7f4259e944bf6959f721b106adc366ddfa0c356/rllib"
 _ENV_NAME = "xpspec-toy"
 _MODULE_ID = "default_policy"
+_ANNOTATION = "xpspec_annotation"
+"""The ``SingleAgentEpisode.custom_data`` key of the user's episode annotation."""
 
 
 def _unsupported(reason: str, path: str) -> Unsupported:
@@ -87,7 +92,9 @@ class RecordingEpisodeReplayBuffer(EpisodeReplayBuffer):
             index = self.episode_id_to_index.get(chunk.id_)
             held = None if index is None else index - self._num_episodes_evicted
             source = self.episodes[held] if held is not None and held >= 0 else chunk
-            by_item = {s.item: s for s in _steps(source)}
+            # The user's episode annotation, in the custom_data of the stored copy.
+            note = float(source.custom_data.get(_ANNOTATION, 0.0))
+            by_item = {s.item: dataclasses.replace(s, annotation=note) for s in _steps(source)}
             steps.extend(by_item[item] for item in wanted)
         self.added.append(steps)
 
@@ -109,13 +116,19 @@ class RecordingDQNLearner(DQNTorchLearner):
 @dataclass
 class _SampleHook:
     """The preprocessing a user writes in ``on_sample_end`` (episodes may be changed there
-    before the algorithm adds them to its buffer); it keeps what it excluded."""
+    before the algorithm adds them to its buffer); it keeps what it excluded and, under
+    episode-delayed preprocessing, what it held (per call) and still holds (by ``id_``)."""
 
     spec: PreprocessorSpec
     excluded: list[tuple[str, list[Item]]] = field(default_factory=list)
+    holds: list[list[Item]] = field(default_factory=list)
+    held: dict[str, Any] = field(default_factory=dict)
 
     def __call__(self, *, samples: list[Any], **_: Any) -> None:
         spec = self.spec
+        if isinstance(spec, EpisodeDelayed):
+            samples[:] = self._hold_and_release(spec, samples)
+            return
         if isinstance(spec, RewardTransform):
             for chunk in samples:
                 rewards = np.asarray(chunk.get_rewards(), dtype=np.float64)
@@ -137,6 +150,38 @@ class _SampleHook:
                 else:
                     kept.append(chunk)
             samples[:] = kept
+
+    def _hold_and_release(self, spec: EpisodeDelayed, samples: list[Any]) -> list[Any]:
+        """Every chunk is held (a deep copy: the env runner keeps its own chunks for its
+        metrics), a continuation glued onto its held episode with ``concat_episode``; an
+        episode whose chunk is done is released: annotated in ``custom_data`` (1.0 if
+        terminated, 0.0 if truncated) and returned for DQN to add, or excluded (reason
+        ``outcome``) when ``keep`` rejects its outcome. Releases keep the order of the done
+        chunks in ``samples`` (the env runner's order of completion)."""
+        released: list[Any] = []
+        held_now: list[Item] = []
+        for chunk in samples:
+            held_now.extend(s.item for s in _new_steps(chunk))
+            if chunk.id_ in self.held:
+                self.held[chunk.id_].concat_episode(chunk)
+            else:
+                self.held[chunk.id_] = copy.deepcopy(chunk)
+            if not chunk.is_done:
+                continue
+            episode = self.held.pop(chunk.id_)
+            success = bool(episode.is_terminated)
+            if spec.keep != "all" and (spec.keep == "success") != success:
+                self.excluded.append(("outcome", [s.item for s in _steps(episode)]))
+                continue
+            episode.custom_data[_ANNOTATION] = float(success)
+            released.append(episode)
+        self.holds.append(held_now)
+        return released
+
+    def pending(self) -> list[Item]:
+        """The items of the episodes still held, in increasing env order."""
+        episodes = sorted(self.held.values(), key=lambda ep: decode_item(ep.get_observations(0)))
+        return [s.item for ep in episodes for s in _steps(ep)]
 
 
 class _SampleRecorder:
@@ -212,7 +257,14 @@ def _support(sc: TrainerScenario) -> int:
     return int(u)
 
 
-_EXPRESSED = (Identity, RewardTransform, OverwriteStepType, ExcludeEpisodes, ExcludeTasks)
+_EXPRESSED = (
+    Identity,
+    RewardTransform,
+    OverwriteStepType,
+    ExcludeEpisodes,
+    ExcludeTasks,
+    EpisodeDelayed,
+)
 
 
 def _not_expressed(spec: PreprocessorSpec) -> tuple[str, str]:
@@ -233,15 +285,7 @@ def _not_expressed(spec: PreprocessorSpec) -> tuple[str, str]:
             "so on_sample_end can only turn a truncated LAST into MID (is_truncated = False)",
             "env/single_agent_episode.py",
         )
-    return (
-        f"{name}: not driven by this adapter yet. DQN.training_step adds every chunk that "
-        "on_sample_end leaves in the sampled list to the buffer in the same step "
-        "(local_replay_buffer.add(episodes)); a hold-and-release would be user code in that "
-        "callback that keeps removed chunks across sample() calls, glues their "
-        "continuations (SingleAgentEpisode.concat_episode), annotates them "
-        "(set_extra_model_outputs) and puts them back into a later list",
-        "algorithms/dqn/dqn.py",
-    )
+    raise TypeError(f"preprocess: expected a preprocessor of xpspec.protocol, got {spec!r}")
 
 
 def _config(sc: TrainerScenario, u: int, hook: _SampleHook, recorder: _SampleRecorder) -> DQNConfig:
@@ -346,9 +390,11 @@ class _Run:
     def run(self) -> Trace:
         header: dict[str, Any] = {"producer": "rllib", "seed": self.sc.seed}
         iterations = self.sc.trainer.num_iterations
+        pending: list[Item] = []  # held by the user's hook after the last recorded iteration
         for iteration in range(1, iterations + 1):
             try:
                 self._iteration(iteration)
+                pending = self.hook.pending()
             except ValueError as exc:
                 if not _raised_by_buffer_sample(exc):
                     raise
@@ -360,7 +406,19 @@ class _Run:
                 )
                 break
         policy = self.sc.trainer.pending_at_end
-        self.events.append(run_end(iterations, self.env_steps, policy))
+        if policy == "flush" and "stopped" not in header and self.hook.held:
+            # The user's flush: the episodes still held go to the buffer, unannotated.
+            seen_adds = len(self.buffer.added)
+            episodes = sorted(
+                self.hook.held.values(), key=lambda ep: decode_item(ep.get_observations(0))
+            )
+            self.hook.held.clear()
+            self.buffer.add(episodes)
+            for steps in self.buffer.added[seen_adds:]:
+                self.events.append(store(iterations, steps))
+                self.stored += len(steps)
+            pending = []
+        self.events.append(run_end(iterations, self.env_steps, policy, pending))
         return Trace(tuple(self.events), header)
 
     def _iteration(self, iteration: int) -> None:
@@ -370,10 +428,13 @@ class _Run:
         u = int(self.sc.trainer.unroll_length)
         self.events.append(IterationStart(iteration, int(self.algo.iteration), u))
         seen_adds, seen_updates = len(self.buffer.added), len(self.learner.updates)
-        seen_excluded = len(self.hook.excluded)
+        seen_excluded, seen_holds = len(self.hook.excluded), len(self.hook.holds)
         self.algo.train()
         counter = int(self.algo.iteration)
         self._env_steps(iteration)
+        for items in self.hook.holds[seen_holds:]:
+            if items:
+                self.events.append(hold(iteration, items))
         for steps in self.buffer.added[seen_adds:]:
             if steps:
                 self.events.append(store(iteration, steps))
