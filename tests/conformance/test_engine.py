@@ -286,3 +286,36 @@ def test_a_finding_with_stopped_covers_only_runs_that_stopped_so(tmp_path) -> No
     assert evaluate(variant).status == "fail"
     outcome = evaluate(variant + finding + 'stopped = "no slice"\n')
     assert outcome.variant == "finding" and "do not reproduce" in outcome.message
+
+
+def test_a_check_that_passes_on_a_stopped_run_is_no_pass(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    name = "plain-u2-b3"  # the stopped run holds two whole iterations, which conserve items
+    conservation = next(c for c in ALL_CHECKS if c.name == "conservation")
+    deterministic = next(c for c in ALL_CHECKS if c.name == "deterministic-trainer")
+
+    def evaluate(check, toml: str = ""):  # type: ignore[no-untyped-def]
+        path = tmp_path / "e.toml"
+        path.write_text(toml)
+        return Session(_StopsAfterTwoIterations(), "s", Expectations.load(path)).evaluate(
+            check, name, CATALOG[name]
+        )
+
+    # The control: on the whole run of the same adapter the check passes.
+    assert (
+        Session(load_adapter("refimpl"), "r").evaluate(conservation, name, CATALOG[name]).status
+        == "pass"
+    )
+    outcome = evaluate(conservation)
+    assert outcome.status == "fail", outcome
+    assert "ended the run early (RuntimeError: no slice)" in outcome.message
+    assert "preprocess.conservation" in outcome.message and "reproduce:" in outcome.message
+    # A finding that declares the stop covers it, whichever clauses it lists...
+    stop = '[[finding]]\nclauses = ["train.insufficient-data"]\nreason = "it raises"\n'
+    outcome = evaluate(conservation, stop + 'stopped = "no slice"\n')
+    assert (outcome.status, outcome.variant) == ("deviation", "finding")
+    assert "it raises" in outcome.message
+    # ...but not another exception, nor a finding without a `stopped` text.
+    assert evaluate(conservation, stop + 'stopped = "another error"\n').status == "fail"
+    assert evaluate(conservation, stop).status == "fail"
+    # A check of the trace as a whole judges the stopped run as it is.
+    assert evaluate(deterministic).status == "pass"

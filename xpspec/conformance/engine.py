@@ -362,6 +362,9 @@ class Session:
             return out(
                 "error", f"check {check.name} crashed on {name!r}: {type(exc).__name__}: {exc}"
             )
+        stopped = _stopped(trace)
+        if stopped and not check.whole_trace and not self._reference_stops(scenario):
+            return self._cut_short(check, name, scenario, trace, stopped, out)
         # A generated scenario may or may not provoke a declared deviation: staleness is
         # judged on the named catalogue scenarios only.
         if deviation is not None and name != GENERATED:
@@ -397,6 +400,46 @@ class Session:
                 )
             return out("fail", message, level=level)
         return self._explain(check, name, scenario, trace, message, level, finding, out)
+
+    def _reference_stops(self, scenario: Scenario) -> bool:
+        """Whether the reference run of ``scenario`` stops early too (then a stopped trace is
+        what the spec allows, and a passing check is judged as on any run)."""
+        try:
+            return bool(_stopped(self.reference(scenario)))
+        except (Unsupported, AdapterError):
+            return False
+
+    def _cut_short(
+        self,
+        check: Check,
+        name: str,
+        scenario: Scenario,
+        trace: Trace,
+        stopped: str,
+        out: Callable[..., Outcome],
+    ) -> Outcome:
+        """A check passed on a run the framework ended early by raising: it saw only what
+        came before the stop, so the clause is not shown to hold there and the outcome is no
+        pass. A finding that declares the stop (its ``stopped`` text) makes it a finding;
+        otherwise it fails, downstream of the cause of the scenario's other failures if any."""
+        level = self._level(check)
+        what = (
+            f"the framework ended the run early ({stopped}); this check passed on what the "
+            "trace holds before the stop, but the rest of the run the clause speaks of is missing"
+        )
+        message = f"[{', '.join(check.clauses)}] {check.name}: {what}\n" + _repro(
+            name, scenario, self.reproduce, self.explain
+        )
+        finding = self.expectations.stop(name, stopped)
+        if finding is not None:
+            return out(
+                "deviation",
+                f"finding (the run stops early): {finding.reason}\n{message}",
+                variant="finding",
+                level=level,
+            )
+        exc = CheckFailure(what, "a run to its end", f"stopped: {stopped}")
+        return self._blame(check, scenario, exc, [], out("fail", message, level=level))
 
     # -- blame ----------------------------------------------------------------------------------
     def _blame(

@@ -137,6 +137,22 @@ class Expectations:
         header's ``stopped`` is ``stopped``), if any."""
         return next((f for f in self.findings if f.covers(clauses, scenario, stopped)), None)
 
+    def stop(self, scenario: str, stopped: str) -> Finding | None:
+        """The finding that declares the stop of ``scenario``'s run (a finding with a
+        ``stopped`` text that the trace header's ``stopped`` contains), whatever its clauses:
+        a check that passes on what came before the stop is not shown to hold, and the stop is
+        what the finding explains."""
+        return next(
+            (
+                f
+                for f in self.findings
+                if f.stopped
+                and f.stopped in stopped
+                and (not f.scenarios or scenario in f.scenarios)
+            ),
+            None,
+        )
+
     def silence(self, clauses: tuple[str, ...]) -> Silence | None:
         """The silence entry covering all of ``clauses``, if any."""
         for entry in self.silenced:

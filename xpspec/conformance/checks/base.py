@@ -82,3 +82,7 @@ class Check:
     applies: Callable[[Scenario], bool] = lambda scenario: True
     requires: tuple[str, ...] = ()
     """Observables (capabilities beyond ``capability``) the check needs the trace to have."""
+    whole_trace: bool = False
+    """The check judges a trace as a whole, one the framework ended early included (a second
+    run must give the same bytes, stop and all); any other check that passes on a stopped run
+    saw only what came before the stop, and the engine does not count it a pass."""

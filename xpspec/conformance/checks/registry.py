@@ -471,9 +471,21 @@ REPLAY_CHECKS: tuple[Check, ...] = (
 
 DETERMINISM_CHECKS: tuple[Check, ...] = (
     Check(
-        "deterministic-trainer", ("trace.deterministic",), "trainer", "exact", check_deterministic
+        "deterministic-trainer",
+        ("trace.deterministic",),
+        "trainer",
+        "exact",
+        check_deterministic,
+        whole_trace=True,
     ),
-    Check("deterministic-replay", ("trace.deterministic",), "replay", "exact", check_deterministic),
+    Check(
+        "deterministic-replay",
+        ("trace.deterministic",),
+        "replay",
+        "exact",
+        check_deterministic,
+        whole_trace=True,
+    ),
 )
 
 LEARNER_CHECKS: tuple[Check, ...] = (
@@ -514,7 +526,12 @@ LEARNER_CHECKS: tuple[Check, ...] = (
     ),
     Check("learner-shards", ("learner.shard-episodes",), "learner", "invariant", check_shards),
     Check(
-        "deterministic-learner", ("trace.deterministic",), "learner", "exact", check_deterministic
+        "deterministic-learner",
+        ("trace.deterministic",),
+        "learner",
+        "exact",
+        check_deterministic,
+        whole_trace=True,
     ),
 )
 
@@ -561,7 +578,12 @@ RELABEL_CHECKS: tuple[Check, ...] = (
         _final_ratio_one,
     ),
     Check(
-        "deterministic-relabel", ("trace.deterministic",), "relabel", "exact", check_deterministic
+        "deterministic-relabel",
+        ("trace.deterministic",),
+        "relabel",
+        "exact",
+        check_deterministic,
+        whole_trace=True,
     ),
 )
 
