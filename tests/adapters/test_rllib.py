@@ -87,6 +87,8 @@ def test_info_names_the_installed_versions() -> None:
         "learner",
         "bootstrap",
         "caller-episodes",
+        "nstep",
+        "shards",
     }
     ADAPTER.smoke()
 

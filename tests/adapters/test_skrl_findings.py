@@ -190,7 +190,8 @@ def test_the_trainer_stores_a_row_for_an_episode_final_observation() -> None:
 def test_no_agent_computes_n_step_returns() -> None:
     """No torch agent of skrl 2.1.1 has an n-step setting: the value-based agents (DQN, DDQN,
     SARSA, Q-learning) and the actor-critics bootstrap one step, PPO, A2C, RPO and TRPO use
-    GAE (agents/torch/*/*_cfg.py)."""
+    GAE (agents/torch/*/*_cfg.py). So the adapter declares no ``nstep`` observable and
+    learner.nstep-episode-end is not applicable."""
     import dataclasses
     import importlib
 

@@ -67,6 +67,7 @@ def test_info_names_the_installed_version() -> None:
         "relabel",
         "counter",
         "state",
+        "nstep",
     }
     ADAPTER.smoke()
 

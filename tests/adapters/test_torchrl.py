@@ -60,6 +60,7 @@ def test_info_names_the_installed_versions() -> None:
         "counter",
         "hooks",
         "state",
+        "nstep",
     }
     ADAPTER.smoke()
 

@@ -8,7 +8,6 @@ import torch
 
 from xpspec.kit.episodes import (
     episode_rows,
-    one_learner_shard,
     standin_bootstrap,
     transitions_observed,
 )
@@ -23,7 +22,7 @@ from xpspec.protocol.preprocessors import (
     RewardTransform,
 )
 from xpspec.protocol.schedule import CycleSchedule, EpisodePlan, FixedSchedule
-from xpspec.protocol.trace import Advantages, Shard
+from xpspec.protocol.trace import Advantages
 
 
 def test_exclusions_select_by_item_and_task() -> None:
@@ -80,13 +79,12 @@ def test_episode_rows_keep_first_appearance_and_batch_order() -> None:
     assert episode_rows(items) == {(1, 0): [0, 2], (0, 2): [1, 3]}
 
 
-def test_standin_bootstrap_row_and_one_learner_shard() -> None:
+def test_standin_bootstrap_row() -> None:
     first = standin_bootstrap(0, 1, [(0, 1.5, 2.0, 0.5), (1, -1.0, 1.0, -0.5)])
     assert first == Advantages(
         0, 1, (0, 1, 2), (1.5, -1.0, 0.0), (2.0, 1.0, 0.0), (0.5, -0.5, 0.0), (1, 1, 0)
     )
     second = standin_bootstrap(1, 0, [(3, 0.0, 0.0, 0.0)], bootstrap_t=4, bootstrap_target=2.5)
     assert (second.t, second.value_target, second.loss_mask) == ((3, 4), (0.0, 2.5), (1, 0))
-    assert one_learner_shard([first, second]) == Shard(0, (0, 1), (1, 0), (0, 0), (2, 1))
     with pytest.raises(ValueError, match="at least one row"):
         standin_bootstrap(0, 0, [])

@@ -686,7 +686,16 @@ class RLlibAdapter:
             framework_version=_version("ray"),
             protocol_version=PROTOCOL_VERSION,
             # AddOneTsToEpisodesAndTruncate appends a real bootstrap timestep: "bootstrap".
-            capabilities=("env", "trainer", "replay", "learner", "bootstrap", "caller-episodes"),
+            capabilities=(
+                "env",
+                "trainer",
+                "replay",
+                "learner",
+                "bootstrap",
+                "caller-episodes",
+                "nstep",
+                "shards",
+            ),
             issue_tracker="https://github.com/ray-project/ray/issues",
             notes=(
                 "SingleAgentEnvRunner, the PPO learner connector pipeline with Learner.update, "

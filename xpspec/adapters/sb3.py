@@ -105,7 +105,6 @@ from xpspec.adapters.sb3_preprocess import (
 )
 from xpspec.kit.episodes import (
     episode_rows,
-    one_learner_shard,
     standin_bootstrap,
     transitions_observed,
 )
@@ -602,7 +601,7 @@ class SB3Adapter:
             framework="Stable-Baselines3",
             framework_version=stable_baselines3.__version__,
             protocol_version=PROTOCOL_VERSION,
-            capabilities=("env", "trainer", "replay", "learner", "relabel"),
+            capabilities=("env", "trainer", "replay", "learner", "relabel", "nstep"),
             issue_tracker="https://github.com/DLR-RM/stable-baselines3/issues",
             notes="DQN with a tiny Q-network on DummyVecEnv; PPO's rollout buffer for GAE",
             extra_versions={
@@ -895,7 +894,8 @@ class _LearnerRun:
       ``next_observations`` and ``dones`` of the last row used and ``discounts = gamma^k``;
       the target is DQN's TD target ``reward + (1 - done) * discount * V(next_obs)``
       (``dqn/dqn.py:DQN.train``) with ``V = value_scale * t``, and ``k`` is ``t(next_obs) - t``.
-    - Shards: SB3 trains one learner; with ``num_learners == 1`` it holds every episode.
+    - Shards: SB3 trains one learner, so the trace has no ``shard`` event and the adapter
+      does not declare ``shards``.
     """
 
     def __init__(self, scenario: LearnerScenario) -> None:
@@ -929,7 +929,6 @@ class _LearnerRun:
         events: list[Event] = list(self._advantages(rows, normalized))
         events.append(self._nstep())
         events.append(plan)
-        events.append(one_learner_shard([e for e in events if isinstance(e, Advantages)]))
         return Trace(tuple(events), {"producer": f"sb3 {_VERSION}"})
 
     # PPO: GAE, normalisation, update plan

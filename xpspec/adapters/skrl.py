@@ -55,7 +55,7 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode
 
-from xpspec.kit.episodes import episode_rows, one_learner_shard
+from xpspec.kit.episodes import episode_rows
 from xpspec.kit.events import env_step, store
 from xpspec.kit.items import decode_item, decode_items, decode_windows
 from xpspec.kit.quiet import seeded_quiet
@@ -437,7 +437,6 @@ class _LearnerRun:
             rows = self._rows(memory)
         events: list[Event] = list(self._advantages(rows))
         events.append(self._plan(rows, batches))
-        events.append(one_learner_shard([e for e in events if isinstance(e, Advantages)]))
         return Trace(tuple(events), {"producer": f"skrl {_VERSION}"})
 
     def _rows(self, memory: Any) -> list[list[_Row]]:

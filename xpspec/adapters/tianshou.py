@@ -129,7 +129,6 @@ import torch
 from xpspec.adapters.tianshou_preprocess import ExcludingVectorBuffer
 from xpspec.kit.episodes import (
     episode_rows,
-    one_learner_shard,
     standin_bootstrap,
     transitions_observed,
 )
@@ -159,7 +158,6 @@ from xpspec.protocol.scenario import (
 )
 from xpspec.protocol.step_type import StepType
 from xpspec.protocol.trace import (
-    Advantages,
     Event,
     Hook,
     Item,
@@ -862,7 +860,8 @@ class _LearnerRun:
     - n-step targets: ``Algorithm.compute_nstep_return`` on each env's buffer with
       ``target_q_fn = V(obs_next)``; ``k`` is ``t(obs_next)`` of the index the walk stopped at
       (the one ``target_q_fn`` receives) minus ``t``.
-    - Shards: Tianshou trains one learner; with ``num_learners == 1`` it holds every episode.
+    - Shards: Tianshou trains one learner, so the trace has no ``shard`` event and the adapter
+      does not declare ``shards``.
     """
 
     def __init__(self, scenario: LearnerScenario) -> None:
@@ -934,7 +933,6 @@ class _LearnerRun:
             events.extend(self._advantages(batches, normalized))
         events.append(self._nstep(buffers))
         events.append(plan)
-        events.append(one_learner_shard([e for e in events if isinstance(e, Advantages)]))
         return Trace(tuple(events), {"producer": f"tianshou {_VERSION}"})
 
     def _advantages(self, batches: Sequence[Any], normalized: dict[Item, float]) -> list[Event]:
@@ -1133,7 +1131,16 @@ class TianshouAdapter:
             framework="Tianshou",
             framework_version=tianshou.__version__,
             protocol_version=PROTOCOL_VERSION,
-            capabilities=("env", "trainer", "replay", "learner", "relabel", "counter", "state"),
+            capabilities=(
+                "env",
+                "trainer",
+                "replay",
+                "learner",
+                "relabel",
+                "counter",
+                "state",
+                "nstep",
+            ),
             issue_tracker="https://github.com/thu-ml/tianshou/issues",
             notes=(
                 "Rows are named by the observation the policy acted on; the final observation "

@@ -128,7 +128,6 @@ with warnings.catch_warnings():  # TorchRL's import warns of its own deprecated 
 from xpspec.kit.arrays import bools, floats, ints
 from xpspec.kit.episodes import (
     episode_rows,
-    one_learner_shard,
     standin_bootstrap,
     transitions_observed,
 )
@@ -933,7 +932,6 @@ def _run_learner(sc: LearnerScenario) -> Trace:
         events.append(_nstep_event(sc, batches))
         rows = sum(b.numel() for b in batches)
         events.append(_update_plan(sc, rows))
-    events.append(one_learner_shard([e for e in events if isinstance(e, Advantages)]))
     return Trace(tuple(events), {"producer": "torchrl"})
 
 
@@ -1046,6 +1044,7 @@ class TorchRLAdapter:
                 "counter",
                 "hooks",
                 "state",
+                "nstep",
             ),
             issue_tracker="https://github.com/pytorch/rl/issues",
             notes=(

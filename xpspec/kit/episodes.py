@@ -1,15 +1,15 @@
 """The toy env's episodes as learner operations see them (clauses ``learner.*``): how many
 transitions the first time steps of an env hold, the rows of each episode in a batch, and the
-events a learner that keeps no bootstrap row or trains alone reports."""
+events a learner that keeps no bootstrap row reports."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from xpspec.protocol.env_spec import EnvSpec
-from xpspec.protocol.trace import Advantages, Item, Shard
+from xpspec.protocol.trace import Advantages, Item
 
-__all__ = ["episode_rows", "one_learner_shard", "standin_bootstrap", "transitions_observed"]
+__all__ = ["episode_rows", "standin_bootstrap", "transitions_observed"]
 
 
 def transitions_observed(spec: EnvSpec, seed: int, env: int, steps: int) -> int:
@@ -58,16 +58,4 @@ def standin_bootstrap(
         (*(float(r[2]) for r in rows), float(bootstrap_target)),
         (*(float(r[3]) for r in rows), 0.0),
         (1,) * len(rows) + (0,),
-    )
-
-
-def one_learner_shard(episodes: Sequence[Advantages]) -> Shard:
-    """The shard of a framework that trains one learner: every episode, whole (rows ``0`` to
-    ``L - 1`` of each, ``L`` its bootstrap row)."""
-    return Shard(
-        0,
-        tuple(e.env for e in episodes),
-        tuple(e.episode for e in episodes),
-        (0,) * len(episodes),
-        tuple(len(e.t) - 1 for e in episodes),
     )

@@ -162,6 +162,8 @@ class RefimplAdapter:
                 "bootstrap",
                 "loss-mask",
                 "caller-episodes",
+                "nstep",
+                "shards",
             ),
             extra_versions={"torch": torch.__version__},
         )

@@ -516,7 +516,14 @@ LEARNER_CHECKS: tuple[Check, ...] = (
     Check(
         "learner-stats", ("learner.stats-exclude-bootstrap",), "learner", "invariant", check_stats
     ),
-    Check("learner-nstep", ("learner.nstep-episode-end",), "learner", "invariant", check_nstep),
+    Check(
+        "learner-nstep",
+        ("learner.nstep-episode-end",),
+        "learner",
+        "invariant",
+        check_nstep,
+        requires=("nstep",),
+    ),
     Check(
         "learner-update-count",
         ("learner.update-count",),
@@ -524,7 +531,14 @@ LEARNER_CHECKS: tuple[Check, ...] = (
         "invariant",
         check_update_count,
     ),
-    Check("learner-shards", ("learner.shard-episodes",), "learner", "invariant", check_shards),
+    Check(
+        "learner-shards",
+        ("learner.shard-episodes",),
+        "learner",
+        "invariant",
+        check_shards,
+        requires=("shards",),
+    ),
     Check(
         "deterministic-learner",
         ("trace.deterministic",),
