@@ -252,6 +252,26 @@ def test_inexpressible_scenarios_are_unsupported(
         adapter.run_trainer(scenario)
 
 
+def test_whole_buffer_training_of_unequal_envs_is_gather_alls_documented_precondition(
+    adapter: Any,
+) -> None:
+    # Leaving out the rows of task 1 stores unequally per env: gather_all documents that it
+    # raises for envs of different sizes, so the scenario does not meet ALF's precondition
+    # (not applicable), where a stop would be a finding.
+    from xpspec.protocol.preprocessors import ExcludeTasks, Identity
+
+    scenario = TrainerScenario(
+        EnvSpec(2, (FixedSchedule(1, "terminated"),), num_tasks=2),
+        TrainerConfig(num_iterations=1, whole_buffer=True, capacity=1),
+        ExcludeTasks((1,)),
+    )
+    with pytest.raises(Unsupported, match="gather_all documents"):
+        adapter.run_trainer(scenario)
+    # The control: the same run without exclusion trains on the whole buffer.
+    plain = replace(scenario, preprocess=Identity())
+    assert "stopped" not in adapter.run_trainer(plain).header
+
+
 def test_relabel_strategies_other_than_future_are_unsupported(adapter: Any) -> None:
     with pytest.raises(Unsupported, match="future goals only"):
         adapter.run_relabel(RelabelScenario(EnvSpec(goals=True), fill_steps=4, strategy="final"))

@@ -373,3 +373,28 @@ def test_a_column_keeps_the_run_dates_and_the_parts_of_a_failure_message(tmp_pat
         "variant",
         "level",
     }
+
+
+def test_a_run_cut_short_is_no_pass_and_no_verdict(tmp_path: Path) -> None:
+    from xpspec.conformance.report import regressions
+
+    run = _run(
+        tmp_path / "a.jsonl",
+        "a",
+        [
+            ("x.one", "pass"),
+            ("x.one", "cut-short"),
+            ("x.two", "cut-short"),
+            ("x.two", "deviation"),
+        ],
+    )
+    doc = build_compliance([run], ["x.one", "x.two"])
+    jsonschema.validate(doc, SCHEMA)
+    # Above a pass (the clause is not shown to hold everywhere), below a deviation (a verdict).
+    assert doc["clauses"]["x.one"]["a"]["status"] == "cut-short"
+    assert doc["clauses"]["x.two"]["a"]["status"] == "deviation"
+    assert "| `x.one` | cut short |" in render_markdown(doc)
+    assert 'class="o-cut-short" data-o="cut-short"' in render_html(doc)
+    # Not a regression: the framework's stop is declared.
+    before = build_compliance([_run(tmp_path / "b.jsonl", "a", [("x.one", "pass")])], ["x.one"])
+    assert regressions(before, doc) == []

@@ -65,7 +65,9 @@ the run (see the expectations). The task id is the env's ``env_info["task_id"]``
 Unsupported: on-policy mode (ALF trains on the unroll itself, with no buffer, mini-batches or
 epochs), drain mode (``async_unroll``'s unroller steps in another process on its own timing),
 sampled windows that must not cross episode boundaries or lie on a period grid, per-episode
-sampling, same-step auto-reset, and configurations ``RLTrainer`` itself refuses.
+sampling, same-step auto-reset, configurations ``RLTrainer`` itself refuses, and whole-buffer
+training once the preprocessing has stored unequally per env (``ReplayBuffer.gather_all``
+documents its ``AssertionError`` for envs of different sizes: a precondition, not a finding).
 
 **Replay** (``run_replay``): ``ReplayBuffer`` (per-env rings of ``capacity``) filled with the
 toy env's ALF time steps by ``add_batch``, sampled by ``get_batch(batch_size, T)`` (envs
@@ -357,6 +359,31 @@ def _origin(exc: BaseException) -> tuple[traceback.FrameSummary | None, bool]:
     return None, False
 
 
+_GATHER_PRECONDITION = (
+    "whole-buffer training when the envs hold different numbers of items: "
+    "ReplayBuffer.gather_all documents that it raises AssertionError unless every env has the "
+    "same size (and ending position), and the scenario's preprocessing stored unequally per env "
+    "by the time ALF trained on the whole buffer"
+)
+_GATHER_LINK = (
+    "https://github.com/HorizonRobotics/alf/blob/23aca492/alf/experience_replayers/replay_buffer.py"
+)
+
+
+def _unequal_gather(exc: BaseException) -> bool:
+    """Whether ``exc`` is the AssertionError ``ReplayBuffer.gather_all`` documents ("Raises:
+    AssertionError: if the current_size is not same for all the environments"): a documented
+    precondition of whole-buffer training the scenario does not meet, so not a finding."""
+    frame, is_alf = _origin(exc)
+    return (
+        isinstance(exc, AssertionError)
+        and is_alf
+        and frame is not None
+        and frame.name == "gather_all"
+        and "Not all environments have the same" in str(exc)
+    )
+
+
 def _describe(exc: BaseException, context: str = "") -> str:
     """``exc`` with the source line it came from: ALF's (``alf/...``) when ALF raised it,
     else the adapter's (or the innermost frame when neither appears)."""
@@ -615,6 +642,8 @@ class _TrainerRun:
         try:
             trainer.train()
         except Exception as exc:
+            if _unequal_gather(exc):
+                raise Unsupported(_GATHER_PRECONDITION, _GATHER_LINK) from exc
             where = "in" if self._inside else "after"
             described = _describe(exc, f" {where} iteration {self.iteration}")
             if not _origin(exc)[1]:

@@ -420,8 +420,9 @@ class Session:
     ) -> Outcome:
         """A check passed on a run the framework ended early by raising: it saw only what
         came before the stop, so the clause is not shown to hold there and the outcome is no
-        pass. A finding that declares the stop (its ``stopped`` text) makes it a finding;
-        otherwise it fails, downstream of the cause of the scenario's other failures if any."""
+        pass. A finding that declares the stop (its ``stopped`` text) makes it ``cut-short``
+        (no verdict on the check's clauses there); otherwise it fails, downstream of the cause of
+        the scenario's other failures if any."""
         level = self._level(check)
         what = (
             f"the framework ended the run early ({stopped}); this check passed on what the "
@@ -432,12 +433,7 @@ class Session:
         )
         finding = self.expectations.stop(name, stopped)
         if finding is not None:
-            return out(
-                "deviation",
-                f"finding (the run stops early): {finding.reason}\n{message}",
-                variant="finding",
-                level=level,
-            )
+            return out("cut-short", f"{message}\nthe stop is a declared finding: {finding.reason}")
         exc = CheckFailure(what, "a run to its end", f"stopped: {stopped}")
         return self._blame(check, scenario, exc, [], out("fail", message, level=level))
 

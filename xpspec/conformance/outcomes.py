@@ -1,7 +1,9 @@
 """The outcomes of a check and of a run, and the exit codes of ``xpspec``.
 
 A check's outcome is a verdict about the implementation (``pass``, ``fail``, ``deviation``,
-``not-applicable``) or a failure of the adapter itself, which is never a verdict: ``error``
+``not-applicable``), ``cut-short`` (the framework ended the run by raising, as a declared
+finding says it does, before the check could see the whole run: no verdict on the check's
+clauses in that scenario, and never a pass) or a failure of the adapter itself, which is never a verdict: ``error``
 (it raised, or returned something malformed), ``crash`` (its worker process died: a signal,
 an exit, ``sys.exit``, ``os._exit``), ``timeout`` (an operation overran its time limit and the
 worker was killed) and ``resource`` (the worker went over its memory limit and was killed).
@@ -25,13 +27,22 @@ __all__ = [
 ]
 
 Status = Literal[
-    "pass", "fail", "deviation", "not-applicable", "error", "crash", "timeout", "resource"
+    "pass",
+    "fail",
+    "deviation",
+    "not-applicable",
+    "cut-short",
+    "error",
+    "crash",
+    "timeout",
+    "resource",
 ]
 STATUSES: Final = (
     "pass",
     "fail",
     "deviation",
     "not-applicable",
+    "cut-short",
     "error",
     "crash",
     "timeout",

@@ -48,6 +48,7 @@ _RANK = {
     "resource": 4,
     "error": 3,
     "deviation": 2,
+    "cut-short": 1.5,
     "pass": 1,
     "not-applicable": 0,
 }
@@ -59,6 +60,7 @@ _SYMBOL = {
     "timeout": "TIMEOUT",
     "resource": "RESOURCE",
     "deviation": "deviation",
+    "cut-short": "cut short",
     "not-applicable": "n/a",
 }
 assert set(_RANK) == set(STATUSES) == set(_SYMBOL)
@@ -323,7 +325,7 @@ def should_miss(result: dict[str, Any]) -> bool:
 def _severity(result: dict[str, Any]) -> tuple[float, bool]:
     """Outcomes ordered worst last: a MUST-level failure, the adapter's own failures, a
     SHOULD miss, a deviation (a finding — a deviation no variant reproduces — above a
-    reproduced one), a pass, not applicable."""
+    reproduced one), a run cut short by a declared finding, a pass, not applicable."""
     finding = result["status"] == "deviation" and result.get("variant") == "finding"
     rank = 2.5 if should_miss(result) else _RANK[result["status"]]
     if rank == _RANK["fail"] and result.get("downstream_of"):

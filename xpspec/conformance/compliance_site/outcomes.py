@@ -60,6 +60,14 @@ LOOKS: tuple[Look, ...] = (
         "names that clause, which is the one to fix)",
     ),
     Look("fail", "✗", "FAIL", "a MUST-level clause fails on its own"),
+    Look(
+        "cut-short",
+        "✂",
+        "cut short",
+        "the framework ended a run by raising (a finding the expectations file declares) before "
+        "the clause could be judged on all of it: no verdict there, and no pass (the cell names "
+        "the scenario)",
+    ),
     Look("error", "⚠", "ERROR", "the adapter raised, or returned something malformed: no verdict"),
     Look("crash", "☠", "CRASH", "the adapter's worker process died: no verdict"),
     Look("timeout", "◷", "TIMEOUT", "an operation overran its time limit: no verdict"),
