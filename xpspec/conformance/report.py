@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from xpspec.conformance.compliance_site.outcomes import cell_label
 from xpspec.conformance.messages import failure_parts
 from xpspec.conformance.outcomes import STATUSES
 
@@ -52,18 +53,7 @@ _RANK = {
     "pass": 1,
     "not-applicable": 0,
 }
-_SYMBOL = {
-    "pass": "pass",
-    "fail": "FAIL",
-    "error": "ERROR",
-    "crash": "CRASH",
-    "timeout": "TIMEOUT",
-    "resource": "RESOURCE",
-    "deviation": "deviation",
-    "cut-short": "cut short",
-    "not-applicable": "n/a",
-}
-assert set(_RANK) == set(STATUSES) == set(_SYMBOL)
+assert set(_RANK) == set(STATUSES)
 
 
 REPORT_FORMAT = "xpspec-report/2"
@@ -333,19 +323,6 @@ def _severity(result: dict[str, Any]) -> tuple[float, bool]:
     return rank, finding
 
 
-def _cell(cell: dict[str, Any]) -> str:
-    """A matrix cell: findings (violations no variant reproduces) and SHOULD misses are
-    named as such."""
-    if cell["status"] == "deviation" and cell.get("variant") == "finding":
-        return "finding"
-    if should_miss(cell):
-        return "miss (SHOULD)"
-    if cell["status"] == "fail" and cell.get("downstream_of"):
-        return f"FAIL ↓ {cell['downstream_of']}"
-    variant = cell.get("variant")
-    return _SYMBOL[cell["status"]] + (f" ({variant})" if variant else "")
-
-
 def render_markdown(doc: dict[str, Any], *, links: bool = False) -> str:
     """The matrix as a Markdown table, clause ids unlinked (a report written anywhere but
     the docs need not have the spec pages beside it). With ``links``: the docs site's page
@@ -377,7 +354,7 @@ def render_markdown(doc: dict[str, Any], *, links: bool = False) -> str:
     for cid, row in doc["clauses"].items():
         cells = []
         for n in names:
-            text = _cell(row[n])
+            text = cell_label(row[n])
             if row[n]["status"] == "not-applicable" and row[n].get("reasons"):
                 key = (n, tuple(row[n]["reasons"]))
                 text += f" [{notes.setdefault(key, len(notes) + 1)}]"
