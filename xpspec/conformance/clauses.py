@@ -14,6 +14,7 @@ fails when that file is stale.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -155,12 +156,9 @@ class ClauseRegistry:
 
     @classmethod
     def load(cls) -> ClauseRegistry:
-        text = (
-            resources.files("xpspec.conformance")
-            .joinpath("clauses.json")
-            .read_text(encoding="utf-8")
-        )
-        return cls.from_json(text)
+        """The packaged registry (``clauses.json``), read once per process: every call returns
+        the same instance, which no caller changes."""
+        return _packaged()
 
     @classmethod
     def from_json(cls, text: str) -> ClauseRegistry:
@@ -218,3 +216,11 @@ class ClauseRegistry:
         if clause_id in self._by_id:
             return (clause_id,)
         raise KeyError(f"unknown clause id {clause_id!r} (neither a clause nor an alias)")
+
+
+@functools.cache
+def _packaged() -> ClauseRegistry:
+    text = (
+        resources.files("xpspec.conformance").joinpath("clauses.json").read_text(encoding="utf-8")
+    )
+    return ClauseRegistry.from_json(text)
