@@ -382,17 +382,21 @@ def test_a_run_cut_short_is_no_pass_and_no_verdict(tmp_path: Path) -> None:
         tmp_path / "a.jsonl",
         "a",
         [
-            ("x.one", "pass"),
             ("x.one", "cut-short"),
+            ("x.one", "not-applicable"),
             ("x.two", "cut-short"),
-            ("x.two", "deviation"),
+            ("x.two", "pass"),
+            ("x.three", "cut-short"),
+            ("x.three", "deviation"),
         ],
     )
-    doc = build_compliance([run], ["x.one", "x.two"])
+    doc = build_compliance([run], ["x.one", "x.two", "x.three"])
     jsonschema.validate(doc, SCHEMA)
-    # Above a pass (the clause is not shown to hold everywhere), below a deviation (a verdict).
+    # No run of x.one went to its end: no verdict, no pass.
     assert doc["clauses"]["x.one"]["a"]["status"] == "cut-short"
-    assert doc["clauses"]["x.two"]["a"]["status"] == "deviation"
+    # A run that went to its end and passed earns the pass; a verdict outranks no verdict.
+    assert doc["clauses"]["x.two"]["a"]["status"] == "pass"
+    assert doc["clauses"]["x.three"]["a"]["status"] == "deviation"
     assert "| `x.one` | cut short |" in render_markdown(doc)
     assert 'class="o-cut-short" data-o="cut-short"' in render_html(doc)
     # Not a regression: the framework's stop is declared.

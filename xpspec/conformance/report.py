@@ -49,8 +49,8 @@ _RANK = {
     "resource": 4,
     "error": 3,
     "deviation": 2,
-    "cut-short": 1.5,
     "pass": 1,
+    "cut-short": 0.5,
     "not-applicable": 0,
 }
 assert set(_RANK) == set(STATUSES)
@@ -315,7 +315,8 @@ def should_miss(result: dict[str, Any]) -> bool:
 def _severity(result: dict[str, Any]) -> tuple[float, bool]:
     """Outcomes ordered worst last: a MUST-level failure, the adapter's own failures, a
     SHOULD miss, a deviation (a finding — a deviation no variant reproduces — above a
-    reproduced one), a run cut short by a declared finding, a pass, not applicable."""
+    reproduced one), a pass, a run cut short by a declared finding (no verdict: a cell shows it
+    only when no run of the clause's checks went to its end), not applicable."""
     finding = result["status"] == "deviation" and result.get("variant") == "finding"
     rank = 2.5 if should_miss(result) else _RANK[result["status"]]
     if rank == _RANK["fail"] and result.get("downstream_of"):

@@ -64,9 +64,9 @@ LOOKS: tuple[Look, ...] = (
         "cut-short",
         "✂",
         "cut short",
-        "the framework ended a run by raising (a finding the expectations file declares) before "
-        "the clause could be judged on all of it: no verdict there, and no pass (the cell names "
-        "the scenario)",
+        "every run that could judge the clause was ended by the framework raising (a finding the "
+        "expectations file declares) before the clause could be judged on all of it: no verdict, "
+        "and no pass",
     ),
     Look("error", "⚠", "ERROR", "the adapter raised, or returned something malformed: no verdict"),
     Look("crash", "☠", "CRASH", "the adapter's worker process died: no verdict"),
