@@ -112,6 +112,7 @@ from xpspec.kit.events import env_step, exclude, hold, run_end, store
 from xpspec.kit.exclusion import EXCLUSIONS
 from xpspec.kit.items import decode_item, decode_items, item_columns, single_item_windows
 from xpspec.kit.quiet import quiet
+from xpspec.kit.release import check_release
 from xpspec.kit.steps import Step, TransitionRows, last_step, steps_from_columns
 from xpspec.kit.transition_rings import rows_within_capacity
 from xpspec.kit.value import toy_value
@@ -556,7 +557,7 @@ class _TrainerRun:
         self.open = False
 
     def run(self) -> Trace:
-        header: dict[str, Any] = {"producer": f"sb3 {_VERSION}"}
+        header: dict[str, Any] = {"producer": f"sb3 {stable_baselines3.__version__}"}
         try:
             self.model.learn(self.config.total_timesteps)
         except ValueError as exc:  # BaseBuffer.sample on an empty buffer: numpy randint(0, 0)
@@ -612,10 +613,7 @@ class SB3Adapter:
         )
 
     def smoke(self) -> None:
-        if stable_baselines3.__version__ != _VERSION:
-            raise RuntimeError(
-                f"stable-baselines3: expected {_VERSION}, got {stable_baselines3.__version__}"
-            )
+        check_release("stable-baselines3", stable_baselines3.__version__, _VERSION)
         with quiet():
             spec = EnvSpec()
             config = _DQNConfig(1, 1, 1, 0, 8, 2)
@@ -653,7 +651,7 @@ class SB3Adapter:
                 ]
                 if firsts:
                     events.append(env_step(0, firsts))
-        return Trace(tuple(events), {"producer": f"sb3 {_VERSION}"})
+        return Trace(tuple(events), {"producer": f"sb3 {stable_baselines3.__version__}"})
 
     # -- trainer ------------------------------------------------------------------------------
     def run_trainer(self, scenario: TrainerScenario) -> Trace:
@@ -694,7 +692,7 @@ class SB3Adapter:
                     continue
                 windows = single_item_windows(decode_items(samples.observations))
                 events.append(Sampled(draw, windows))
-        return Trace(tuple(events), {"producer": f"sb3 {_VERSION}"})
+        return Trace(tuple(events), {"producer": f"sb3 {stable_baselines3.__version__}"})
 
     # -- relabel ------------------------------------------------------------------------------
     def run_relabel(self, scenario: RelabelScenario) -> Trace:
@@ -740,7 +738,7 @@ class SB3Adapter:
                         f"HerReplayBuffer.sample: {exc} (spec variant complete-episodes-only)"
                     ) from exc
                 events.append(_relabel_event(draw, samples, virtual.pop()))
-        return Trace(tuple(events), {"producer": f"sb3 {_VERSION}"})
+        return Trace(tuple(events), {"producer": f"sb3 {stable_baselines3.__version__}"})
 
     # -- learner ------------------------------------------------------------------------------
     def run_learner(self, scenario: LearnerScenario) -> Trace:
@@ -929,7 +927,7 @@ class _LearnerRun:
         events: list[Event] = list(self._advantages(rows, normalized))
         events.append(self._nstep())
         events.append(plan)
-        return Trace(tuple(events), {"producer": f"sb3 {_VERSION}"})
+        return Trace(tuple(events), {"producer": f"sb3 {stable_baselines3.__version__}"})
 
     # PPO: GAE, normalisation, update plan
     def _ppo(self) -> tuple[_Rows, UpdatePlan, dict[int, float]]:
