@@ -158,7 +158,8 @@ class Expectations:
         included). Raises :class:`ExpectationsError` naming the file and the first entry
         with ``versions`` when ``version`` is not a PEP 440 version (an entry keyed by
         version cannot be decided for it)."""
-        keyed = [e for e in (*self.deviations, *self.findings) if e.versions]
+        entries: list[Deviation | Finding] = [*self.deviations, *self.findings]
+        keyed = [e for e in entries if e.versions]
         if not keyed:
             return self
         try:
