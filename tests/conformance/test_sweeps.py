@@ -95,6 +95,28 @@ def test_changes_name_the_release_where_a_finding_appeared_or_disappeared(
 
 
 @pytest.mark.parametrize(
+    ("before", "after", "kind"),
+    [
+        ("pass", "finding", "appeared"),
+        ("deviation", "finding", "appeared"),
+        ("fail", "finding", "appeared"),
+        ("finding", "pass", "disappeared"),
+        ("finding", "downstream", "disappeared"),
+        ("error", "finding", "changed"),
+        ("not-applicable", "finding", "changed"),
+        ("finding", "crash", "changed"),
+        ("fail", "pass", "changed"),
+    ],
+)
+def test_a_finding_appears_or_disappears_only_between_verdicts(
+    before: str, after: str, kind: str
+) -> None:
+    """A release where the adapter broke (or no check ran) had no verdict: a finding after it
+    was not shown absent before."""
+    assert Change("c", "1", "2", before, after).kind == kind
+
+
+@pytest.mark.parametrize(
     ("text", "scrubbed"),
     [
         (

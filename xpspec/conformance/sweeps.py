@@ -45,6 +45,8 @@ __all__ = [
 ]
 
 UNAVAILABLE = "adapter-unavailable"
+NO_VERDICT = frozenset({"error", "crash", "timeout", "resource", "not-applicable"})
+"""Outcome keys that say nothing of the clause: the adapter broke, or no check could run."""
 
 
 @dataclass(frozen=True)
@@ -100,8 +102,12 @@ class Change:
 
     @property
     def kind(self) -> Kind:
-        """``appeared``: a finding from this release on; ``disappeared``: a finding up to the
-        release before; ``changed``: any other change of outcome."""
+        """``appeared``: a finding from this release on, where the release before had a
+        verdict without it; ``disappeared``: a finding up to the release before, and a verdict
+        without it from this one; ``changed``: any other change of outcome (one side without a
+        verdict — the adapter broke, or no check could run — says nothing of a finding)."""
+        if self.before in NO_VERDICT or self.after in NO_VERDICT:
+            return "changed"
         if self.after == "finding":
             return "appeared"
         if self.before == "finding":
