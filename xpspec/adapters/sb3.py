@@ -76,6 +76,7 @@ stops there (header ``stopped``).
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -154,6 +155,10 @@ _VERSION = "2.9.2"
 _SRC = "stable_baselines3 2.9.2"
 _LINK = "https://github.com/DLR-RM/stable-baselines3/tree/v2.9.2/stable_baselines3"
 _FIRST, _MID = int(StepType.FIRST), int(StepType.MID)
+_NSTEP = "n_steps" in inspect.signature(DQN.__init__).parameters
+"""Whether DQN computes n-step returns (``n_steps`` and ``NStepReplayBuffer``, new in SB3
+2.7.0): on an older release, which a version sweep drives, the adapter leaves the ``nstep``
+observable out instead of breaking the learner scenarios."""
 _NET = {"net_arch": [8]}
 """A tiny Q-network: the spec is about experience, not learning."""
 
@@ -602,9 +607,13 @@ class SB3Adapter:
             framework="Stable-Baselines3",
             framework_version=stable_baselines3.__version__,
             protocol_version=PROTOCOL_VERSION,
-            capabilities=("env", "trainer", "replay", "learner", "relabel", "nstep"),
+            capabilities=(
+                *("env", "trainer", "replay", "learner", "relabel"),
+                *(("nstep",) if _NSTEP else ()),
+            ),
             issue_tracker="https://github.com/DLR-RM/stable-baselines3/issues",
-            notes="DQN with a tiny Q-network on DummyVecEnv; PPO's rollout buffer for GAE",
+            notes="DQN with a tiny Q-network on DummyVecEnv; PPO's rollout buffer for GAE"
+            + ("" if _NSTEP else "; no n-step returns (DQN has n_steps from SB3 2.7.0 on)"),
             extra_versions={
                 "torch": torch.__version__,
                 "gymnasium": gymnasium.__version__,
@@ -925,7 +934,8 @@ class _LearnerRun:
     def run(self) -> Trace:
         rows, plan, normalized = self._ppo()
         events: list[Event] = list(self._advantages(rows, normalized))
-        events.append(self._nstep())
+        if _NSTEP:
+            events.append(self._nstep())
         events.append(plan)
         return Trace(tuple(events), {"producer": f"sb3 {stable_baselines3.__version__}"})
 
