@@ -12,6 +12,10 @@ requirements). pyproject.toml states ranges; these files are the exact versions 
 - ``browser``: the compliance site in Debian's headless Chromium, driven by Selenium: the
   standalone page and the built docs site load, filters work, links resolve, nothing a report
   supplies runs (needs ``apt-get install -y chromium chromium-driver``).
+- ``sweep``: ``nox -s sweep -- ADAPTER [VERSION ...]`` runs an adapter's suite on several
+  releases of its framework (by default those of sweeps/versions.toml), one venv per adapter
+  (session ``sweep_releases(ADAPTER)``) reused across them, and records each release's run
+  in docs/sweeps/ADAPTER/VERSION.json.
 - ``bench``: throughput of the reference trainer and sampler beside minimal torch loops, and
   what running the adapter in a worker process costs.
 - ``minimums``: the tests on the lower bounds pyproject.toml states (constraints/minimum.txt).
@@ -115,25 +119,126 @@ def conformance(session: nox.Session, adapter: str) -> None:
         tests = sorted(glob.glob(f"tests/adapters/test_{framework}.py"))
         tests += sorted(glob.glob(f"tests/adapters/test_{framework}_*.py"))
         session.run("pytest", "-p", "no:cacheprovider", "-q", *tests, env=THREADS)
-        session.run(
-            "xpspec",
-            "run",
-            "--adapter",
-            adapter,
-            "--report",
-            f"reports/{adapter}.jsonl",
-            *session.posargs,
-            env=THREADS,
-        )
+        session.run(*suite_run(adapter, f"reports/{adapter}.jsonl"), *session.posargs, env=THREADS)
     finally:
         session.log(f"conformance({adapter}): {time.perf_counter() - start:.0f} s")
+
+
+def suite_run(adapter: str, report: str) -> tuple[str, ...]:
+    """The command that runs the suite against ``adapter``: the conformance and sweep
+    sessions run the same."""
+    return ("xpspec", "run", "--adapter", adapter, "--report", report)
+
+
+SWEEPS = "sweeps/versions.toml"
+"""The releases a sweep runs by default, per adapter (and the framework's package)."""
+ANY_RELEASE = {"XPSPEC_ANY_FRAMEWORK_VERSION": "1"}
+"""Lets an adapter's smoke check accept a release it was not written for (xpspec.kit.release)."""
+
+
+def sweep_plan(adapter: str) -> dict[str, object]:
+    import tomllib
+
+    with open(SWEEPS, "rb") as f:
+        plans = tomllib.load(f)
+    if adapter not in plans:
+        raise ValueError(
+            f"{SWEEPS}: expected a table [{adapter}], got only {', '.join(sorted(plans))}"
+        )
+    return dict(plans[adapter])
+
+
+def pip_failure(output: str) -> str:
+    """Why pip did not install, in one line: the requirements in conflict when it says
+    (``The conflict is caused by:``), else its last error line."""
+    lines = [ln.strip() for ln in output.splitlines()]
+    if "The conflict is caused by:" in lines:
+        start = lines.index("The conflict is caused by:") + 1
+        end = next((i for i in range(start, len(lines)) if not lines[i]), len(lines))
+        return "conflict: " + "; ".join(lines[start:end])
+    errors = [ln for ln in lines if ln.startswith("ERROR:")]
+    return (errors or [ln for ln in lines if ln] or ["no output"])[-1]
+
+
+@nox.session(python=False, default=False)
+def sweep(session: nox.Session) -> None:
+    """``nox -s sweep -- ADAPTER [VERSION ...]``: the adapter's suite on each release (by
+    default those sweeps/versions.toml lists), run by the session ``sweep_releases(ADAPTER)``
+    in the adapter's own venv; each release's run goes to docs/sweeps/ADAPTER/VERSION.json."""
+    if not session.posargs:
+        session.error("usage: nox -s sweep -- ADAPTER [VERSION ...]")
+    adapter, *versions = session.posargs
+    if adapter not in ADAPTERS:
+        session.error(
+            f"sweep: expected an adapter installed from PyPI ({', '.join(ADAPTERS)}), got "
+            f"{adapter!r} (ALF is not on PyPI: a sweep across its commits is not built)"
+        )
+    try:
+        plan = sweep_plan(adapter)
+    except ValueError as exc:
+        session.error(str(exc))
+    versions = versions or [str(v) for v in plan["versions"]]  # type: ignore[attr-defined]
+    session.log(f"sweep({adapter}): {len(versions)} releases: {', '.join(versions)}")
+    session.notify(f"sweep_releases({adapter})", posargs=versions)
+
+
+@nox.session(python="3.11", default=False)
+@nox.parametrize("adapter", [nox.param(a, id=a) for a in ADAPTERS])
+def sweep_releases(session: nox.Session, adapter: str) -> None:
+    """The releases given as arguments (default: sweeps/versions.toml's), one after the
+    other in this one venv: each installed with xpspec under the sessions' constraints
+    (``pip install -e . PACKAGE==VERSION``: torch stays 2.13.0), the suite run against it,
+    and its run recorded in docs/sweeps/ADAPTER/VERSION.json. A release that does not install
+    or that the adapter cannot drive is recorded as adapter-unavailable, with the reason."""
+    import subprocess
+    import sys
+    import time
+
+    plan = sweep_plan(adapter)
+    package, framework = str(plan["package"]), str(plan["framework"])
+    extra = [str(r) for r in plan.get("with", [])]  # type: ignore[attr-defined]
+    versions = list(session.posargs) or [str(v) for v in plan["versions"]]  # type: ignore[attr-defined]
+    out = f"docs/sweeps/{adapter}"
+    python = str(session.bin) + ("/python.exe" if sys.platform == "win32" else "/python")
+    install(session, constraints=FRAMEWORK)  # xpspec records a release that does not install
+    for n, version in enumerate(versions, 1):
+        start = time.perf_counter()
+        requirement = f"{package}=={version}"
+        session.log(f"sweep({adapter}) {n}/{len(versions)}: installing {requirement}")
+        pip = subprocess.run(
+            [python, "-m", "pip", "install", "-e", ".", requirement, *extra, *FRAMEWORK],
+            capture_output=True,
+            text=True,
+        )
+        record = ("xpspec", "record", "--version", version, "--framework", framework, "--out", out)
+        if pip.returncode != 0:
+            why = pip_failure(pip.stdout + "\n" + pip.stderr)
+            session.log(f"sweep({adapter}) {version}: pip could not install it: {why}")
+            session.run(
+                *record,
+                "--adapter",
+                adapter,
+                "--unavailable",
+                f"pip could not install {requirement} beside xpspec with torch 2.13.0: {why}",
+            )
+            continue
+        report = f"reports/sweeps/{adapter}/{version}.jsonl"
+        session.log(f"sweep({adapter}) {n}/{len(versions)}: running the suite on {version}")
+        # 0: no failure, 1: failures or adapter errors, 3: adapter unavailable, 4: incomplete;
+        # each is that release's outcome (2, a usage error, stops the sweep)
+        session.run(
+            *suite_run(adapter, report), env=THREADS | ANY_RELEASE, success_codes=[0, 1, 3, 4]
+        )
+        session.run(*record, report)
+        session.log(f"sweep({adapter}) {version}: {time.perf_counter() - start:.0f} s")
 
 
 @nox.session(python="3.11", default=False)
 def report(session: nox.Session) -> None:
     """Merge the runs in reports/*.jsonl with the committed ones in docs/runs/ (the newest run
     of each adapter wins, and is written back to docs/runs/), then build the matrix from all
-    of them and write its docs page: an adapter not run again keeps its committed column."""
+    of them and write its docs page: an adapter not run again keeps its committed column.
+    The page links to the version sweeps committed in docs/sweeps/."""
     import glob
 
     install(session)
@@ -144,6 +249,8 @@ def report(session: nox.Session) -> None:
         *sorted(glob.glob("reports/*.jsonl")),
         "--runs",
         "docs/runs",
+        "--sweeps",
+        "docs/sweeps",
         "--order",
         ",".join(order),
         "--out",

@@ -3,7 +3,8 @@
 ``docs/compliance.md`` is generated from the committed runs in ``docs/runs/`` (``nox -s
 report``); each of its cells that is not a pass links to its detail on one page per
 implementation, ``compliance/<slug>.md``, which this hook renders from the same runs at build
-time (they are never committed). The links of these pages sit in raw HTML, which MkDocs does
+time (they are never committed), and it links to a page per version sweep committed in
+``docs/sweeps/``, ``compliance/sweeps/<slug>.md``, rendered here too. The links of these pages sit in raw HTML, which MkDocs does
 not resolve, and name Markdown sources (``spec/replay.md#replay.clear``): this hook turns them
 into the built site's URLs, and a link to no page of the site is a warning (an error under
 ``--strict``).
@@ -21,12 +22,17 @@ from mkdocs.structure.pages import Page
 from xpspec.conformance.compliance_site import (
     DETAILS_DIR,
     build_matrix,
+    build_sweep_page,
     render_details_page,
+    render_sweep_page,
     rewrite_md_links,
+    sweep_links,
 )
 from xpspec.conformance.runs import committed_compliance
+from xpspec.conformance.sweeps import load_sweeps, summaries
 
 RUNS = Path(__file__).resolve().parents[1] / "runs"
+SWEEPS = Path(__file__).resolve().parents[1] / "sweeps"
 MATRIX_PAGE = "compliance.md"
 log = logging.getLogger("mkdocs.hooks.compliance_pages")
 
@@ -39,6 +45,17 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
                 config,
                 f"{DETAILS_DIR}/{column.slug}.md",
                 content=render_details_page(matrix, column),
+                inclusion=InclusionLevel.NOT_IN_NAV,
+            )
+        )
+    sweeps = load_sweeps(SWEEPS)
+    paths = {link.adapter: link.path for link in sweep_links(summaries(sweeps.values()))}
+    for adapter, sweep in sweeps.items():
+        files.append(
+            File.generated(
+                config,
+                paths[adapter],
+                content=render_sweep_page(build_sweep_page(sweep)),
                 inclusion=InclusionLevel.NOT_IN_NAV,
             )
         )

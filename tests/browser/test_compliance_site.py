@@ -238,6 +238,12 @@ def test_the_docs_site_matrix_filters_and_every_link_resolves(browser: Any, site
         page, fragment = urldefrag(href)
         targets.setdefault(page, set()).add(fragment)
     assert any("/spec/" in p for p in targets) and any("/compliance/" in p for p in targets)
+    assert _broken(browser, targets) == []
+
+
+def _broken(browser: Any, targets: dict[str, set[str]]) -> list[str]:
+    """The links among ``targets`` (page: fragments) whose page is missing or has no element
+    of that id."""
     broken = []
     for page, fragments in sorted(targets.items()):
         browser.get(page)
@@ -247,7 +253,31 @@ def test_the_docs_site_matrix_filters_and_every_link_resolves(browser: Any, site
         )
         broken += [f"{page}#{f}" for f in sorted(fragments) if f not in found]
         assert "404" not in browser.title, page
-    assert broken == []
+    return broken
+
+
+def test_a_sweep_page_of_the_docs_site_filters_and_every_link_resolves(
+    browser: Any, site: str
+) -> None:
+    """The matrix page links each committed version sweep (docs/sweeps/); its page lists the
+    releases, filters its matrix of releases, and its links resolve."""
+    browser.get(site + "compliance/")
+    browser.find_element("css selector", "ul.sweeps a").click()
+    assert "/compliance/sweeps/" in browser.current_url
+    releases = browser.find_elements("css selector", "table.runs tbody tr")
+    assert len(releases) >= 2
+    assert browser.find_element("css selector", "form.filters").is_displayed()
+    _set_boxes(browser, "area", {"replay"})
+    assert {area for _, area, _ in _visible_rows(browser)} == {"replay"}
+    hrefs = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#xpspec-sweep a')).map(a => a.href);"
+    )
+    targets: dict[str, set[str]] = {}
+    for href in hrefs:
+        page, fragment = urldefrag(href)
+        targets.setdefault(page, set()).add(fragment)
+    assert any("/spec/" in p for p in targets)
+    assert _broken(browser, targets) == []
 
 
 def test_a_details_page_of_the_docs_site_shows_its_detail(browser: Any, site: str) -> None:

@@ -71,7 +71,7 @@ def test_a_syntax_error_names_the_file_and_the_line(tmp_path: Path) -> None:
         (
             GOOD + 'reason2 = "r"\n',
             "deviation[0].reason2",
-            "a key of [[deviation]] (clause, reason, variant, link, scenarios)",
+            "a key of [[deviation]] (clause, reason, variant, link, scenarios, versions)",
             "'reason2'",
         ),
         (
@@ -116,6 +116,31 @@ def test_a_syntax_error_names_the_file_and_the_line(tmp_path: Path) -> None:
             "finding[0].stopped",
             "a string",
             "3",
+        ),
+        (GOOD + "versions = 2\n", "deviation[0].versions", "a string", "2"),
+        (
+            GOOD * 2 + 'versions = "2.0"\n',
+            "deviation[1].versions",
+            "a PEP 440 version specifier such as '>=2.0,<2.1'",
+            "'2.0'",
+        ),
+        (
+            GOOD + 'versions = ""\n',
+            "deviation[0].versions",
+            "a PEP 440 version specifier such as '>=2.0,<2.1'",
+            "''",
+        ),
+        (
+            '[[finding]]\nclauses = ["train.hooks"]\nreason = "r"\nversions = ">=two"\n',
+            "finding[0].versions",
+            "a PEP 440 version specifier such as '>=2.0,<2.1'",
+            "'>=two'",
+        ),
+        (
+            '[[silence]]\nclause = "timestep.loss-mask-last"\nreason = "r"\nversions = ">=1"\n',
+            "silence[0].versions",
+            "a key of [[silence]] (clause, reason)",
+            "'versions'",
         ),
     ],
 )
@@ -188,3 +213,67 @@ def test_a_variant_no_part_of_an_alias_names_is_refused(tmp_path: Path) -> None:
         "train.hooks (an alias of train.after-update, train.after-train-iter) names "
         "(variants: alf-drain-empty), got 'strict'"
     )
+
+
+VERSIONED = (
+    '[[deviation]]\nclause = "unroll.drain"\nreason = "every release"\n'
+    '[[deviation]]\nclause = "replay.eviction"\nvariant = "floor"\nreason = "2.0 only"\n'
+    'versions = ">=2.0,<2.1"\n'
+    '[[finding]]\nclauses = ["train.idle-calls"]\nreason = "from 2.1"\nversions = ">=2.1"\n'
+    '[[finding]]\nclauses = ["train.insufficient-data"]\nreason = "every release"\n'
+)
+
+
+@pytest.mark.parametrize(
+    ("version", "deviations", "findings"),
+    [
+        ("1.2.0", ["every release"], ["every release"]),
+        ("2.0.0", ["every release", "2.0 only"], ["every release"]),
+        ("2.0.1", ["every release", "2.0 only"], ["every release"]),
+        ("2.1.0rc1", ["every release"], ["every release"]),
+        ("2.2.0rc1", ["every release"], ["from 2.1", "every release"]),
+        ("2.1.0", ["every release"], ["from 2.1", "every release"]),
+    ],
+)
+def test_an_entry_keyed_by_versions_applies_only_to_those_versions(
+    tmp_path: Path, version: str, deviations: list[str], findings: list[str]
+) -> None:
+    loaded = _load(tmp_path, VERSIONED)
+    assert [d.versions for d in loaded.deviations] == ["", ">=2.0,<2.1"]
+    applied = loaded.for_version(version)
+    assert [d.reason for d in applied.deviations] == deviations
+    assert [f.reason for f in applied.findings] == findings
+    assert applied.source == loaded.source
+    # what the engine asks of them follows: the 2.0-only deviation explains nothing elsewhere
+    explained = applied.find(("replay.eviction",), "any")
+    assert (explained is not None) == ("2.0 only" in deviations)
+
+
+def test_an_undecidable_version_is_refused_naming_the_file_and_the_entry(tmp_path: Path) -> None:
+    """An entry keyed by versions cannot be decided for a framework version PEP 440 cannot
+    read (ALF reports a git commit); without keyed entries any version is accepted."""
+    loaded = _load(tmp_path, VERSIONED)
+    with pytest.raises(ExpectationsError) as info:
+        loaded.for_version("23aca492")
+    assert str(info.value) == (
+        f"{tmp_path / 'x.expectations.toml'}: deviation[1].versions ('>=2.0,<2.1'): expected "
+        "the framework's version to be a PEP 440 version, got '23aca492'"
+    )
+    plain = _load(tmp_path, GOOD)
+    assert plain.for_version("23aca492") is plain
+
+
+def test_the_engine_applies_the_entries_of_the_version_under_test(tmp_path: Path) -> None:
+    """The session keeps the entries that apply to its adapter's ``info().framework_version``
+    (refimpl reports 0.1.0)."""
+    from xpspec.conformance.engine import Session
+    from xpspec.conformance.harness import load_adapter
+
+    text = (
+        '[[deviation]]\nclause = "unroll.drain"\nreason = "now"\nversions = "==0.1.*"\n'
+        '[[deviation]]\nclause = "unroll.drain"\nreason = "later"\nversions = ">=0.2"\n'
+    )
+    adapter = load_adapter("refimpl")
+    assert adapter.info().framework_version == "0.1.0"
+    session = Session(adapter, "refimpl", _load(tmp_path, text))
+    assert [d.reason for d in session.expectations.deviations] == ["now"]

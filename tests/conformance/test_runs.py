@@ -131,15 +131,16 @@ def test_a_file_that_is_no_committed_run_is_named(tmp_path: Path) -> None:
 
 
 def test_the_compliance_page_is_the_committed_runs_matrix() -> None:
-    """docs/compliance.md is what `nox -s report` renders from docs/runs/: every committed run
-    is a column, and no column comes from anywhere else."""
+    """docs/compliance.md is what `nox -s report` renders from docs/runs/ (with links to the
+    version sweeps of docs/sweeps/): every committed run is a column, and no column comes from
+    anywhere else."""
     page = (ROOT / "docs" / "compliance.md").read_text(encoding="utf-8")
     head = re.search(r'<table class="matrix">\s*<thead>(.*?)</thead>', page, re.DOTALL)
     assert head is not None, "no matrix table in docs/compliance.md"
     columns = [html.unescape(c) for c in re.findall(r'data-column="([^"]*)"', head.group(1))]
     committed = load_runs(ROOT / "docs" / "runs")
     assert sorted(columns) == sorted(committed), (columns, sorted(committed))
-    doc = committed_compliance(ROOT / "docs" / "runs", columns)
+    doc = committed_compliance(ROOT / "docs" / "runs", columns, ROOT / "docs" / "sweeps")
     assert [i["adapter"] for i in doc["implementations"]] == columns
     assert render_markdown(doc, links=True) == page, (
         "docs/compliance.md is stale: regenerate it with `nox -s report`"

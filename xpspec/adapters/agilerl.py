@@ -62,6 +62,7 @@ from xpspec.adapters.agilerl_trainer import run_trainer
 from xpspec.kit.events import store
 from xpspec.kit.items import decode_items, single_item_windows
 from xpspec.kit.quiet import seeded_quiet
+from xpspec.kit.release import check_release
 from xpspec.kit.steps import steps_from_columns
 from xpspec.protocol.adapter import PROTOCOL_VERSION, AdapterInfo, Unsupported
 from xpspec.protocol.env_spec import EnvSpec
@@ -218,9 +219,7 @@ class AgileRLAdapter:
         )
 
     def smoke(self) -> None:
-        version = metadata.version("agilerl")
-        if version != _VERSION:
-            raise RuntimeError(f"agilerl: expected {_VERSION}, got {version}")
+        check_release("agilerl", metadata.version("agilerl"), _VERSION)
         _run_replay(ReplayScenario(EnvSpec(), capacity=2, fill_steps=2, batch_size=2))
 
     def run_trainer(self, scenario: TrainerScenario) -> Trace:

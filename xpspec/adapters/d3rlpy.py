@@ -89,6 +89,7 @@ import torch
 from xpspec.kit.events import env_step, run_end, store
 from xpspec.kit.items import decode_item, decode_items, single_item_windows
 from xpspec.kit.quiet import Generator, seeded_quiet
+from xpspec.kit.release import check_release
 from xpspec.kit.steps import Step, TransitionRows
 from xpspec.protocol.adapter import PROTOCOL_VERSION, AdapterInfo, Unsupported
 from xpspec.protocol.env_spec import EnvSpec
@@ -508,8 +509,7 @@ class D3rlpyAdapter:
         )
 
     def smoke(self) -> None:
-        if d3rlpy.__version__ != _VERSION:
-            raise RuntimeError(f"d3rlpy: expected {_VERSION}, got {d3rlpy.__version__}")
+        check_release("d3rlpy", d3rlpy.__version__, _VERSION)
         self.run_replay(ReplayScenario(EnvSpec(), capacity=4, fill_steps=3, batch_size=2))
 
     def run_trainer(self, scenario: TrainerScenario) -> Trace:

@@ -76,6 +76,7 @@ stops there (header ``stopped``).
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -112,6 +113,7 @@ from xpspec.kit.events import env_step, exclude, hold, run_end, store
 from xpspec.kit.exclusion import EXCLUSIONS
 from xpspec.kit.items import decode_item, decode_items, item_columns, single_item_windows
 from xpspec.kit.quiet import quiet
+from xpspec.kit.release import check_release
 from xpspec.kit.steps import Step, TransitionRows, last_step, steps_from_columns
 from xpspec.kit.transition_rings import rows_within_capacity
 from xpspec.kit.value import toy_value
@@ -153,6 +155,10 @@ _VERSION = "2.9.2"
 _SRC = "stable_baselines3 2.9.2"
 _LINK = "https://github.com/DLR-RM/stable-baselines3/tree/v2.9.2/stable_baselines3"
 _FIRST, _MID = int(StepType.FIRST), int(StepType.MID)
+_NSTEP = "n_steps" in inspect.signature(DQN.__init__).parameters
+"""Whether DQN computes n-step returns (``n_steps`` and ``NStepReplayBuffer``, new in SB3
+2.7.0): on an older release, which a version sweep drives, the adapter leaves the ``nstep``
+observable out instead of breaking the learner scenarios."""
 _NET = {"net_arch": [8]}
 """A tiny Q-network: the spec is about experience, not learning."""
 
@@ -556,7 +562,7 @@ class _TrainerRun:
         self.open = False
 
     def run(self) -> Trace:
-        header: dict[str, Any] = {"producer": f"sb3 {_VERSION}"}
+        header: dict[str, Any] = {"producer": f"sb3 {stable_baselines3.__version__}"}
         try:
             self.model.learn(self.config.total_timesteps)
         except ValueError as exc:  # BaseBuffer.sample on an empty buffer: numpy randint(0, 0)
@@ -601,9 +607,13 @@ class SB3Adapter:
             framework="Stable-Baselines3",
             framework_version=stable_baselines3.__version__,
             protocol_version=PROTOCOL_VERSION,
-            capabilities=("env", "trainer", "replay", "learner", "relabel", "nstep"),
+            capabilities=(
+                *("env", "trainer", "replay", "learner", "relabel"),
+                *(("nstep",) if _NSTEP else ()),
+            ),
             issue_tracker="https://github.com/DLR-RM/stable-baselines3/issues",
-            notes="DQN with a tiny Q-network on DummyVecEnv; PPO's rollout buffer for GAE",
+            notes="DQN with a tiny Q-network on DummyVecEnv; PPO's rollout buffer for GAE"
+            + ("" if _NSTEP else "; no n-step returns (DQN has n_steps from SB3 2.7.0 on)"),
             extra_versions={
                 "torch": torch.__version__,
                 "gymnasium": gymnasium.__version__,
@@ -612,10 +622,7 @@ class SB3Adapter:
         )
 
     def smoke(self) -> None:
-        if stable_baselines3.__version__ != _VERSION:
-            raise RuntimeError(
-                f"stable-baselines3: expected {_VERSION}, got {stable_baselines3.__version__}"
-            )
+        check_release("stable-baselines3", stable_baselines3.__version__, _VERSION)
         with quiet():
             spec = EnvSpec()
             config = _DQNConfig(1, 1, 1, 0, 8, 2)
@@ -653,7 +660,7 @@ class SB3Adapter:
                 ]
                 if firsts:
                     events.append(env_step(0, firsts))
-        return Trace(tuple(events), {"producer": f"sb3 {_VERSION}"})
+        return Trace(tuple(events), {"producer": f"sb3 {stable_baselines3.__version__}"})
 
     # -- trainer ------------------------------------------------------------------------------
     def run_trainer(self, scenario: TrainerScenario) -> Trace:
@@ -694,7 +701,7 @@ class SB3Adapter:
                     continue
                 windows = single_item_windows(decode_items(samples.observations))
                 events.append(Sampled(draw, windows))
-        return Trace(tuple(events), {"producer": f"sb3 {_VERSION}"})
+        return Trace(tuple(events), {"producer": f"sb3 {stable_baselines3.__version__}"})
 
     # -- relabel ------------------------------------------------------------------------------
     def run_relabel(self, scenario: RelabelScenario) -> Trace:
@@ -740,7 +747,7 @@ class SB3Adapter:
                         f"HerReplayBuffer.sample: {exc} (spec variant complete-episodes-only)"
                     ) from exc
                 events.append(_relabel_event(draw, samples, virtual.pop()))
-        return Trace(tuple(events), {"producer": f"sb3 {_VERSION}"})
+        return Trace(tuple(events), {"producer": f"sb3 {stable_baselines3.__version__}"})
 
     # -- learner ------------------------------------------------------------------------------
     def run_learner(self, scenario: LearnerScenario) -> Trace:
@@ -927,9 +934,10 @@ class _LearnerRun:
     def run(self) -> Trace:
         rows, plan, normalized = self._ppo()
         events: list[Event] = list(self._advantages(rows, normalized))
-        events.append(self._nstep())
+        if _NSTEP:
+            events.append(self._nstep())
         events.append(plan)
-        return Trace(tuple(events), {"producer": f"sb3 {_VERSION}"})
+        return Trace(tuple(events), {"producer": f"sb3 {stable_baselines3.__version__}"})
 
     # PPO: GAE, normalisation, update plan
     def _ppo(self) -> tuple[_Rows, UpdatePlan, dict[int, float]]:

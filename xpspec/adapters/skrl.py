@@ -59,6 +59,7 @@ from xpspec.kit.episodes import episode_rows
 from xpspec.kit.events import env_step, store
 from xpspec.kit.items import decode_item, decode_items, decode_windows
 from xpspec.kit.quiet import seeded_quiet
+from xpspec.kit.release import check_release
 from xpspec.kit.steps import Step
 from xpspec.kit.value import toy_value
 from xpspec.protocol.adapter import PROTOCOL_VERSION, AdapterInfo, Unsupported
@@ -156,8 +157,7 @@ class SkrlAdapter:
         )
 
     def smoke(self) -> None:
-        if skrl.__version__ != _VERSION:
-            raise RuntimeError(f"skrl: expected {_VERSION}, got {skrl.__version__}")
+        check_release("skrl", skrl.__version__, _VERSION)
         memory = RandomMemory(memory_size=2, num_envs=1, device="cpu")
         memory.create_tensor(name="observations", size=3, dtype=torch.float32)
         memory.add_samples(observations=torch.zeros(1, 3))

@@ -137,6 +137,7 @@ from xpspec.kit.exclusion import EXCLUSIONS, Exclusion
 from xpspec.kit.goals import goal_rewards
 from xpspec.kit.items import decode_items, decode_windows, item_columns, observation_array
 from xpspec.kit.quiet import seeded_quiet
+from xpspec.kit.release import check_release
 from xpspec.kit.steps import Step, TransitionRows, last_step, transition_step
 from xpspec.kit.transition_rings import rows_within_capacity
 from xpspec.kit.value import ToyValue, toy_value
@@ -754,7 +755,7 @@ class _TrainerRun:
         self.index += 1
 
     def run(self) -> Trace:
-        header: dict[str, Any] = {"producer": f"tianshou {_VERSION}"}
+        header: dict[str, Any] = {"producer": f"tianshou {tianshou.__version__}"}
         try:
             self.trainer.run()
         except ValueError as exc:
@@ -933,7 +934,7 @@ class _LearnerRun:
             events.extend(self._advantages(batches, normalized))
         events.append(self._nstep(buffers))
         events.append(plan)
-        return Trace(tuple(events), {"producer": f"tianshou {_VERSION}"})
+        return Trace(tuple(events), {"producer": f"tianshou {tianshou.__version__}"})
 
     def _advantages(self, batches: Sequence[Any], normalized: dict[Item, float]) -> list[Event]:
         """One event per episode, env-major, oldest first, the bootstrap row appended."""
@@ -1075,7 +1076,7 @@ class _RelabelRun:
             with _recording_choices(calls):
                 batch, _ = buffer.sample(sc.batch_size)
             events.append(self._relabel(draw, batch, calls))
-        return Trace(tuple(events), {"producer": f"tianshou {_VERSION}"})
+        return Trace(tuple(events), {"producer": f"tianshou {tianshou.__version__}"})
 
     @staticmethod
     def _store(stepper: _Stepper, batch: Any) -> Store:
@@ -1156,8 +1157,7 @@ class TianshouAdapter:
         )
 
     def smoke(self) -> None:
-        if tianshou.__version__ != _VERSION:
-            raise RuntimeError(f"tianshou: expected {_VERSION}, got {tianshou.__version__}")
+        check_release("tianshou", tianshou.__version__, _VERSION)
         self.run_env(EnvScenario(EnvSpec(), steps=2))
 
     def run_env(self, scenario: EnvScenario) -> Trace:
@@ -1176,7 +1176,7 @@ class TianshouAdapter:
             )
             collector.reset()
             collector.collect(n_step=scenario.steps * spec.num_envs)
-        return Trace(tuple(events), {"producer": f"tianshou {_VERSION}"})
+        return Trace(tuple(events), {"producer": f"tianshou {tianshou.__version__}"})
 
     def run_trainer(self, scenario: TrainerScenario) -> Trace:
         """One ``OffPolicyTrainer.run()`` (see :class:`_TrainerRun`)."""
@@ -1212,7 +1212,7 @@ class TianshouAdapter:
                     events.append(Sampled(draw, ()))
                     continue
                 events.append(Sampled(draw, decode_windows(_observations(batch.obs))))
-        return Trace(tuple(events), {"producer": f"tianshou {_VERSION}"})
+        return Trace(tuple(events), {"producer": f"tianshou {tianshou.__version__}"})
 
     def run_learner(self, scenario: LearnerScenario) -> Trace:
         """Learner-side preprocessing by Tianshou's own code (see :class:`_LearnerRun`)."""

@@ -230,6 +230,7 @@ def _report(args: argparse.Namespace) -> int:
             allow_incomplete=args.allow_incomplete,
             aliases=registry.aliases,
         )
+    doc = _with_sweeps(doc, args.sweeps)
     _validate(doc, "the compliance document")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -242,6 +243,45 @@ def _report(args: argparse.Namespace) -> int:
     if args.docs:
         Path(args.docs).write_text(render_markdown(doc, links=True), encoding="utf-8")
         print(f"xpspec: wrote the matrix page {args.docs}")
+    return 0
+
+
+def _with_sweeps(doc: dict[str, Any], directory: str | None) -> dict[str, Any]:
+    """``doc`` with the summaries of the version sweeps committed in ``directory`` (the
+    matrix page links to their pages)."""
+    from xpspec.conformance.sweeps import load_sweeps, summaries
+
+    if not directory:
+        return doc
+    return {**doc, "sweeps": summaries(load_sweeps(Path(directory)).values())}
+
+
+def _record(args: argparse.Namespace) -> int:
+    """One release's run of a version sweep, as a committed run (``OUT/VERSION.json``)."""
+    from collections import Counter
+
+    from xpspec.conformance.compliance_site.outcomes import classify
+    from xpspec.conformance.runs import read_committed
+    from xpspec.conformance.sweeps import record_run, record_unavailable
+
+    out = Path(args.out)
+    if args.unavailable is not None:
+        if args.report or not args.adapter:
+            raise ValueError("record: --unavailable takes --adapter and no run report")
+        path = record_unavailable(args.adapter, args.framework, args.version, args.unavailable, out)
+    elif not args.report:
+        raise ValueError("record: expected a run report, or --unavailable REASON")
+    else:
+        path = record_run(Path(args.report), args.version, out, args.framework)
+    run = read_committed(path)
+    implementation = run.column["implementation"]
+    status = str(implementation.get("run") or "complete")
+    if status == "complete":
+        tally = Counter(classify(cell) for cell in run.column["cells"].values())
+        said = ", ".join(f"{n} {key}" for key, n in sorted(tally.items()))
+    else:
+        said = str(implementation.get("run_message") or "")
+    print(f"xpspec: {run.name} {args.version}: {status}: {said} ({path})")
     return 0
 
 
@@ -658,9 +698,42 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--docs", default=None, help="also write the Markdown matrix to this docs page")
     p.add_argument(
+        "--sweeps",
+        default=None,
+        metavar="DIR",
+        help="link the version sweeps committed in DIR (ADAPTER/VERSION.json each) from the "
+        "matrix page",
+    )
+    p.add_argument(
         "--allow-incomplete", action="store_true", help="accept runs that did not complete"
     )
     p.set_defaults(func=_report)
+    p = sub.add_parser(
+        "record", help="record one release's run of a version sweep as a committed run"
+    )
+    p.add_argument(
+        "report", nargs="?", default=None, metavar="RUN", help="the release's run report"
+    )
+    p.add_argument(
+        "--version", required=True, help="the framework release the run drove (the file's name)"
+    )
+    p.add_argument(
+        "--out", required=True, metavar="DIR", help="the sweep's folder, e.g. docs/sweeps/sb3"
+    )
+    p.add_argument(
+        "--framework", default="", help="the framework's name, for a run that never started"
+    )
+    p.add_argument(
+        "--adapter", default="", help="the adapter's name (with --unavailable, instead of RUN)"
+    )
+    p.add_argument(
+        "--unavailable",
+        default=None,
+        metavar="REASON",
+        help="record the release as adapter-unavailable for REASON (it never ran: e.g. it "
+        "does not install beside the pinned torch)",
+    )
+    p.set_defaults(func=_record)
     p = sub.add_parser("diff", help="compare two compliance.json files; exit 1 on regressions")
     p.add_argument("a", metavar="BEFORE", help="the earlier compliance.json")
     p.add_argument("b", metavar="AFTER", help="the later compliance.json")

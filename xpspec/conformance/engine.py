@@ -125,7 +125,10 @@ class Session:
         """The command a failure's message gives to draw where the run parts from the
         reference ("" when ``reproduce`` is given: the caller holds the trace)."""
         self.info = adapter.info()
-        self.expectations = expectations or Expectations()
+        self.expectations = (expectations or Expectations()).for_version(
+            self.info.framework_version
+        )
+        """The entries that apply to the framework version under test (``versions``)."""
         self.timeout = timeout
         self.deadline: float | None = None
         """``time.monotonic()`` past which no inline operation may run (the run's budget)."""

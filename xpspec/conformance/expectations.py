@@ -9,6 +9,7 @@ An adapter module ``x.py`` may keep ``x.expectations.toml`` beside it, found by
     reason = "ALF carries the fraction in an IEEE double"
     link = "https://..."
     scenarios = ["alf-float-u1/10"]    # optional: limit to these catalogue scenarios
+    versions = ">=0.1,<0.2"            # optional: limit to these framework versions
 
 A ``variant`` must be one the clause names on its spec page, and one the reference
 implementation can be run as (:data:`xpspec.conformance.variants.VARIANTS`): the loader rejects a
@@ -28,12 +29,20 @@ mistakes it for a modelled deviation::
     link = "https://..."
     scenarios = ["long-windows"]       # optional
     stopped = "Did not find a single trajectory"  # optional
+    versions = ">=0.12"                # optional
 
 A failing check of one of those clauses (in those scenarios) is reported as a deviation whose
 variant is ``finding``; the matrix shows it as a finding. With ``stopped``, the finding covers
 only runs the framework ended by raising: the trace header's ``stopped`` must contain that
 text. A finding also explains a failure that the declared variants of the scenario leave
 unexplained (e.g. a run that stopped early under a modelled deviation).
+
+With ``versions`` (a PEP 440 specifier, as pip reads one), a deviation or finding applies
+only to a run of a framework version the specifier contains (pre-releases included): the
+version the adapter's ``info()`` reports, which :meth:`Expectations.for_version` filters by
+when the engine opens a session. An expectations file can so describe several releases of its
+framework, as a version sweep (``nox -s sweep``) runs them; an entry without ``versions``
+applies to every release.
 
 A clause id that the spec has split into several clauses (an *alias*,
 :meth:`xpspec.conformance.clauses.ClauseRegistry.resolve`) is accepted wherever a clause id is: the
@@ -45,9 +54,12 @@ from __future__ import annotations
 import difflib
 import functools
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -68,6 +80,10 @@ class Deviation:
     variant: str = ""
     link: str = ""
     scenarios: tuple[str, ...] = ()
+    versions: str = ""
+    """The framework versions the entry applies to (a PEP 440 specifier; "" for all)."""
+    entry: str = field(default="", compare=False)
+    """Where the entry is in its file (``deviation[3]``), for messages."""
 
     def matches(self, clause: str, scenario: str) -> bool:
         return self.clause == clause and (not self.scenarios or scenario in self.scenarios)
@@ -83,6 +99,10 @@ class Finding:
     scenarios: tuple[str, ...] = ()
     stopped: str = ""
     """Text the trace header's ``stopped`` must contain ("" matches every run)."""
+    versions: str = ""
+    """The framework versions the entry applies to (a PEP 440 specifier; "" for all)."""
+    entry: str = field(default="", compare=False)
+    """Where the entry is in its file (``finding[3]``), for messages."""
 
     def covers(self, clauses: tuple[str, ...], scenario: str, stopped: str = "") -> bool:
         return (
@@ -132,6 +152,35 @@ class Expectations:
             raise ExpectationsError(f"{path}: expected TOML, got a syntax error: {exc}") from None
         return _parse(data, path)
 
+    def for_version(self, version: str) -> Expectations:
+        """The expectations of a run of framework version ``version``: every entry without
+        ``versions``, and those whose specifier contains ``version`` (pre-releases
+        included). Raises :class:`ExpectationsError` naming the file and the first entry
+        with ``versions`` when ``version`` is not a PEP 440 version (an entry keyed by
+        version cannot be decided for it)."""
+        entries: list[Deviation | Finding] = [*self.deviations, *self.findings]
+        keyed = [e for e in entries if e.versions]
+        if not keyed:
+            return self
+        try:
+            parsed = Version(version)
+        except InvalidVersion:
+            first = keyed[0]
+            raise ExpectationsError(
+                f"{self.source or 'expectations'}: {first.entry or 'an entry'}.versions "
+                f"({first.versions!r}): expected the framework's version to be a PEP 440 "
+                f"version, got {version!r}"
+            ) from None
+
+        def applies(spec: str) -> bool:
+            return not spec or SpecifierSet(spec).contains(parsed, prereleases=True)
+
+        return replace(
+            self,
+            deviations=tuple(d for d in self.deviations if applies(d.versions)),
+            findings=tuple(f for f in self.findings if applies(f.versions)),
+        )
+
     def finding(self, clauses: tuple[str, ...], scenario: str, stopped: str = "") -> Finding | None:
         """The finding that covers a failure of ``clauses`` in ``scenario`` (whose trace
         header's ``stopped`` is ``stopped``), if any."""
@@ -171,9 +220,9 @@ _Entry = dict[str, Any]
 _TABLES: Final = ("deviation", "silence", "finding")
 _KEYS: Final[dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = {
     # table: (required keys, optional keys)
-    "deviation": (("clause", "reason"), ("variant", "link", "scenarios")),
+    "deviation": (("clause", "reason"), ("variant", "link", "scenarios", "versions")),
     "silence": (("clause", "reason"), ()),
-    "finding": (("clauses", "reason"), ("link", "scenarios", "stopped")),
+    "finding": (("clauses", "reason"), ("link", "scenarios", "stopped", "versions")),
 }
 _LISTS: Final = ("clauses", "scenarios")
 """Keys whose value is a list of strings; every other key is a string."""
@@ -201,8 +250,10 @@ def _parse(data: dict[str, Any], path: Path) -> Expectations:
                 e.get("variant", ""),
                 e.get("link", ""),
                 tuple(e.get("scenarios", ())),
+                e.get("versions", ""),
+                f"deviation[{i}]",
             )
-            for e in tables["deviation"]
+            for i, e in enumerate(tables["deviation"])
             for part in _parts(e["clause"], e.get("variant", ""))
         ),
         str(path),
@@ -216,8 +267,10 @@ def _parse(data: dict[str, Any], path: Path) -> Expectations:
                 e.get("link", ""),
                 tuple(e.get("scenarios", ())),
                 e.get("stopped", ""),
+                e.get("versions", ""),
+                f"finding[{i}]",
             )
-            for e in tables["finding"]
+            for i, e in enumerate(tables["finding"])
         ),
     )
 
@@ -245,6 +298,8 @@ def _check_entry(
         elif not isinstance(value, str) or (key in required and not value):
             kind = "a non-empty string" if key in required else "a string"
             raise _error(path, f"{where}.{key}", kind, value)
+    if "versions" in entry:
+        _check_versions(path, f"{where}.versions", entry["versions"])
     if "clause" in entry:
         _check_clause(path, f"{where}.clause", entry["clause"])
         if entry.get("variant"):
@@ -271,6 +326,17 @@ def _check_clause(path: Path, where: str, clause: str) -> None:
         close = difflib.get_close_matches(clause, ids, n=3, cutoff=0.6)
         hint = f"; close matches: {', '.join(close)}" if close else ""
         raise _error(path, where, f"a clause id of the spec{hint}", clause)
+
+
+def _check_versions(path: Path, where: str, versions: str) -> None:
+    """``versions`` must be a PEP 440 specifier that names at least one bound."""
+    expected = "a PEP 440 version specifier such as '>=2.0,<2.1'"
+    try:
+        spec = SpecifierSet(versions)
+    except InvalidSpecifier:
+        raise _error(path, where, expected, versions) from None
+    if not len(spec):
+        raise _error(path, where, expected, versions)
 
 
 def _check_variant(path: Path, where: str, clause: str, variant: str) -> None:

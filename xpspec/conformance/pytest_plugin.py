@@ -205,7 +205,7 @@ class XpspecSession:
 
     def __init__(self, config: pytest.Config, adapter: Adapter | None = None) -> None:
         from xpspec.conformance.engine import Session
-        from xpspec.conformance.expectations import Expectations
+        from xpspec.conformance.expectations import Expectations, ExpectationsError
 
         self.name = _adapter_name(config)
         if adapter is None:
@@ -213,12 +213,15 @@ class XpspecSession:
                 adapter = _connect(config)
             except AdapterUnavailable as exc:
                 pytest.exit(f"xpspec: {exc}", returncode=int(ExitCode.ADAPTER_UNAVAILABLE))
-        self.engine = Session(
-            adapter,
-            self.name,
-            Expectations.load(_expectations_path(config, self.name)),
-            timeout=config.getoption("--xpspec-timeout", 120.0),
-        )
+        try:
+            self.engine = Session(
+                adapter,
+                self.name,
+                Expectations.load(_expectations_path(config, self.name)),
+                timeout=config.getoption("--xpspec-timeout", 120.0),
+            )
+        except ExpectationsError as exc:  # e.g. versions that cannot be decided for this run
+            pytest.exit(f"xpspec: {exc}", returncode=int(ExitCode.BAD_INPUT))
         run = config.stash[_RUN]
         self.engine.deadline = run.deadline
         if hasattr(adapter, "deadline"):

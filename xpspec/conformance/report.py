@@ -328,11 +328,12 @@ def render_markdown(doc: dict[str, Any], *, links: bool = False) -> str:
     """The matrix as a Markdown table, clause ids unlinked (a report written anywhere but
     the docs need not have the spec pages beside it). With ``links``: the docs site's page
     of the matrix instead (:func:`xpspec.conformance.compliance_site.render_docs_page`), whose clause
-    ids link to the spec pages and whose cells link to their details."""
+    ids link to the spec pages and whose cells link to their details (and which links to the
+    pages of the version sweeps ``doc`` summarises under ``sweeps``)."""
     if links:
-        from xpspec.conformance.compliance_site import build_matrix, render_docs_page
+        from xpspec.conformance.compliance_site import build_matrix, render_docs_page, sweep_links
 
-        return render_docs_page(build_matrix(doc))
+        return render_docs_page(build_matrix(doc), sweep_links(doc.get("sweeps", [])))
     names = [i["adapter"] for i in doc["implementations"]]
     lines = [
         "# Compliance matrix",

@@ -159,14 +159,22 @@ def _file_stem(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "adapter"
 
 
-def committed_compliance(directory: Path, order: Sequence[str] = ()) -> dict[str, Any]:
+def committed_compliance(
+    directory: Path, order: Sequence[str] = (), sweeps: Path | None = None
+) -> dict[str, Any]:
     """The compliance document of the committed runs of ``directory`` (columns as
     :func:`ordered`), against the packaged clause registry, clause ids linked to their spec
-    pages: what ``xpspec report --runs DIR`` builds when it is given no fresh run."""
+    pages, with the summaries of the version sweeps committed in ``sweeps`` (if given): what
+    ``xpspec report --runs DIR --sweeps SWEEPS`` builds when it is given no fresh run."""
     from xpspec.conformance.clauses import ClauseRegistry
     from xpspec.conformance.report import compliance_from_columns
 
     registry = ClauseRegistry.load()
     columns = [dict(run.column) for run in ordered(load_runs(directory), order)]
     pages = {c.id: c.page for c in registry.clauses}
-    return compliance_from_columns(columns, registry.ids(), pages, registry.aliases)
+    doc = compliance_from_columns(columns, registry.ids(), pages, registry.aliases)
+    if sweeps is not None:
+        from xpspec.conformance.sweeps import load_sweeps, summaries
+
+        doc["sweeps"] = summaries(load_sweeps(sweeps).values())
+    return doc

@@ -18,7 +18,9 @@ library, numpy and torch, never on the reference implementation or the conforman
 - :mod:`~xpspec.kit.transition_rings` — how many transition rows stand for a relabel
   scenario's ring of time steps;
 - :mod:`~xpspec.kit.quiet` — the seeded, quiet context an operation runs in;
-- :mod:`~xpspec.kit.arrays` — framework columns (numpy, torch, JAX) as plain values.
+- :mod:`~xpspec.kit.arrays` — framework columns (numpy, torch, JAX) as plain values;
+- :mod:`~xpspec.kit.release` — the smoke check that the framework is the release the adapter
+  was written for (which a version sweep lifts).
 """
 
 __all__: list[str] = []

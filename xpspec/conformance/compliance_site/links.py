@@ -1,9 +1,11 @@
 """Where the compliance site's links point, on each of its pages.
 
-Three pages show the matrix or its details: the standalone file ``xpspec report`` writes
+Four pages show the matrix or its details: the standalone file ``xpspec report`` writes
 (``compliance.html``: everything on one page, clause ids linking to its list of clauses),
 the docs site's matrix page (``compliance.md``: clause ids linking to the spec pages, cells
-to a details page per implementation, ``compliance/<slug>.md``) and those details pages.
+to a details page per implementation, ``compliance/<slug>.md``), those details pages, and the
+page of a version sweep (``compliance/sweeps/<slug>.md``: a column per release, its details on
+the page itself).
 The docs pages name their targets as Markdown sources (``spec/replay.md#replay.clear``);
 :func:`rewrite_md_links` turns those into the built site's URLs (the docs hook calls it).
 """
@@ -23,7 +25,7 @@ __all__ = ["DETAILS_DIR", "Links", "rewrite_md_links"]
 DETAILS_DIR = "compliance"
 """The docs folder of the generated details pages, beside ``compliance.md``."""
 
-PageKind = Literal["standalone", "matrix", "details"]
+PageKind = Literal["standalone", "matrix", "details", "sweep"]
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,8 @@ class Links:
         return f"#{self.anchor(d)}"
 
     def details_page(self, slug: str) -> str:
-        """An implementation's details: its page in the docs, its section here."""
+        """An implementation's details: its page in the docs, its section here (a sweep's
+        releases have theirs on the sweep's page)."""
         if self.kind == "matrix":
             return f"{DETAILS_DIR}/{slug}.md"
         return f"{slug}.md" if self.kind == "details" else f"#details-{slug}"
@@ -55,7 +58,8 @@ class Links:
             return f"#clause-{clause}"
         if not page:
             return ""
-        return f"{'../' if self.kind == 'details' else ''}spec/{page}.md#{clause}"
+        up = {"details": "../", "sweep": "../../"}.get(self.kind, "")
+        return f"{up}spec/{page}.md#{clause}"
 
     def row(self, clause: str) -> str:
         """A clause's row of the matrix."""

@@ -49,6 +49,8 @@ class Column:
     versions: tuple[tuple[str, str], ...]
     tally: tuple[tuple[str, int], ...]
     """(outcome key, number of cells) in legend order, outcomes with no cell left out."""
+    message: str = ""
+    """Why a run that is not complete is not (e.g. why the adapter could not run)."""
 
     @property
     def date(self) -> str:
@@ -193,6 +195,7 @@ def build_matrix(doc: Mapping[str, Any], registry: ClauseRegistry | None = None)
                 if isinstance(versions, Mapping)
                 else (),
                 tally=tuple((lk.key, tally[lk.key]) for lk in LOOKS if tally[lk.key]),
+                message=_text(i.get("run_message")),
             )
         )
     rows = []

@@ -4,7 +4,9 @@
   ``xpspec report``), with a content security policy that admits only its own script;
 - :func:`render_docs_page`: the docs site's matrix page (``docs/compliance.md``);
 - :func:`render_details_page`: an implementation's details page of the docs site, which the
-  docs hook builds from the committed runs.
+  docs hook builds from the committed runs;
+- :func:`render_sweep_page`: the page of an adapter's version sweep, which the docs hook
+  builds from the committed sweeps.
 
 The inline script (``filter.js``) only hides rows and dims cells: every page is complete and
 readable without it, its filter form staying hidden.
@@ -15,6 +17,7 @@ from __future__ import annotations
 import base64
 import functools
 import hashlib
+from collections.abc import Sequence
 from importlib import resources
 from typing import Any
 
@@ -25,8 +28,15 @@ from markupsafe import Markup
 from xpspec.conformance.compliance_site.links import Links
 from xpspec.conformance.compliance_site.model import Column, Matrix
 from xpspec.conformance.compliance_site.outcomes import LOOKS, look
+from xpspec.conformance.compliance_site.sweep import SweepLink, SweepPage
 
-__all__ = ["SCRIPT", "render_details_page", "render_docs_page", "render_standalone"]
+__all__ = [
+    "SCRIPT",
+    "render_details_page",
+    "render_docs_page",
+    "render_standalone",
+    "render_sweep_page",
+]
 
 _TEMPLATES = resources.files(__package__).joinpath("templates")
 
@@ -81,9 +91,17 @@ def render_standalone(m: Matrix) -> str:
     return _env().get_template("standalone.html.j2").render(context)
 
 
-def render_docs_page(m: Matrix) -> str:
-    """The docs site's matrix page of ``m`` (Markdown around one HTML block)."""
-    return _env().get_template("docs_page.md.j2").render(_context(m, "matrix"))
+def render_docs_page(m: Matrix, sweeps: Sequence[SweepLink] = ()) -> str:
+    """The docs site's matrix page of ``m`` (Markdown around one HTML block), linking to
+    the pages of ``sweeps``."""
+    context = _context(m, "matrix") | {"sweeps": tuple(sweeps)}
+    return _env().get_template("docs_page.md.j2").render(context)
+
+
+def render_sweep_page(page: SweepPage) -> str:
+    """The docs site's page of a version sweep (``compliance/sweeps/<slug>.md``)."""
+    context = _context(page.matrix, "sweep") | {"s": page}
+    return _env().get_template("sweep_page.md.j2").render(context)
 
 
 def render_details_page(m: Matrix, column: Column) -> str:
