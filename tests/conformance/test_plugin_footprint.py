@@ -39,7 +39,8 @@ def _probe(tmp_path: Path, *options: str) -> str:
         timeout=120,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    return next(x for x in done.stdout.splitlines() if x.startswith("LOADED"))
+    line = next(x for x in done.stdout.splitlines() if "LOADED" in x)  # after other tests' dots
+    return line[line.index("LOADED") :]
 
 
 def test_a_project_s_own_tests_load_neither_the_suite_nor_its_profile(tmp_path: Path) -> None:
@@ -51,3 +52,18 @@ def test_a_project_s_own_tests_load_neither_the_suite_nor_its_profile(tmp_path: 
     without_plugin = _probe(tmp_path, "-p", "no:xpspec")
     assert with_plugin.startswith("LOADED [] PROFILE "), with_plugin
     assert with_plugin == without_plugin
+
+
+def test_a_suite_run_loads_the_profile_it_is_given(tmp_path: Path) -> None:
+    # The probe runs in the same session as one check of the suite (refimpl, the default).
+    (tmp_path / "test_probe.py").write_text(PROBE)
+    line = _probe(
+        tmp_path,
+        "--xpspec-profile",
+        "thorough",
+        "--pyargs",
+        "xpspec.conformance.suite",
+        "-k",
+        "probe or (test_check and plain-u2-b3 and conservation)",
+    )
+    assert "'xpspec.conformance.strategies'" in line and line.endswith("PROFILE thorough"), line

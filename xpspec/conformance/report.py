@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from xpspec.conformance.compliance_site.outcomes import cell_label
 from xpspec.conformance.messages import failure_parts
 from xpspec.conformance.outcomes import STATUSES
 
@@ -330,9 +329,14 @@ def render_markdown(doc: dict[str, Any], *, links: bool = False) -> str:
     of the matrix instead (:func:`xpspec.conformance.compliance_site.render_docs_page`), whose clause
     ids link to the spec pages and whose cells link to their details (and which links to the
     pages of the version sweeps ``doc`` summarises under ``sweeps``)."""
-    if links:
-        from xpspec.conformance.compliance_site import build_matrix, render_docs_page, sweep_links
+    from xpspec.conformance.compliance_site import (
+        build_matrix,
+        cell_label,
+        render_docs_page,
+        sweep_links,
+    )
 
+    if links:
         return render_docs_page(build_matrix(doc), sweep_links(doc.get("sweeps", [])))
     names = [i["adapter"] for i in doc["implementations"]]
     lines = [
