@@ -109,7 +109,7 @@ def _advantage_events(sc: LearnerScenario, trace: Trace) -> dict[tuple[int, int]
         found[key] = e
     missing = sorted(expected - set(found))
     if missing:
-        raise CheckFailure("episodes with an Advantages event", sorted(expected), missing[:5])
+        raise CheckFailure("episodes of the scenario without an Advantages event", [], missing[:5])
     return found
 
 
@@ -201,7 +201,7 @@ def check_episode_unmodified(scenario: Scenario, trace: Trace, ctx: Context) -> 
         key = (ep.env, ep.episode)
         if key not in handed:
             raise CheckFailure(
-                f"caller_episode event of episode {key}", "one per episode handed in", "none"
+                f"caller_episode events of episode {key} (one per episode handed in)", 1, 0
             )
         event = handed[key]
         held = tuple(event.before)

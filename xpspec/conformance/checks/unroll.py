@@ -196,15 +196,17 @@ def check_budget_run_end(scenario: Scenario, trace: Trace, ctx: Context) -> None
     ends = [it for it, after in zip(its, counts) if after >= limit]
     if ends and its[-1] != ends[0]:
         raise CheckFailure(
-            f"the run goes on after the budget of {limit} env steps is reached",
-            f"last iteration {ends[0]}",
+            f"last iteration of the run (the budget of {limit} env steps is reached in "
+            f"iteration {ends[0]}, which ends the run)",
+            ends[0],
             its[-1],
             iteration=ends[0] + 1,
         )
     if not ends and not stopped:
         raise CheckFailure(
-            f"the run ends before the budget of {limit} env steps is reached",
-            f"an env-step count >= {limit} at the end",
+            f"env-step count at the end of the run (the run ends once it reaches the budget "
+            f"of {limit})",
+            f">= {limit}",
             counts[-1] if counts else 0,
             iteration=len(its) + 1,
         )
