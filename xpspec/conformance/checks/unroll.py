@@ -95,6 +95,8 @@ def check_fractional_schedule(scenario: Scenario, trace: Trace, ctx: Context) ->
 
 
 def check_all_envs_step(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """unroll.all-envs-step: every vector step steps every env: each ``env_step`` event
+    names each of the scenario's ``B`` envs exactly once."""
     sc = trainer_scenario(scenario)
     want = tuple(range(sc.env.num_envs))
     for e in trace.of_kind("env_step"):
@@ -213,6 +215,10 @@ def check_budget_run_end(scenario: Scenario, trace: Trace, ctx: Context) -> None
 
 
 def check_global_counter(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """unroll.global-counter: the counter starts at 0 and grows by one at the start of every
+    iteration (``counter_mode="per-iteration"``) or before every update
+    (``"per-mini-batch"``), never otherwise; each ``iteration`` and ``update`` event carries
+    its value after that increment."""
     sc = trainer_scenario(scenario)
     counter = 0
     for e in trace.events:

@@ -30,6 +30,11 @@ __all__ = [
 
 
 def check_windows_valid(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """replay.window-validity, replay.eviction: every window an update trains on starts at
+    an item the buffer holds when the update samples (per-env rings of ``capacity`` filled by
+    the trace's stores, cleared as ``replay.clear`` says) and holds the items stored at its
+    consecutive positions, padding only at its end. A window whose first item was evicted is
+    charged to ``replay.eviction``; one of cleared items is ``replay.clear``'s concern."""
     sc = trainer_scenario(scenario)
     _, capacity, clear = buffer_shape(sc)
     for update, model in windows_with_state(trace, capacity, clear):
@@ -72,6 +77,10 @@ def check_windows_valid(scenario: Scenario, trace: Trace, ctx: Context) -> None:
 
 
 def check_boundary_policy(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """replay.boundary-policy: under ``forbid`` and ``pad`` no window holds an episode
+    boundary (a stored LAST followed by an item, or an item followed by a stored FIRST);
+    only under ``pad`` does a window hold padding, and then only after an episode boundary or
+    the env's newest item."""
     sc = trainer_scenario(scenario)
     policy = sc.sampling.boundary
     _, capacity, clear = buffer_shape(sc)
@@ -114,6 +123,9 @@ def check_boundary_policy(scenario: Scenario, trace: Trace, ctx: Context) -> Non
 
 
 def check_period_anchor(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """replay.period-anchor: every window starts on the scenario's grid, ``s mod period ==
+    0`` (anchor ``absolute``) or ``(s - earliest) mod period == 0`` (anchor ``oldest``), with
+    ``s`` and ``earliest`` absolute positions when the update samples."""
     sc = trainer_scenario(scenario)
     p = sc.sampling.period
     _, capacity, clear = buffer_shape(sc)
