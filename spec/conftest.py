@@ -5,7 +5,10 @@ one namespace per page. Before a block runs, the Markdown table closest above it
 previous fence) is parsed into ``TABLE`` (a list of rows, each a tuple of cell strings, header
 excluded), and ``check_table(rows)`` compares computed rows with it cell by cell after
 ``str()``. A block that asserts ``check_table(...)`` therefore proves that the table a reader
-sees is the one the reference implementation computes.
+sees is the one the reference implementation computes. ``FENCES`` maps each language to the
+body of the last fenced block of that language between the previous Python block and this
+one (```` ```bash ````, ```` ```json ````, ...), so a block can run the very commands and read
+the very files a reader sees.
 """
 
 from __future__ import annotations
@@ -19,9 +22,10 @@ from sybil import Example, Sybil
 from sybil.evaluators.python import PythonEvaluator
 from sybil.parsers.markdown.codeblock import CodeBlockParser
 
-__all__ = ["check_rows", "last_table", "markdown_sybil"]
+__all__ = ["check_rows", "fenced_blocks", "last_table", "markdown_sybil"]
 
 _FENCE = re.compile(r"^```", re.MULTILINE)
+_BLOCK = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
 _SEPARATOR = re.compile(r"^\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
 
 
@@ -60,6 +64,11 @@ def last_table(text: str) -> list[tuple[str, ...]] | None:
         else:
             i += 1
     return found
+
+
+def fenced_blocks(text: str) -> dict[str, str]:
+    """The body of the last fenced block of each language in ``text``."""
+    return {m.group(1): m.group(2) for m in _BLOCK.finditer(text)}
 
 
 def check_rows(shown: Sequence[Sequence[str]] | None, computed: Iterable[Sequence[Any]]) -> None:
@@ -108,6 +117,15 @@ class _TableAwareEvaluator:
         # text after the closing fence of the previous block (fences come in pairs)
         since = fences[-1].end() if fences else 0
         table = last_table(text[since:])
+        previous = max(
+            (
+                e.end
+                for e in example.document.examples()
+                if e.end <= example.start and e.region.evaluator is self
+            ),
+            default=0,
+        )
+        example.namespace["FENCES"] = fenced_blocks(text[previous:])
         example.namespace["TABLE"] = table
         example.namespace["check_table"] = lambda rows: check_rows(table, rows)
         self._python(example)

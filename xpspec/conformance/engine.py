@@ -18,6 +18,7 @@ from typing import Any
 from xpspec.conformance.blame import Failure, cause_of
 from xpspec.conformance.checks.base import Check, CheckFailure, Context
 from xpspec.conformance.expectations import Deviation, Expectations, Finding
+from xpspec.conformance.frames import where
 from xpspec.conformance.outcomes import AdapterError, AdapterFailure, Status
 from xpspec.conformance.validate import TraceError, validate_trace
 from xpspec.conformance.vectors import Vector, committed, difference_note
@@ -180,7 +181,7 @@ class Session:
             except AdapterError as exc:
                 self._cache[key] = exc
             except Exception as exc:  # the adapter broke: report, never crash the suite
-                self._cache[key] = AdapterError(f"{type(exc).__name__}: {exc}")
+                self._cache[key] = AdapterError(f"{type(exc).__name__}: {exc}{where(exc)}")
         result = self._cache[key]
         if isinstance(result, BaseException):
             raise result

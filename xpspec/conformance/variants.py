@@ -8,8 +8,9 @@ run as that variant. So a deviation is explained by a model, not only by prose.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from xpspec.protocol.errors import ConfigError
@@ -24,57 +25,81 @@ from xpspec.protocol.scenario import (
     TrainerScenario,
 )
 
-__all__ = ["UNDECLARABLE", "VARIANTS", "model_scenario", "undeclarable", "variant_scenario"]
+__all__ = [
+    "UNDECLARABLE",
+    "VARIANTS",
+    "VariantModel",
+    "model_scenario",
+    "undeclarable",
+    "variant_scenario",
+]
 
 Transform = Callable[[Scenario], "Scenario | None"]
 
 
-def _trainer(**knobs: Any) -> Transform:
+@dataclass(frozen=True)
+class VariantModel:
+    """refimpl configured as one spec variant. Called on a scenario, it gives that scenario
+    with refimpl so configured, or None when the variant does not concern its kind (or has
+    no model for it); ``knobs`` says what it sets, in the scenario file's field names."""
+
+    knobs: str
+    apply: Transform
+
+    def __call__(self, scenario: Scenario) -> Scenario | None:
+        return self.apply(scenario)
+
+
+def _knobs(prefix: str, knobs: dict[str, Any]) -> str:
+    return ", ".join(f"{prefix}{name} = {json.dumps(value)}" for name, value in knobs.items())
+
+
+def _trainer(**knobs: Any) -> VariantModel:
     def apply(s: Scenario) -> Scenario | None:
         if not isinstance(s, TrainerScenario):
             return None
         return replace(s, trainer=replace(s.trainer, **knobs))
 
-    return apply
+    return VariantModel(_knobs("trainer.", knobs), apply)
 
 
-def _sampling(**knobs: Any) -> Transform:
+def _sampling(**knobs: Any) -> VariantModel:
     def apply(s: Scenario) -> Scenario | None:
         if not isinstance(s, (TrainerScenario, ReplayScenario)):
             return None
         return replace(s, sampling=replace(s.sampling, **knobs))
 
-    return apply
+    return VariantModel(_knobs("sampling.", knobs), apply)
 
 
-def _env(**knobs: Any) -> Transform:
+def _env(**knobs: Any) -> VariantModel:
     def apply(s: Scenario) -> Scenario | None:
         if not isinstance(s, (TrainerScenario, ReplayScenario, EnvScenario)):
             return None
         return replace(s, env=replace(s.env, **knobs))
 
-    return apply
+    return VariantModel(_knobs("env.", knobs), apply)
 
 
-def _relabel(**knobs: Any) -> Transform:
+def _relabel(**knobs: Any) -> VariantModel:
     def apply(s: Scenario) -> Scenario | None:
         if not isinstance(s, RelabelScenario):
             return None
         return replace(s, **knobs)
 
-    return apply
+    return VariantModel(_knobs("", knobs), apply)
 
 
-def _learner(**knobs: Any) -> Transform:
+def _learner(**knobs: Any) -> VariantModel:
     def apply(s: Scenario) -> Scenario | None:
         if not isinstance(s, LearnerScenario):
             return None
         return replace(s, **knobs)
 
-    return apply
+    return VariantModel(_knobs("", knobs), apply)
 
 
-def _total_capacity(rounding: Rounding) -> Transform:
+def _total_capacity(rounding: Rounding) -> VariantModel:
     """replay.eviction ``floor``/``ceil``: the framework is given the scenario's ``capacity``
     as its total ``C`` over the ``B`` envs and keeps ``per_env_capacity(C, B, rounding)``
     items per env. A ring too short for the scenario's windows (or below one item) has no
@@ -91,7 +116,11 @@ def _total_capacity(rounding: Rounding) -> Transform:
             return replace(s, capacity=ring)
         return None
 
-    return apply
+    return VariantModel(
+        f"capacity = per_env_capacity(capacity, num_envs, {json.dumps(rounding)}): the "
+        "scenario's capacity taken as a total over the envs",
+        apply,
+    )
 
 
 def _unheld_first_reward(s: Scenario) -> Scenario | None:
@@ -102,11 +131,13 @@ def _unheld_first_reward(s: Scenario) -> Scenario | None:
     return replace(s, preprocess=replace(s.preprocess, first="unheld"))
 
 
-VARIANTS: dict[tuple[str, str], Transform] = {
+VARIANTS: dict[tuple[str, str], VariantModel] = {
     ("timestep.auto-reset", "same-step"): _env(autoreset="same-step"),
     # SB3 2.9.2, Tianshou 2.0.1, TorchRL 0.14.1: a row is a transition holding the reward out
     # of its observation, so no row holds the reward into a first observation.
-    ("preprocess.transform", "transition-rows"): _unheld_first_reward,
+    ("preprocess.transform", "transition-rows"): VariantModel(
+        'preprocess.first = "unheld" (a reward transform)', _unheld_first_reward
+    ),
     ("unroll.fractional-schedule", "alf-float-carry"): _trainer(unroll_carry="alf-float"),
     ("unroll.num-env-steps", "non-first"): _trainer(env_step_count="non-first"),
     ("train.synced-schedule", "plain"): _trainer(train_accounting="plain"),
@@ -215,7 +246,12 @@ def _alf_fixed_length(s: Scenario) -> Scenario | None:
     return replace(s, trainer=trainer)
 
 
-VARIANTS[("replay.clear", "alf-fixed-length")] = _alf_fixed_length
+VARIANTS[("replay.clear", "alf-fixed-length")] = VariantModel(
+    'trainer.clear = "none", trainer.capacity = U + 1, trainer.initial_collect_steps = '
+    'max(initial_collect_steps, (U + 1)·B), trainer.warmup_gate = "size>=" (whole-buffer '
+    "training with clearing, integer U)",
+    _alf_fixed_length,
+)
 
 
 UNDECLARABLE: dict[tuple[str, str], str] = {

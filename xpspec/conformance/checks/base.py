@@ -20,6 +20,12 @@ __all__ = ["Check", "CheckFailure", "Context"]
 class CheckFailure(AssertionError):
     """A trace violates a clause: ``what`` went wrong, ``expected`` vs ``actual``.
 
+    ``expected`` and ``actual`` are values of the one property ``what`` names (two counts,
+    two lists of the same kind of thing; a list of what is missing is the actual value of a
+    property whose expected value is ``[]``). A window is named as the spec names it,
+    ``(env e, start s)`` with ``s`` the absolute position of its first item
+    (:func:`xpspec.conformance.checks.views.window_name`), never by its offset in a ring.
+
     ``clause`` names which of the check's clauses the violation belongs to when the check
     covers several (an exact comparison charges its first difference to the clause of the
     field that differs); ``None`` charges all of them. ``iteration`` is the iteration in which

@@ -4,7 +4,8 @@ What the data is follows from the scenario alone: the first ``steps`` time steps
 of the toy env, cut at each LAST into episodes, each env's trailing chunk in progress (a chunk
 holding only its FIRST has no transition and carries nothing to check). Episode ``(e, k)``
 then has ``L`` transitions, rows ``t = 0..L`` (row ``L`` is the bootstrap row), rewards
-``r_t = EnvSpec.reward(seed, e, k, t)`` into row ``t`` and values ``V_t = value_scale * t``.
+``r_t = EnvSpec.reward(seed, e, k, t + 1)`` (as on the spec page, ``r_t`` is the reward that
+follows ``a_t``, carried by row ``t + 1``) and values ``V_t = value_scale * t``.
 The checks recompute what they need from that description with exact rationals and compare
 within the tolerances stated on each. A scenario's variant fields (``advantage_variant``,
 ``normalization``, ``nstep_variant``, ``update_variant``, ``shard_variant``) make the checks of
@@ -84,6 +85,7 @@ def _sc(scenario: Scenario) -> LearnerScenario:
 
 
 def _reward(sc: LearnerScenario, ep: LearnerEpisode, t: int) -> Fraction:
+    """The reward into row ``t`` (the spec page's ``r_{t-1}``)."""
     return Fraction(sc.env.reward(sc.seed, ep.env, ep.episode, t))
 
 
@@ -109,7 +111,7 @@ def _advantage_events(sc: LearnerScenario, trace: Trace) -> dict[tuple[int, int]
         found[key] = e
     missing = sorted(expected - set(found))
     if missing:
-        raise CheckFailure("episodes with an Advantages event", sorted(expected), missing[:5])
+        raise CheckFailure("episodes of the scenario without an Advantages event", [], missing[:5])
     return found
 
 
@@ -146,7 +148,7 @@ def check_gae(scenario: Scenario, trace: Trace, ctx: Context) -> None:
 # -- learner.truncation-bootstraps ----------------------------------------------------------
 def check_truncation(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     """learner.truncation-bootstraps: the last transition's value target is
-    ``r_L + gamma * V_L`` for a truncated or in-progress episode and ``r_L`` for a terminated
+    ``r_{L-1} + gamma * V_L`` for a truncated or in-progress episode and ``r_{L-1}`` for a terminated
     one (it does not depend on lambda)."""
     sc = _sc(scenario)
     events = _advantage_events(sc, trace)
@@ -201,7 +203,7 @@ def check_episode_unmodified(scenario: Scenario, trace: Trace, ctx: Context) -> 
         key = (ep.env, ep.episode)
         if key not in handed:
             raise CheckFailure(
-                f"caller_episode event of episode {key}", "one per episode handed in", "none"
+                f"caller_episode events of episode {key} (one per episode handed in)", 1, 0
             )
         event = handed[key]
         held = tuple(event.before)
@@ -272,7 +274,7 @@ def check_stats(scenario: Scenario, trace: Trace, ctx: Context) -> None:
 def check_nstep(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     """learner.nstep-episode-end: one target per transition start; with ``k = min(n, L - t)``
     (``L`` the episode's LAST, or its newest observed step if in progress),
-    ``G = sum_{i<k} gamma^i r_{t+i+1} + gamma^k D V_{t+k}``, ``D = 0`` iff ``t + k`` is the LAST
+    ``G = sum_{i<k} gamma^i r_{t+i} + gamma^k D V_{t+k}``, ``D = 0`` iff ``t + k`` is the LAST
     of a terminated episode; ``steps == k`` exactly, targets within ``ATOL``.
 
     Variant ``nstep_variant="rllib-2.60"``: the bootstrap factor is ``gamma^n`` for the

@@ -170,6 +170,9 @@ def check_identity_is_plain(scenario: Scenario, trace: Trace, ctx: Context) -> N
 
 
 def check_store_order(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """preprocess.store-order: each env's items are stored in the order they were unrolled
+    (the order of the ``env_step`` events); items of different envs may interleave, and an
+    item never unrolled is out of order wherever it is stored."""
     unroll_index = {item: n for n, (_, item, _, _) in enumerate(env_items(trace))}
     last: dict[int, tuple[int, Item]] = {}
     for e in trace.of_kind("store"):
@@ -217,6 +220,14 @@ def _as_unrolled(item: Item, st: int, reward: float, discount: float) -> tuple[i
 
 
 def check_delayed_per_env(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """preprocess.delayed-per-env: under episode-delayed preprocessing each store or
+    exclusion made within an iteration releases one env's whole episode (rows ``t = 0..L``)
+    in the iteration that unrolled its LAST; the episode is stored, with annotation 1.0 if
+    it terminated and 0.0 if it was truncated, when ``keep`` admits its outcome (``all``;
+    ``success``: terminated; ``failure``: truncated), and excluded with reason ``outcome``
+    otherwise; every episode whose LAST was unrolled is released; stored items keep their
+    unrolled step type, reward and discount. What a flush after the last iteration stores is
+    ``preprocess.pending-at-end``'s."""
     sc = trainer_scenario(scenario)
     last_at: dict[tuple[int, int], int] = {}
     for it, (env, episode, _), step, i in env_items(trace):
@@ -345,6 +356,10 @@ def _selected(sc: TrainerScenario, item: Item) -> bool:
 
 
 def check_exclusion(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """preprocess.exclusion: every item the scenario's exclusion preprocessor selects (``t``
+    for ``ExcludeSteps``, the episode index for ``ExcludeEpisodes``, the episode's task id
+    for ``ExcludeTasks``) is excluded with a non-empty reason and never stored; every other
+    item is stored, never excluded, with its unrolled step type, reward and discount."""
     sc = trainer_scenario(scenario)
     unrolled, stored, excluded, _ = _fate(trace)
     for item in unrolled:

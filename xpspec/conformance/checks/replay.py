@@ -11,7 +11,7 @@ from collections.abc import Hashable, Sequence
 from typing import Any
 
 from xpspec.conformance.checks.base import CheckFailure, Context
-from xpspec.conformance.checks.views import BufferModel
+from xpspec.conformance.checks.views import BufferModel, window_name
 from xpspec.protocol.scenario import ReplayScenario, Scenario
 from xpspec.protocol.step_type import StepType
 from xpspec.protocol.trace import Sampled, Trace, Window
@@ -28,6 +28,7 @@ def _replay(scenario: Scenario, trace: Trace) -> tuple[ReplayScenario, BufferMod
 
 
 def _start(model: BufferModel, window: Window) -> tuple[int, int]:
+    """The window's ``(env, start)``, ``start`` the absolute position of its first item."""
     located = model.locate(window)
     if located is None:
         raise CheckFailure(
@@ -35,7 +36,8 @@ def _start(model: BufferModel, window: Window) -> tuple[int, int]:
             "starts at an item still in the buffer",
             "evicted or never stored",
         )
-    return located
+    env, index = located
+    return env, model.position(env, index)
 
 
 def check_replay_windows(scenario: Scenario, trace: Trace, ctx: Context) -> None:
@@ -56,12 +58,14 @@ def check_replay_windows(scenario: Scenario, trace: Trace, ctx: Context) -> None
         for window in d.windows:
             if len(window) != s.window_length:
                 raise CheckFailure("window length", s.window_length, len(window))
-            env, index = _start(model, window)
+            env, position = _start(model, window)
+            index = position - model.start[env]
             live = model.live(env)
             real = [(w[0], w[1], w[2]) for w in window if w is not None]
+            name = window_name(env, position)
             if real != live[index : index + len(real)]:
                 raise CheckFailure(
-                    "sampled window vs the stored sequence",
+                    f"items of sampled window {name} vs those stored at its positions",
                     live[index : index + len(window)],
                     window,
                 )
@@ -71,15 +75,20 @@ def check_replay_windows(scenario: Scenario, trace: Trace, ctx: Context) -> None
             )
             if s.boundary != "cross" and crosses:
                 raise CheckFailure(
-                    f"window under boundary policy {s.boundary!r}", "no boundary inside", window
+                    f"window {name} under boundary policy {s.boundary!r}",
+                    "no boundary inside",
+                    window,
                 )
             if s.boundary != "pad" and len(real) != len(window):
-                raise CheckFailure(f"padding under boundary policy {s.boundary!r}", "none", window)
-            position = model.start[env] + index
+                raise CheckFailure(
+                    f"padding of window {name} under boundary policy {s.boundary!r}",
+                    "none",
+                    window,
+                )
             anchor = 0 if s.anchor == "absolute" else model.start[env]
             if (position - anchor) % s.period:
                 raise CheckFailure(
-                    f"start of {window[0]} (period {s.period}, anchor {s.anchor})",
+                    f"start of window {name} (period {s.period}, anchor {s.anchor})",
                     f"≡ {anchor % s.period} mod {s.period}",
                     position,
                 )
@@ -145,14 +154,16 @@ def check_uniform(scenario: Scenario, trace: Trace, ctx: Context) -> None:
         mean, sd = n * p, math.sqrt(n * p * (1 - p))
         if abs(counts[window] - mean) > 5 * sd:
             raise CheckFailure(
-                f"draws of window {window} out of {n} over {w} valid windows ({dist}, "
+                f"draws of window {window_name(*window)} out of {n} over {w} valid windows ({dist}, "
                 f"boundary {sc.sampling.boundary!r}: probability {p:.4f})",
                 f"{mean:.1f} ± {5 * sd:.1f}",
                 counts[window],
             )
     outside = set(counts) - set(law)
     if outside:
-        raise CheckFailure("windows drawn that are not valid", [], sorted(outside)[:5])
+        raise CheckFailure(
+            "windows drawn that are not valid, as (env, start)", [], sorted(outside)[:5]
+        )
     if dist != "uniform-windows":
         return  # the joint test below is the uniform law's
     z = within_batch_dispersion(batches, w)
@@ -166,7 +177,7 @@ def check_uniform(scenario: Scenario, trace: Trace, ctx: Context) -> None:
 
 
 def _window_law(sc: ReplayScenario, model: BufferModel) -> dict[tuple[int, int], float]:
-    """Each valid window ``(env, index into live(env))`` with its probability under the
+    """Each valid window ``(env, start)`` (``start`` absolute) with its probability under the
     scenario's distribution: ``uniform-windows`` 1/W; the variants of
     ``replay.uniform-windows`` ``env-balanced`` (an env uniformly, then one of its windows)
     and ``uniform-episodes`` (an episode segment uniformly among those holding a valid
@@ -189,7 +200,7 @@ def _window_law(sc: ReplayScenario, model: BufferModel) -> dict[tuple[int, int],
                 "env-balanced": env,
                 "uniform-episodes": (env, live[i][1]),
             }[sc.sampling.distribution]
-            groups.setdefault(key, []).append((env, i))
+            groups.setdefault(key, []).append((env, model.position(env, i)))
     return {
         window: 1 / (len(groups) * len(members))
         for members in groups.values()

@@ -58,6 +58,9 @@ def synced_calls(sc: TrainerScenario, unrolled: list[int], stored: list[int]) ->
 
 
 def check_synced_schedule(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """train.synced-schedule: each iteration makes the ``C_k - C_{k-1}`` calls the synced
+    rule owes, ``C_k = max(C_{k-1}, floor(k - (U_k - S_k)/q))``, computed by
+    :func:`synced_calls` from the trace's own unrolled and stored counts."""
     sc = trainer_scenario(scenario)
     unrolled = [n * sc.env.num_envs for n in steps_per_iteration(trace)]
     want = synced_calls(sc, unrolled, stored_per_iteration(trace))
@@ -71,6 +74,9 @@ def check_synced_schedule(scenario: Scenario, trace: Trace, ctx: Context) -> Non
 
 
 def check_identity_plain_calls(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """train.identity-reduces-to-plain: under a preprocessor that stores every item when it
+    is unrolled (identity, a reward transform, a step-type overwrite), every iteration makes
+    exactly one train call."""
     got = calls_per_iteration(trace)
     if any(c != 1 for c in got):
         raise CheckFailure(
@@ -98,6 +104,9 @@ def check_excluded_earn_nothing(scenario: Scenario, trace: Trace, ctx: Context) 
 
 
 def check_utd_bound(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """train.utd-converges: after every iteration, the calls made so far minus the items
+    stored so far divided by ``u * B`` lies in ``(-1, 1/u)``, so calls per stored item
+    converge to ``1/(u * B)`` (``u > 0``, exact carry, no env-step budget)."""
     sc = trainer_scenario(scenario)
     u, b = sc.trainer.unroll_length, sc.env.num_envs  # u > 0: drain mode does not apply
     calls = stored = 0
@@ -111,6 +120,9 @@ def check_utd_bound(scenario: Scenario, trace: Trace, ctx: Context) -> None:
 
 
 def check_bounded_lag(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """train.bounded-lag: after every iteration ``k``, ``0 <= k - C_k <=
+    ceil((U_k - S_k)/q)``: never more calls than the plain schedule, and never fewer than
+    the unstored items' worth of effective iterations behind it."""
     sc = trainer_scenario(scenario)
     unit = sc.trainer.unroll_length * sc.env.num_envs or Fraction(sc.env.num_envs)
     calls = unrolled = stored = 0
@@ -130,6 +142,12 @@ def check_bounded_lag(scenario: Scenario, trace: Trace, ctx: Context) -> None:
 
 
 def check_updates_per_call(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """train.updates-per-call: a call that did not train makes no update; one that trained
+    makes ``num_updates_per_train_iter`` updates, each of ``mini_batch_size`` windows
+    (``B`` without one) of ``mini_batch_length`` items. With whole-buffer training it makes
+    ``num_updates_per_train_iter * ceil(chunks / M)`` updates (``M`` resized by ALF's rule
+    under ``alf-resized-mini-batch``), its windows all of one length (shorter under
+    ``alf-shortened-chunks``)."""
     sc = trainer_scenario(scenario)
     cfg = sc.trainer
     whole, _, _ = buffer_shape(sc)
@@ -176,6 +194,10 @@ def check_updates_per_call(scenario: Scenario, trace: Trace, ctx: Context) -> No
 
 
 def check_warmup_gate(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """train.warmup-gate: no call trains before ``initial_collect_steps`` items are stored
+    (more than that under the variant ``strict``, ``warmup_gate="stored>"``), and no call is
+    held back as ``warmup`` once they are. The variant ``capped-size`` (``"size>="``) is
+    judged by the exact comparison with refimpl."""
     sc = trainer_scenario(scenario)
     ics, gate = sc.trainer.initial_collect_steps, sc.trainer.warmup_gate
     stored = 0
@@ -188,13 +210,15 @@ def check_warmup_gate(scenario: Scenario, trace: Trace, ctx: Context) -> None:
                 continue  # capped size is checked by the exact projection
             if e.status == "trained" and not warm:
                 raise CheckFailure(
-                    f"call {e.call} trained with {stored} items stored",
-                    f">= {ics} stored first",
+                    f"status of call {e.call} with {stored} items stored (the gate opens at "
+                    f"{ics}{', exclusive' if gate == 'stored>' else ''})",
+                    "warmup",
                     e.status,
                 )
             if e.status == "warmup" and warm:
                 raise CheckFailure(
-                    f"call {e.call} held back with {stored} items stored",
+                    f"status of call {e.call} with {stored} items stored (the gate opens at "
+                    f"{ics}{', exclusive' if gate == 'stored>' else ''})",
                     "trained or no-data",
                     e.status,
                 )

@@ -95,6 +95,8 @@ def check_fractional_schedule(scenario: Scenario, trace: Trace, ctx: Context) ->
 
 
 def check_all_envs_step(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """unroll.all-envs-step: every vector step steps every env: each ``env_step`` event
+    names each of the scenario's ``B`` envs exactly once."""
     sc = trainer_scenario(scenario)
     want = tuple(range(sc.env.num_envs))
     for e in trace.of_kind("env_step"):
@@ -196,21 +198,27 @@ def check_budget_run_end(scenario: Scenario, trace: Trace, ctx: Context) -> None
     ends = [it for it, after in zip(its, counts) if after >= limit]
     if ends and its[-1] != ends[0]:
         raise CheckFailure(
-            f"the run goes on after the budget of {limit} env steps is reached",
-            f"last iteration {ends[0]}",
+            f"last iteration of the run (the budget of {limit} env steps is reached in "
+            f"iteration {ends[0]}, which ends the run)",
+            ends[0],
             its[-1],
             iteration=ends[0] + 1,
         )
     if not ends and not stopped:
         raise CheckFailure(
-            f"the run ends before the budget of {limit} env steps is reached",
-            f"an env-step count >= {limit} at the end",
+            f"env-step count at the end of the run (the run ends once it reaches the budget "
+            f"of {limit})",
+            f">= {limit}",
             counts[-1] if counts else 0,
             iteration=len(its) + 1,
         )
 
 
 def check_global_counter(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """unroll.global-counter: the counter starts at 0 and grows by one at the start of every
+    iteration (``counter_mode="per-iteration"``) or before every update
+    (``"per-mini-batch"``), never otherwise; each ``iteration`` and ``update`` event carries
+    its value after that increment."""
     sc = trainer_scenario(scenario)
     counter = 0
     for e in trace.events:

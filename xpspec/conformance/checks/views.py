@@ -28,6 +28,7 @@ __all__ = [
     "stored_items",
     "stored_per_iteration",
     "trainer_scenario",
+    "window_name",
     "windows_with_state",
 ]
 
@@ -51,6 +52,13 @@ class InIteration(Protocol):
 
 
 E = TypeVar("E", bound=InIteration)
+
+
+def window_name(env: int, start: int) -> str:
+    """A window as every failure message names it: the spec's ``(env, start)``, ``start``
+    the absolute position of its first item (``spec/replay.md``, storage model), which never
+    changes as the ring evicts or clears."""
+    return f"(env {env}, start {start})"
 
 
 def items_of(event: Columnar) -> list[Item]:
@@ -151,8 +159,13 @@ class BufferModel:
         """The items of ``env`` currently in the buffer, oldest first."""
         return self.stored[env][self.start[env] :]
 
+    def position(self, env: int, index: int) -> int:
+        """The absolute position of ``live(env)[index]``."""
+        return self.start[env] + index
+
     def locate(self, window: Window) -> tuple[int, int] | None:
-        """``(env, index into live(env))`` of the window's first item, or None."""
+        """``(env, index into live(env))`` of the window's first item, or None (its absolute
+        start is :meth:`position` of that)."""
         first = window[0]
         if first is None:
             return None

@@ -13,6 +13,7 @@ from xpspec.conformance.checks.views import (
     buffer_shape,
     stored_items,
     trainer_scenario,
+    window_name,
     windows_with_state,
 )
 from xpspec.protocol.scenario import Scenario, TrainerScenario
@@ -29,6 +30,11 @@ __all__ = [
 
 
 def check_windows_valid(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """replay.window-validity, replay.eviction: every window an update trains on starts at
+    an item the buffer holds when the update samples (per-env rings of ``capacity`` filled by
+    the trace's stores, cleared as ``replay.clear`` says) and holds the items stored at its
+    consecutive positions, padding only at its end. A window whose first item was evicted is
+    charged to ``replay.eviction``; one of cleared items is ``replay.clear``'s concern."""
     sc = trainer_scenario(scenario)
     _, capacity, clear = buffer_shape(sc)
     for update, model in windows_with_state(trace, capacity, clear):
@@ -51,7 +57,9 @@ def check_windows_valid(scenario: Scenario, trace: Trace, ctx: Context) -> None:
             real = [w for w in window if w is not None]
             if [tuple(w) for w in real] != live[start : start + len(real)]:
                 raise CheckFailure(
-                    f"update {update.index} of call {update.call}: window",
+                    f"update {update.index} of call {update.call}: items of window "
+                    f"{window_name(env, model.position(env, start))} vs those stored at its "
+                    "positions",
                     live[start : start + len(window)],
                     window,
                     clause="replay.window-validity",
@@ -59,7 +67,8 @@ def check_windows_valid(scenario: Scenario, trace: Trace, ctx: Context) -> None:
                 )
             if any(w is not None for w in window[len(real) :]):
                 raise CheckFailure(
-                    "padding inside a window",
+                    f"update {update.index} of call {update.call}: padding inside window "
+                    f"{window_name(env, model.position(env, start))}",
                     "padding only at the end",
                     window,
                     clause="replay.window-validity",
@@ -68,12 +77,18 @@ def check_windows_valid(scenario: Scenario, trace: Trace, ctx: Context) -> None:
 
 
 def check_boundary_policy(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """replay.boundary-policy: under ``forbid`` and ``pad`` no window holds an episode
+    boundary (a stored LAST followed by an item, or an item followed by a stored FIRST);
+    only under ``pad`` does a window hold padding, and then only after an episode boundary or
+    the env's newest item."""
     sc = trainer_scenario(scenario)
     policy = sc.sampling.boundary
     _, capacity, clear = buffer_shape(sc)
     for update, model in windows_with_state(trace, capacity, clear):
         for window in update.windows:
-            where = f"update {update.index} of call {update.call}: window {window}"
+            located = model.locate(window)
+            name = window if located is None else window_name(located[0], model.position(*located))
+            where = f"update {update.index} of call {update.call}: window {name}"
             real = stored_items(model, window, where)
             crosses = any(
                 model.step_type[a] == StepType.LAST or model.step_type[b] == StepType.FIRST
@@ -81,7 +96,9 @@ def check_boundary_policy(scenario: Scenario, trace: Trace, ctx: Context) -> Non
             )
             if policy != "cross" and crosses:
                 raise CheckFailure(
-                    f"window under boundary policy {policy!r}", "no episode boundary inside", window
+                    f"{where} under boundary policy {policy!r}",
+                    "no episode boundary inside",
+                    window,
                 )
             if policy == "pad" and len(real) < len(window):
                 live = model.live(real[-1][0])
@@ -95,17 +112,20 @@ def check_boundary_policy(scenario: Scenario, trace: Trace, ctx: Context) -> Non
                 )
                 if not ends:
                     raise CheckFailure(
-                        "padding before the episode end",
+                        f"{where}: padding before the episode end",
                         "padding only after a boundary or the newest item",
                         window,
                     )
             if policy != "pad" and len(real) < len(window):
                 raise CheckFailure(
-                    f"padding under boundary policy {policy!r}", "no padding", window
+                    f"{where}: padding under boundary policy {policy!r}", "no padding", window
                 )
 
 
 def check_period_anchor(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """replay.period-anchor: every window starts on the scenario's grid, ``s mod period ==
+    0`` (anchor ``absolute``) or ``(s - earliest) mod period == 0`` (anchor ``oldest``), with
+    ``s`` and ``earliest`` absolute positions when the update samples."""
     sc = trainer_scenario(scenario)
     p = sc.sampling.period
     _, capacity, clear = buffer_shape(sc)
@@ -115,12 +135,13 @@ def check_period_anchor(scenario: Scenario, trace: Trace, ctx: Context) -> None:
             if located is None:
                 continue
             env, index = located
-            position = model.start[env] + index
+            position = model.position(env, index)
             oldest = model.start[env]
             anchor = 0 if sc.sampling.anchor == "absolute" else oldest
             if (position - anchor) % p:
                 raise CheckFailure(
-                    f"start position of window {window[:2]}... (period {p}, anchor {sc.sampling.anchor})",
+                    f"update {update.index} of call {update.call}: start of window "
+                    f"{window_name(env, position)} (period {p}, anchor {sc.sampling.anchor})",
                     f"≡ {anchor % p} mod {p}",
                     position,
                 )
@@ -138,6 +159,31 @@ class _CallChunks:
     without_kept: Counter[tuple[Item, ...]]
     uses_cleared: bool
     """Some window holds an item a clear removed (``replay.clear``'s concern)."""
+    position: dict[Item, int]
+    """The absolute position of every item stored in the run."""
+
+    def named(self, chunks: Counter[tuple[Any, ...]], limit: int = 8) -> list[str]:
+        """The first ``limit`` of ``chunks`` as failure messages name windows, oldest first:
+        ``(env e, start s) x n`` for a run of consecutive stored positions of one env
+        trained ``n`` times, its items otherwise."""
+        keyed: list[tuple[tuple[int, int, int], str]] = []
+        for chunk, count in chunks.items():
+            start = self._start(chunk)
+            if start is None:
+                keyed.append(((1, 0, 0), f"{chunk} x{count}"))
+            else:
+                keyed.append(((0, *start), f"{window_name(*start)} x{count}"))
+        return [name for _, name in sorted(keyed)[:limit]]
+
+    def _start(self, chunk: tuple[Any, ...]) -> tuple[int, int] | None:
+        """``(env, start)`` of a chunk of consecutive stored positions of one env, else None."""
+        if not chunk or any(i is None or tuple(i) not in self.position for i in chunk):
+            return None
+        env, first = chunk[0][0], self.position[tuple(chunk[0])]
+        for offset, item in enumerate(chunk):
+            if item[0] != env or self.position[tuple(item)] != first + offset:
+                return None
+        return env, first
 
     @property
     def clear_dropped_kept(self) -> bool:
@@ -152,7 +198,9 @@ def _call_chunks(sc: TrainerScenario, trace: Trace) -> list[_CallChunks]:
     by_call: dict[int, list[Any]] = defaultdict(list)
     models: dict[int, tuple[dict[int, list[Item]], dict[int, list[Item]]]] = {}
     stale: set[int] = set()
+    stored: dict[int, list[Item]] = {}
     for update, model in windows_with_state(trace, capacity, clear):
+        stored = model.stored
         by_call[update.call].append(update)
         if any(w is not None and tuple(w) in model.cleared for u in update.windows for w in u):
             stale.add(update.call)
@@ -177,6 +225,8 @@ def _call_chunks(sc: TrainerScenario, trace: Trace) -> list[_CallChunks]:
                 out[tuple(items[c * length : (c + 1) * length])] += cfg.num_updates_per_train_iter
         return out
 
+    # Absolute positions never change, so those of the run's last model name every chunk.
+    position = {item: i for seq in stored.values() for i, item in enumerate(seq)}
     calls = []
     for call, updates in by_call.items():
         live, kept = models[call]
@@ -188,7 +238,13 @@ def _call_chunks(sc: TrainerScenario, trace: Trace) -> list[_CallChunks]:
         )
         calls.append(
             _CallChunks(
-                call, updates[0].iteration, got, chunks(live), chunks(without), call in stale
+                call,
+                updates[0].iteration,
+                got,
+                chunks(live),
+                chunks(without),
+                call in stale,
+                position,
             )
         )
     return calls
@@ -204,8 +260,8 @@ def check_whole_buffer(scenario: Scenario, trace: Trace, ctx: Context) -> None:
         if c.got != c.want and not c.clear_dropped_kept and not c.uses_cleared:
             raise CheckFailure(
                 f"chunks trained by whole-buffer call {c.call}",
-                sorted(c.want.items())[:4],
-                sorted(c.got.items())[:4],
+                c.named(c.want),
+                c.named(c.got),
                 iteration=c.iteration,
             )
 
@@ -243,8 +299,8 @@ def check_clear(scenario: Scenario, trace: Trace, ctx: Context) -> None:
                 f"chunks trained by call {c.call}: those of a buffer from which the last clear "
                 "dropped what it should have kept (the items the previous call did not train, "
                 "under keep-one-step at least the newest)",
-                sorted(c.want.items())[:4],
-                sorted(c.got.items())[:4],
+                c.named(c.want),
+                c.named(c.got),
                 iteration=cleared_at.get(c.call),
             )
     stored_since_clear = 0

@@ -6,7 +6,9 @@ timelines, one lane per env and one for the trainer, iterations across
 (:mod:`.timeline`); the first event where they differ is found (:mod:`.divergence`); and the
 suite's checks, ranked as a run ranks them (:mod:`xpspec.conformance.blame`), name the clause
 the trace breaks (:mod:`.verdict`). The result renders as a self-contained HTML page with
-inline SVG (:mod:`.html_page`) or as text for a terminal (:mod:`.text_view`).
+inline SVG (:mod:`.html_page`) or as text for a terminal (:mod:`.text_view`). The same
+timelines, and strips of buffer cells, draw the figures of the specification's pages
+(:mod:`.figure`).
 """
 
 from xpspec.conformance.explain.divergence import Divergence, first_divergence

@@ -22,21 +22,30 @@ from xpspec.conformance.explain.legend import LEGEND
 from xpspec.conformance.explain.summary import envs_text, headline, shape_text
 from xpspec.conformance.explain.timeline import Lane
 
-__all__ = ["TEMPLATE", "render_html"]
+__all__ = ["TEMPLATE", "environment", "render_html"]
 
 TEMPLATE = "explain.html.j2"
 
 
+def _source(name: str) -> str:
+    return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+
+
 @functools.cache
-def _template() -> jinja2.Template:
-    env = jinja2.Environment(
+def environment() -> jinja2.Environment:
+    """The templates of this package (the page, the figures and the timeline macros they
+    share), with autoescaping on."""
+    return jinja2.Environment(
+        loader=jinja2.FunctionLoader(_source),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    text = resources.files(__package__).joinpath(TEMPLATE).read_text(encoding="utf-8")
-    return env.from_string(text)
+
+
+def _template() -> jinja2.Template:
+    return environment().get_template(TEMPLATE)
 
 
 def _legend() -> list[Placed]:
@@ -62,6 +71,7 @@ def render_html(x: Explanation) -> str:
         "headline": headline(x),
         "shape_text": shape_text(x),
         "where": f"{x.where}, {envs_text(d.envs)}, event #{d.index}" if d else "",
+        "divergence_title": f"first divergence: event #{d.index}" if d else "",
         "expected": describe(d.expected) if d else "",
         "actual": describe(d.actual) if d else "",
         "header": [(clean(k), clean(v)) for k, v in sorted(x.trace.header.items())],

@@ -7,14 +7,25 @@ part visibly where they diverge.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from xpspec.conformance.explain.describe import describe, tooltip
 from xpspec.conformance.explain.legend import style_of
 from xpspec.conformance.explain.timeline import TRAINER, Lane, Mark, Timeline
 
-__all__ = ["GAP", "LANE", "LEFT", "SLOT", "TOP", "Drawing", "Placed", "PlacedColumn", "draw"]
+__all__ = [
+    "GAP",
+    "LANE",
+    "LEFT",
+    "SLOT",
+    "TOP",
+    "Drawing",
+    "Placed",
+    "PlacedColumn",
+    "PlacedRow",
+    "draw",
+]
 
 LEFT = 76
 """Width of the lane labels."""
@@ -61,6 +72,16 @@ class PlacedColumn:
 
 
 @dataclass(frozen=True)
+class PlacedRow:
+    """A row of values under the lanes, one per column (a figure's ``E_k``, say)."""
+
+    label: str
+    y: float
+    cells: tuple[tuple[float, str], ...]
+    """(x of the column's middle, the value shown there)."""
+
+
+@dataclass(frozen=True)
 class Drawing:
     """One timeline as the template draws it."""
 
@@ -72,6 +93,8 @@ class Drawing:
     marks: tuple[Placed, ...]
     divergence_x: float | None
     """The ``x`` of the divergence's line (``None``: no divergence)."""
+    rows: tuple[PlacedRow, ...] = ()
+    """Rows of values under the lanes (none on ``xpspec explain``'s page)."""
 
 
 def lane_label(lane: Lane) -> str:
@@ -112,13 +135,36 @@ def _column_title(timeline: Timeline, first: int, stop: int, label: str) -> str:
 
 
 def draw(
-    timeline: Timeline, lanes: Sequence[Lane], diverged: range | None = None, at: int | None = None
+    timeline: Timeline,
+    lanes: Sequence[Lane],
+    diverged: range | None = None,
+    at: int | None = None,
+    rows: Mapping[str, Sequence[str]] | None = None,
 ) -> Drawing:
     """``timeline`` placed with ``lanes`` (the trainer lane is added last); the marks of the
     events in ``diverged`` are flagged, and the line of the divergence goes through event
-    ``at``."""
+    ``at``. ``rows`` adds, under the lanes, a row of values per label: one value per
+    column, in column order."""
     order = [*lanes, TRAINER]
     y = {lane: TOP + i * LANE + LANE / 2 for i, lane in enumerate(order)}
+    placed_rows = []
+    for r, (label, values) in enumerate((rows or {}).items()):
+        if len(values) != len(timeline.columns):
+            raise ValueError(
+                f"rows[{label!r}]: expected one value per column ({len(timeline.columns)}), "
+                f"got {len(values)}"
+            )
+        middles = (
+            LEFT + c * GAP + col.first_slot * SLOT + (GAP + col.slots * SLOT) / 2
+            for c, col in enumerate(timeline.columns)
+        )
+        placed_rows.append(
+            PlacedRow(
+                label,
+                TOP + (len(order) + r) * LANE + LANE / 2,
+                tuple(zip(middles, values)),
+            )
+        )
     columns = tuple(
         PlacedColumn(
             LEFT + c * GAP + col.first_slot * SLOT,
@@ -150,9 +196,10 @@ def draw(
     width = LEFT + len(timeline.columns) * GAP + timeline.slots * SLOT + GAP
     return Drawing(
         width,
-        TOP + len(order) * LANE + 6,
+        TOP + (len(order) + len(placed_rows)) * LANE + 6,
         tuple((lane_label(lane), y[lane]) for lane in order),
         columns,
         tuple(marks),
         None if at is None else _divergence_x(timeline, at),
+        tuple(placed_rows),
     )

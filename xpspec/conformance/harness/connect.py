@@ -21,6 +21,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, Literal
 
+from xpspec.conformance.frames import where
 from xpspec.conformance.harness.loading import adapter_target, load_adapter, registrations
 from xpspec.conformance.harness.process import DEFAULT_LIMITS, Limits
 from xpspec.conformance.harness.remote import RemoteAdapter
@@ -126,7 +127,9 @@ def _prepare_inline(adapter: Any) -> None:
         try:
             prepare()
         except Exception as exc:
-            raise AdapterError(f"prepare() raised: {type(exc).__name__}: {exc}") from exc
+            raise AdapterError(
+                f"prepare() raised: {type(exc).__name__}: {exc}{where(exc)}"
+            ) from exc
 
 
 def _worker_env() -> dict[str, str]:

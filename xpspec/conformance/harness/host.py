@@ -35,6 +35,7 @@ import traceback
 from collections.abc import Callable
 from typing import IO, Any, NoReturn
 
+from xpspec.conformance.frames import where
 from xpspec.protocol import PROTOCOL, ProtocolError, Request, Response, decode_request, encode
 
 __all__ = ["serve"]
@@ -48,18 +49,12 @@ def _protocol_channel() -> IO[str]:
     return channel
 
 
-def _where(exc: BaseException) -> str:
-    frames = traceback.extract_tb(exc.__traceback__)
-    if not frames:
-        return ""
-    frame = frames[-1]
-    return f" (at {os.path.basename(frame.filename)}:{frame.lineno} in {frame.name})"
-
-
 def _error(rid: int, exc: BaseException, context: str = "") -> Response:
+    """An ``error`` answer: the exception's text and where it was raised
+    (:func:`xpspec.conformance.frames.where`: the adapter's last frames)."""
     text = str(exc).strip() or repr(exc)
     return Response(
-        rid, "error", error_type=type(exc).__name__, message=f"{context}{text}{_where(exc)}"
+        rid, "error", error_type=type(exc).__name__, message=f"{context}{text}{where(exc)}"
     )
 
 
