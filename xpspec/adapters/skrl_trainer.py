@@ -46,7 +46,10 @@ max(ceil(n / B) - 1, 0)`` opens the gate once ``n`` items are stored (gate ``sto
 ``num_iterations`` ``I`` -> ``timesteps = I * u``; ``num_env_steps`` ``N`` alone ->
 ``timesteps = ceil(N / B)`` (skrl's one budget, in vector steps). ``RewardTransform`` ->
 ``rewards_shaper`` (``r * scale + shift``, applied by ``DQN.record_transition`` before the
-memory's ``add_samples``). What skrl cannot express raises ``Unsupported``.
+memory's ``add_samples``). ``random_timesteps`` and ``exploration_scheduler`` only choose
+actions and ``target_update_interval`` only when the target network follows the Q-network
+(every that many gradient steps): no spec knob maps onto them, and skrl's defaults stay. What
+skrl cannot express raises ``Unsupported``.
 """
 
 from __future__ import annotations
