@@ -13,9 +13,16 @@ pytest.importorskip("skrl")
 from xpspec.adapters.skrl import SkrlAdapter, SkrlConfig
 from xpspec.adapters.skrl_tlb import SkrlTlbAdapter
 from xpspec.protocol.adapter import Unsupported
+from xpspec.protocol.config import TrainerConfig
 from xpspec.protocol.env_spec import EnvSpec
+from xpspec.protocol.preprocessors import ExcludeSteps, PreprocessorSpec, RewardTransform
 from xpspec.protocol.sampling import SamplingSpec
-from xpspec.protocol.scenario import EnvScenario, LearnerScenario, ReplayScenario
+from xpspec.protocol.scenario import (
+    EnvScenario,
+    LearnerScenario,
+    ReplayScenario,
+    TrainerScenario,
+)
 from xpspec.protocol.schedule import FixedSchedule
 from xpspec.protocol.trace import Trace
 
@@ -31,7 +38,7 @@ def _items(trace: Trace, kind: str) -> list[list[tuple[int, int, int]]]:
 def test_info_names_the_installed_version_and_configuration() -> None:
     info = ADAPTER.info()
     assert (info.name, info.framework_version) == ("skrl", "2.1.1")
-    assert set(info.capabilities) == {"env", "replay", "learner"}
+    assert set(info.capabilities) == {"env", "trainer", "replay", "learner"}
     assert "replacement=False" in info.notes and "time_limit_bootstrap=False" in info.notes
     tlb = SkrlTlbAdapter().info()
     assert tlb.name == "skrl_tlb"
@@ -135,3 +142,151 @@ def test_learner_trains_on_the_final_observation_rows() -> None:
     assert first.value_target[2] == pytest.approx(0.5 * (1.0 + 0.5 * 2.0))
     last = episodes[(0, 1)]  # in progress: no final-observation row, a stand-in
     assert last.t == (0, 1, 2)
+
+
+def _trainer(
+    num_envs: int = 2,
+    ending: Ending = "terminated",
+    preprocess: PreprocessorSpec | None = None,
+    sampling: SamplingSpec | None = None,
+    **knobs: object,
+) -> TrainerScenario:
+    """Episodes of 2 transitions (rewards 1, 2 into t = 1, 2) in every env."""
+    config = TrainerConfig(**{"num_iterations": 4, **knobs})  # type: ignore[arg-type]
+    return TrainerScenario(
+        EnvSpec(num_envs, (FixedSchedule(2, ending),)),
+        config,
+        *(() if preprocess is None else (preprocess,)),
+        **({} if sampling is None else {"sampling": sampling}),
+    )
+
+
+def _statuses(trace: Trace) -> list[str]:
+    return [c.status for c in trace.of_kind("train_call")]
+
+
+def test_trainer_stores_every_time_step_named_from_the_previous_row() -> None:
+    # u = 1: one vector step, one add_samples and one DQN.update per timestep. Every time step
+    # is acted on (NEXT_STEP autoreset), the LAST (e,0,2) too, and stored as its own row; the
+    # row of t = 2 follows a terminated row (LAST, discount 0, reward 2), the next one follows
+    # the LAST's reset row (FIRST, its reward 0).
+    trace = ADAPTER.run_trainer(_trainer())
+    assert [e.unroll_steps for e in trace.of_kind("iteration")] == [1, 1, 1, 1]
+    assert _items(trace, "store") == _items(trace, "env_step")
+    assert [s.t for s in trace.of_kind("store")] == [(0, 0), (1, 1), (2, 2), (0, 0)]
+    assert [s.step_type for s in trace.of_kind("store")] == [(F, F), (M, M), (L, L), (F, F)]
+    assert [s.reward for s in trace.of_kind("store")] == [
+        (0.0,) * 2,
+        (1.0,) * 2,
+        (2.0,) * 2,
+        (0.0,) * 2,
+    ]
+    assert [s.discount for s in trace.of_kind("store")] == [
+        (1.0,) * 2,
+        (1.0,) * 2,
+        (0.0,) * 2,
+        (1.0,) * 2,
+    ]
+    assert _statuses(trace) == ["trained"] * 4
+    updates = list(trace.of_kind("update"))
+    assert [len(u.windows) for u in updates] == [2] * 4  # batch_size B
+    # the first update draws both rows stored so far
+    assert sorted(w[0] for w in updates[0].windows) == [(0, 0, 0), (1, 0, 0)]
+
+
+def test_trainer_memory_holds_no_truncation() -> None:
+    # DQN's memory stores terminated only: a truncated LAST (e,0,2) follows an unflagged row
+    # and is stored as MID with its reward 2, and the next episode's first row as MID with the
+    # reset row's reward 0, where the env steps say LAST and FIRST.
+    trace = ADAPTER.run_trainer(_trainer(ending="truncated"))
+    stores = list(trace.of_kind("store"))
+    steps = list(trace.of_kind("env_step"))
+    assert [s.step_type for s in steps[2:]] == [(L, L), (F, F)]
+    assert [(s.step_type, s.reward, s.discount) for s in stores[2:]] == [
+        ((M, M), (2.0, 2.0), (1.0, 1.0)),
+        ((M, M), (0.0, 0.0), (1.0, 1.0)),
+    ]
+
+
+def test_update_interval_trains_after_the_first_timestep() -> None:
+    # u = 2, 2 iterations: timesteps = 4, DQN.update at timesteps 0 and 2, i.e. after vector
+    # steps 1 and 3; the last vector step is a last iteration with no train call.
+    trace = ADAPTER.run_trainer(_trainer(unroll_length=Fraction(2), num_iterations=2))
+    assert [e.unroll_steps for e in trace.of_kind("iteration")] == [1, 2, 1]
+    assert [(c.iteration, c.status) for c in trace.of_kind("train_call")] == [
+        (1, "trained"),
+        (2, "trained"),
+    ]
+    (end,) = trace.of_kind("run_end")
+    assert (end.iterations, end.env_steps) == (3, 8)
+
+
+@pytest.mark.parametrize(
+    ("threshold", "gate", "statuses"),
+    [
+        (3, "stored>=", ["warmup", "trained", "trained", "trained"]),  # learning_starts 1
+        (4, "stored>=", ["warmup", "trained", "trained", "trained"]),  # learning_starts 1
+        (4, "stored>", ["warmup", "warmup", "trained", "trained"]),  # learning_starts 2
+        (0, "stored>=", ["trained"] * 4),  # learning_starts 0
+    ],
+)
+def test_warm_up_is_learning_starts_in_timesteps(
+    threshold: int, gate: str, statuses: list[str]
+) -> None:
+    # 2 envs: the memory holds 2, 4, 6, 8 items at the post_interaction of timesteps 0..3.
+    trace = ADAPTER.run_trainer(_trainer(initial_collect_steps=threshold, warmup_gate=gate))
+    assert _statuses(trace) == statuses
+    assert [c.stored_total for c in trace.of_kind("train_call")] == [2, 4, 6, 8]
+    assert len(list(trace.of_kind("update"))) == statuses.count("trained")
+
+
+def test_rewards_shaper_shapes_every_stored_row() -> None:
+    # One env (the base loop's one-env path), RewardTransform(1/2, -1): the rows of t = 1, 2
+    # follow rows of reward 1, 2 (shaped -0.5, 0.0); the next episode's FIRST follows the
+    # reset row of reward 0 (shaped -1); the env's first observation follows no row (0).
+    trace = ADAPTER.run_trainer(
+        _trainer(1, preprocess=RewardTransform(Fraction(1, 2), Fraction(-1)), num_iterations=5)
+    )
+    stores = list(trace.of_kind("store"))
+    assert [s.t for s in stores] == [(0,), (1,), (2,), (0,), (1,)]
+    assert [s.reward for s in stores] == [(0.0,), (-0.5,), (0.0,), (-1.0,), (-0.5,)]
+    assert [s.reward for s in trace.of_kind("env_step")] == [(0.0,), (1.0,), (2.0,), (0.0,), (1.0,)]
+
+
+def test_mini_batches_without_replacement_are_cut_to_the_stored_rows() -> None:
+    # batch_size 3 with 2 envs: the first update finds 2 rows; without replacement (skrl's
+    # default) it trains on those 2, with replacement on 3 draws of them.
+    scenario = _trainer(mini_batch_size=3, num_iterations=2)
+    plain = [len(u.windows) for u in ADAPTER.run_trainer(scenario).of_kind("update")]
+    drawn = [len(u.windows) for u in SkrlTlbAdapter().run_trainer(scenario).of_kind("update")]
+    assert (plain, drawn) == ([2, 3], [3, 3])
+
+
+def test_env_step_budget_is_timesteps() -> None:
+    # num_env_steps 5 with 2 envs: timesteps = ceil(5 / 2) = 3, one iteration each.
+    trace = ADAPTER.run_trainer(_trainer(num_iterations=0, num_env_steps=5))
+    assert [e.env_steps for e in trace.of_kind("iteration_end")] == [2, 4, 6]
+    assert _statuses(trace) == ["trained"] * 3
+
+
+def test_trainer_is_deterministic() -> None:
+    scenario = _trainer(mini_batch_size=3, capacity=2, num_iterations=6)
+    assert ADAPTER.run_trainer(scenario).to_jsonl() == ADAPTER.run_trainer(scenario).to_jsonl()
+
+
+@pytest.mark.parametrize(
+    ("knobs", "match"),
+    [
+        ({"unroll_length": Fraction(1, 2)}, "update_interval"),
+        ({"mini_batch_length": 2}, "single rows"),
+        ({"whole_buffer": True}, "whole-buffer"),
+        ({"initial_collect_steps": 4, "warmup_gate": "size>="}, "buffer size"),
+        ({"mode": "on-policy", "unroll_length": Fraction(2)}, "on-policy"),
+        ({"num_iterations": 3, "num_env_steps": 4}, "after the env-step budget"),
+        ({"preprocess": ExcludeSteps(2, 0)}, "rewards_shaper"),
+        ({"sampling": SamplingSpec(period=2)}, "period 2"),
+    ],
+)
+def test_trainer_refuses_what_skrl_cannot_express(knobs: dict[str, object], match: str) -> None:
+    with pytest.raises(Unsupported, match=match):
+        ADAPTER.run_trainer(_trainer(**knobs))  # type: ignore[arg-type]

@@ -13,6 +13,7 @@ pytest.importorskip("skrl")
 
 import gymnasium
 import torch
+from skrl.agents.torch.dqn import DQN, DQN_CFG
 from skrl.agents.torch.ppo import PPO, PPO_CFG
 from skrl.agents.torch.ppo.ppo import compute_gae
 from skrl.envs.wrappers.torch import wrap_env
@@ -185,6 +186,116 @@ def test_the_trainer_stores_a_row_for_an_episode_final_observation() -> None:
     assert obs == [0.0, 1.0, 2.0, 0.0]  # row 2 holds the final observation t = 2
     assert rewards == [1.0, 1.0, 0.0, 1.0]
     assert truncated == [False, True, False, False]
+
+
+class _Q(DeterministicMixin, Model):
+    """A linear Q-network."""
+
+    def __init__(self, env: Any) -> None:
+        Model.__init__(
+            self,
+            observation_space=env.observation_space,
+            action_space=env.action_space,
+            device="cpu",
+        )
+        DeterministicMixin.__init__(self)
+        self.linear = torch.nn.Linear(1, 2)
+
+    def compute(self, inputs: dict[str, Any], role: str = "") -> tuple[torch.Tensor, dict]:
+        return self.linear(inputs["observations"]), {}
+
+
+def _train_dqn(timesteps: int, memory_size: int = 8, **cfg: Any) -> tuple[DQN, list[int]]:
+    """SequentialTrainer.train of a DQN agent on two _Counter envs in a SyncVectorEnv
+    (NEXT_STEP autoreset, Gymnasium's default), ``cfg`` its DQN_CFG; returns the agent and
+    the timesteps at which DQN.update ran."""
+    torch.manual_seed(0)
+    venv = gymnasium.vector.SyncVectorEnv([_Counter, _Counter])
+    env = wrap_env(venv, wrapper="gymnasium", verbose=False)
+    memory = RandomMemory(memory_size=memory_size, num_envs=2, device="cpu")
+    agent = DQN(
+        models={"q_network": _Q(env), "target_q_network": _Q(env)},
+        memory=memory,
+        observation_space=env.observation_space,
+        action_space=env.action_space,
+        device="cpu",
+        cfg=DQN_CFG(experiment={"write_interval": 0, "checkpoint_interval": 0}, **cfg),
+    )
+    updates: list[int] = []
+    update = agent.update
+
+    def recorded(*, timestep: int, timesteps: int) -> None:
+        updates.append(timestep)
+        update(timestep=timestep, timesteps=timesteps)
+
+    agent.update = recorded  # type: ignore[method-assign]
+    cfg_trainer = {"timesteps": timesteps, "headless": True, "disable_progressbar": True}
+    SequentialTrainer(
+        env=env, agents=agent, cfg={**cfg_trainer, "close_environment_at_exit": False}
+    ).train()
+    return agent, updates
+
+
+def test_dqn_updates_after_the_first_timestep_then_every_update_interval() -> None:
+    """DQN.post_interaction updates when timestep >= learning_starts and timestep %
+    update_interval == 0 (agents/torch/dqn/dqn.py), the trainer counting timesteps from 0
+    (trainers/torch/base.py, Trainer.train): with update_interval 3 the updates follow vector
+    steps 1, 4, 7, ..., not 3, 6, ...; over 6 timesteps the last two earn no update."""
+    _, updates = _train_dqn(6, update_interval=3, batch_size=2)
+    assert updates == [0, 3]
+
+
+def test_dqn_memory_keeps_no_truncation_and_stores_the_reset_transition() -> None:
+    """DQN's memory has no truncated tensor (agents/torch/dqn/dqn.py, DQN.init;
+    record_transition adds terminated only), and under NEXT_STEP autoreset the trainer also
+    acts on an episode's final observation, whose transition into the next episode's first
+    observation is stored like any other: a truncated episode's end leaves no mark in the
+    memory (row 1 reaches the final observation t = 2 unflagged; row 2 goes from it to t = 0
+    with reward 0 and terminated False)."""
+    agent, _ = _train_dqn(4, learning_starts=100)
+    memory = agent.memory
+    assert "truncated" not in memory.get_tensor_names()
+    obs = memory.get_tensor_by_name("observations")[:4, 0, 0].tolist()
+    following = memory.get_tensor_by_name("next_observations")[:4, 0, 0].tolist()
+    rewards = memory.get_tensor_by_name("rewards")[:4, 0, 0].tolist()
+    terminated = memory.get_tensor_by_name("terminated")[:4, 0, 0].tolist()
+    assert obs == [0.0, 1.0, 2.0, 0.0]
+    assert following == [1.0, 2.0, 0.0, 1.0]
+    assert rewards == [1.0, 1.0, 0.0, 1.0]
+    assert terminated == [False, False, False, False]
+
+
+def test_rewards_shaper_shapes_the_reset_transition_of_a_final_observation() -> None:
+    """DQN.record_transition applies rewards_shaper to every transition before add_samples
+    (agents/torch/dqn/dqn.py), the reset step from an episode's final observation included:
+    that row's reward 0 is stored as shaper(0) (here -1), so the next episode's first
+    observation follows a row of reward -1, while an env's very first observation follows no
+    row at all."""
+    shaper = lambda rewards, timestep, timesteps: rewards * 0.5 - 1.0  # noqa: E731
+    agent, _ = _train_dqn(4, learning_starts=100, rewards_shaper=shaper)
+    rewards = agent.memory.get_tensor_by_name("rewards")[:4, 0, 0].tolist()
+    assert rewards == [-0.5, -0.5, -1.0, -0.5]
+
+
+def test_dqn_mini_batches_are_cut_to_the_rows_stored_without_replacement() -> None:
+    """DQN.update samples memory.sample(names, batch_size) (agents/torch/dqn/dqn.py); the
+    default RandomMemory draws torch.randperm(len(memory))[:batch_size]
+    (memories/torch/random.py): after one timestep of two envs, an update of batch_size 4
+    trains on the 2 stored rows."""
+    sizes: list[int] = []
+    sample = RandomMemory.sample
+
+    def recorded(self: RandomMemory, names: list[str], **kwargs: Any) -> Any:
+        out = sample(self, names, **kwargs)
+        sizes.append(int(out[0][0].shape[0]))
+        return out
+
+    RandomMemory.sample = recorded  # type: ignore[method-assign]
+    try:
+        _, updates = _train_dqn(1, batch_size=4)
+    finally:
+        RandomMemory.sample = sample  # type: ignore[method-assign]
+    assert (updates, sizes) == ([0], [2])
 
 
 def test_no_agent_computes_n_step_returns() -> None:

@@ -6,7 +6,14 @@ import numpy as np
 import pytest
 
 from xpspec.kit.events import env_step, exclude, hold, run_end, store
-from xpspec.kit.steps import Step, TransitionRows, last_step, steps_from_columns, transition_step
+from xpspec.kit.steps import (
+    NextStepRows,
+    Step,
+    TransitionRows,
+    last_step,
+    steps_from_columns,
+    transition_step,
+)
 from xpspec.protocol.codec import canonical_json
 from xpspec.protocol.step_type import StepType
 from xpspec.protocol.trace import EnvStep, Exclude, Hold, RunEnd, Store
@@ -36,6 +43,45 @@ def test_transition_rows_of_same_step_resets() -> None:
     assert (named[-1].action, named[-1].state) == (1, 7)
     rows.restart(1)
     assert rows.row((1, 1, 0)).step_type == FIRST
+
+
+def test_next_step_rows_from_the_previous_rows_flags() -> None:
+    # env 0: a terminated episode of 2 transitions, then the reset row of its LAST (reward 0)
+    # and the next episode's first row; env 1: a truncated end, flagged by a framework that
+    # stores truncated (env 1) and by one that does not (env 2).
+    rows = NextStepRows()
+    stored = [  # (item, reward, terminated, truncated) of each row, in write order
+        ((0, 0, 0), 1.0, False, False),
+        ((0, 0, 1), 2.0, True, False),
+        ((0, 0, 2), 0.0, False, False),
+        ((0, 1, 0), 1.0, False, False),
+        ((1, 0, 0), 1.0, False, False),
+        ((1, 0, 1), 2.0, False, True),
+        ((1, 0, 2), 0.0, False, False),
+        ((1, 1, 0), 1.0, False, False),
+        ((2, 0, 1), 2.0, False, False),  # truncated, unflagged
+        ((2, 0, 2), 0.0, False, False),
+        ((2, 1, 0), 1.0, False, False),
+    ]
+    named = []
+    for item, reward, terminated, truncated in stored:
+        step = rows.row(item, action=1)
+        rows.follow(step, reward, terminated, truncated)
+        named.append((step.item, step.step_type, step.reward, step.discount))
+    assert named == [
+        ((0, 0, 0), FIRST, 0.0, 1.0),
+        ((0, 0, 1), MID, 1.0, 1.0),
+        ((0, 0, 2), LAST, 2.0, 0.0),
+        ((0, 1, 0), FIRST, 0.0, 1.0),  # after the LAST's reset row, with its reward
+        ((1, 0, 0), FIRST, 0.0, 1.0),
+        ((1, 0, 1), MID, 1.0, 1.0),
+        ((1, 0, 2), LAST, 2.0, 1.0),  # truncated: discount 1
+        ((1, 1, 0), FIRST, 0.0, 1.0),
+        ((2, 0, 1), FIRST, 0.0, 1.0),  # the env's first row
+        ((2, 0, 2), MID, 2.0, 1.0),  # nothing stored says the episode ended
+        ((2, 1, 0), MID, 0.0, 1.0),
+    ]
+    assert rows.row((0, 1, 1), action=1).action == 1
 
 
 def test_a_framework_mark_of_first_overrides_the_previous_row() -> None:

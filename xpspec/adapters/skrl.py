@@ -1,16 +1,21 @@
 """Adapter over skrl 2.1.1 (torch backend): its Gymnasium wrapper (``GymnasiumWrapper``), its
-``RandomMemory`` and one ``PPO`` update driven by its ``SequentialTrainer``, on the toy env and
-recorded at their seams. Nothing of skrl is re-implemented; sources are cited as
-``file:function`` of the installed ``skrl`` package. The configuration (``SkrlConfig``:
-sampling with or without replacement, ``time_limit_bootstrap``) is the adapter's; each
-registered configuration has its own module and expectations file (``skrl``: skrl's
-defaults; ``skrl_tlb``: the other settings).
+``RandomMemory``, its ``SequentialTrainer`` driving a ``DQN`` agent, and one ``PPO`` update
+driven by the same trainer, on the toy env and recorded at their seams. Nothing of skrl is
+re-implemented; sources are cited as ``file:function`` of the installed ``skrl`` package. The
+configuration (``SkrlConfig``: sampling with or without replacement, ``time_limit_bootstrap``)
+is the adapter's; each registered configuration has its own module and expectations file
+(``skrl``: skrl's defaults; ``skrl_tlb``: the other settings).
 
-Not offered: ``trainer`` (not written yet: skrl's trainers act one vector step per
-``timestep`` and each agent's ``post_interaction`` decides its updates, e.g.
-``agents/torch/dqn/dqn.py:DQN.post_interaction``), ``relabel`` (skrl has no hindsight
-relabeling). The observables ``counter``, ``hooks``, ``state``, ``bootstrap``, ``loss-mask``
-and ``caller-episodes`` are not declared.
+Offered: ``env``, ``trainer`` (:mod:`xpspec.adapters.skrl_trainer`: DQN's collect/update
+accounting, ``update_interval``, ``gradient_steps``, ``batch_size``, ``learning_starts`` and
+``rewards_shaper``), ``replay`` and ``learner``. Not offered: ``relabel`` (skrl has no
+hindsight relabeling). The observables ``counter``, ``hooks``, ``state``, ``bootstrap``,
+``loss-mask`` and ``caller-episodes`` are not declared: skrl keys schedules on its timestep and
+DQN's ``_update_counter`` (neither the spec's counter), has no ``after_update`` /
+``after_train_iter`` hooks, its policies are stateless, PPO appends no bootstrap time step,
+and DQN's loss weighs every sampled row alike (no mask to read).
+
+**Trainer.** See :mod:`xpspec.adapters.skrl_trainer`.
 
 **Time steps.** skrl wraps a Gymnasium ``VectorEnv`` as it is (``envs/wrappers/torch/
 gymnasium_envs.py:GymnasiumWrapper``): ``reset`` resets the vector env once and afterwards
@@ -45,6 +50,8 @@ try:
     from skrl.memories.torch import RandomMemory
     from skrl.models.torch import CategoricalMixin, DeterministicMixin, Model
     from skrl.trainers.torch import SequentialTrainer
+
+    from xpspec.adapters.skrl_trainer import run_trainer
 except ImportError as exc:  # pragma: no cover - exercised only without the framework
     raise ImportError(
         "xpspec.adapters.skrl needs skrl 2.1.1: pip install 'xpspec[adapter-skrl]'"
@@ -64,7 +71,7 @@ from xpspec.kit.steps import Step
 from xpspec.kit.value import toy_value
 from xpspec.protocol.adapter import PROTOCOL_VERSION, AdapterInfo, Unsupported
 from xpspec.protocol.env_spec import EnvSpec
-from xpspec.protocol.scenario import EnvScenario, LearnerScenario, ReplayScenario
+from xpspec.protocol.scenario import EnvScenario, LearnerScenario, ReplayScenario, TrainerScenario
 from xpspec.protocol.step_type import StepType
 from xpspec.protocol.trace import Advantages, Event, Item, Sampled, Trace, UpdatePlan
 from xpspec.refimpl.toy_envs.gym_vector import ToyVectorEnv
@@ -142,12 +149,13 @@ class SkrlAdapter:
             framework="skrl",
             framework_version=skrl.__version__,
             protocol_version=PROTOCOL_VERSION,
-            capabilities=("env", "replay", "learner"),
+            capabilities=("env", "trainer", "replay", "learner"),
             issue_tracker="https://github.com/Toni-SM/skrl/issues",
             notes=(
                 "torch backend: GymnasiumWrapper over the toy vector env (NEXT_STEP autoreset); "
-                f"RandomMemory(replacement={self.config.replacement}); one PPO update by "
-                f"SequentialTrainer with time_limit_bootstrap={self.config.time_limit_bootstrap}"
+                f"RandomMemory(replacement={self.config.replacement}); DQN trained by "
+                "SequentialTrainer; one PPO update by SequentialTrainer with "
+                f"time_limit_bootstrap={self.config.time_limit_bootstrap}"
             ),
             extra_versions={
                 "torch": torch.__version__,
@@ -213,6 +221,12 @@ class SkrlAdapter:
         if firsts:
             out.append(env_step(0, firsts))
         return out
+
+    # -- trainer ------------------------------------------------------------------------------
+    def run_trainer(self, scenario: TrainerScenario) -> Trace:
+        """One ``SequentialTrainer.train`` of a ``DQN`` agent whose ``RandomMemory`` samples
+        with the configuration's ``replacement`` (:mod:`xpspec.adapters.skrl_trainer`)."""
+        return run_trainer(scenario, self.config.replacement)
 
     # -- learner ------------------------------------------------------------------------------
     def run_learner(self, scenario: LearnerScenario) -> Trace:

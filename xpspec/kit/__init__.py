@@ -5,8 +5,9 @@ library, numpy and torch, never on the reference implementation or the conforman
 - :mod:`~xpspec.kit.items` — ``(env, episode, t)`` decoded from toy observations through the
   identity encoding (clause ``timestep.identity``), and item columns;
 - :mod:`~xpspec.kit.steps` — time steps as an adapter reads them from a framework's batches
-  (step type, reward, discount, policy state, action, annotation), including the rows of
-  frameworks that reset in the step that ends an episode;
+  (step type, reward, discount, policy state, action, annotation), including the transition
+  rows of frameworks that reset in the step that ends an episode and of those that reset in
+  the next one;
 - :mod:`~xpspec.kit.events` — those time steps as trace events (``EnvStep``, ``Store``,
   ``Exclude``, ``Hold``, ``RunEnd``);
 - :mod:`~xpspec.kit.exclusion` — which rows an exclusion preprocessor selects (the

@@ -6,6 +6,9 @@ Frameworks whose rows are transitions and whose envs reset in the step that ends
 neither the reward into ``t`` nor whether ``t`` follows a reset: both come from the env's
 previous row. :func:`transition_step` and :class:`TransitionRows` name such rows; the LAST
 time step exists there only as the next observation of a done row (:func:`last_step`).
+Frameworks whose rows are transitions under next-step auto-reset (the policy also acts on
+LAST, whose row is the reset's) store a row for every time step: :class:`NextStepRows` names
+those from the flags of the env's previous row.
 """
 
 from __future__ import annotations
@@ -16,7 +19,14 @@ from dataclasses import dataclass
 from xpspec.protocol.step_type import StepType
 from xpspec.protocol.trace import Item
 
-__all__ = ["Step", "TransitionRows", "last_step", "steps_from_columns", "transition_step"]
+__all__ = [
+    "NextStepRows",
+    "Step",
+    "TransitionRows",
+    "last_step",
+    "steps_from_columns",
+    "transition_step",
+]
 
 _FIRST, _MID, _LAST = int(StepType.FIRST), int(StepType.MID), int(StepType.LAST)
 
@@ -151,3 +161,51 @@ def last_step(
     """The LAST time step ``item`` a done row holds as its next observation, with that
     row's reward; discount 0 iff the episode terminated (1 if it was truncated)."""
     return Step(item, _LAST, float(reward), 0.0 if terminated else 1.0, policy_state, action)
+
+
+class NextStepRows:
+    """The time steps that a framework's transition rows ``(o_t, a_t, r_t+1, o_t+1, flags)``
+    start at under next-step auto-reset, named from what each env's previous row stored.
+
+    Under next-step auto-reset the policy acts on every time step, LAST included, so every
+    time step starts a row; the row of a LAST is the reset step's (the next episode's FIRST as
+    its next observation, with the reward and flags the reset returned). A row is FIRST with
+    reward 0 when it is its env's first; LAST when the previous row's ``terminated`` or
+    ``truncated`` is set (discount 0 iff terminated); FIRST when the previous row started at
+    a LAST; else MID. Every row but an env's first carries the previous row's reward (the
+    reward into its time step). A framework that stores no ``truncated`` flag passes
+    ``False``: its rows then say nothing of a truncation, and the LAST and the FIRST after it
+    are named MID, as stored."""
+
+    def __init__(self) -> None:
+        self._previous: dict[int, tuple[int, float, bool, bool]] = {}
+
+    def row(
+        self,
+        item: Item,
+        *,
+        policy_state: int | None = None,
+        action: int = -1,
+        annotation: float = 0.0,
+    ) -> Step:
+        """The row starting at ``item``, given its env's previous row (:meth:`follow`)."""
+        previous = self._previous.get(int(item[0]))
+        if previous is None:
+            return Step(item, _FIRST, 0.0, 1.0, policy_state, action, annotation)
+        step_type, reward, terminated, truncated = previous
+        if terminated or truncated:
+            discount = 0.0 if terminated else 1.0
+            return Step(item, _LAST, reward, discount, policy_state, action, annotation)
+        named = _FIRST if step_type == _LAST else _MID
+        return Step(item, named, reward, 1.0, policy_state, action, annotation)
+
+    def follow(self, step: Step, reward: float, terminated: bool, truncated: bool = False) -> None:
+        """Env ``step.item[0]``'s newest row started at ``step`` and stored ``reward`` and
+        the flags ``terminated`` and ``truncated`` of its transition."""
+        env = int(step.item[0])
+        self._previous[env] = (
+            int(step.step_type),
+            float(reward),
+            bool(terminated),
+            bool(truncated),
+        )
