@@ -174,3 +174,36 @@ def test_the_first_learn_step_comes_after_one_vector_step() -> None:
     )
     assert [s.unroll_steps for s in trace.of_kind("iteration")] == [1, 2, 2, 1]
     assert len(list(trace.of_kind("train_call"))) == 3
+
+
+def test_stored_step_types_are_read_from_the_buffer_alone() -> None:
+    """The store events say what AgileRL's ReplayBuffer holds, not what the env said: the
+    same rows read differently when the buffer's stored ``done`` differs."""
+    import numpy as np
+    import torch
+    from agilerl.components.data import Transition, transition_to_tensordict
+    from agilerl.components.replay_buffer import ReplayBuffer
+
+    from xpspec.adapters.agilerl_rows import StoredRows
+
+    def read(done_after_first: bool) -> list[tuple[int, float, float]]:
+        buffer, rows, out = ReplayBuffer(max_size=8), StoredRows(), []
+        for t, (reward, done) in enumerate([(2.0, done_after_first), (0.0, False), (5.0, False)]):
+            obs = np.array([[0.0, 0.0, float(t)]], dtype=np.float32)
+            row = Transition(
+                obs=obs,
+                action=np.zeros(1, np.int64),
+                reward=np.array([reward]),
+                next_obs=obs,
+                done=np.array([done]),
+            )
+            data = transition_to_tensordict(row)
+            data.batch_size = torch.Size([1])
+            cursor = buffer._cursor
+            buffer.add(data)
+            steps = rows.read(buffer, (cursor + np.arange(1)) % buffer.max_size)
+            out += [(s.step_type, s.reward, s.discount) for s in steps]
+        return out
+
+    assert read(True) == [(0, 0.0, 1.0), (2, 2.0, 0.0), (0, 0.0, 1.0)]  # FIRST, LAST, FIRST
+    assert read(False) == [(0, 0.0, 1.0), (1, 2.0, 1.0), (1, 0.0, 1.0)]  # FIRST, MID, MID

@@ -118,3 +118,44 @@ def test_learn_step_is_floored_to_whole_vector_steps() -> None:
     3 (one update per 1.5 vector steps) it makes one every vector step."""
     assert _train(num_envs=3, learn_step=2, vector_steps=4) == [1, 2, 3, 4]
     assert _train(num_envs=2, learn_step=3, vector_steps=4) == [1, 2, 3, 4]
+
+
+# -- what train_off_policy stores ----------------------------------------------------------------
+def test_the_buffer_keeps_no_truncation_and_stores_the_reset_transition() -> None:
+    """preprocess.identity-is-plain: train_off_policy stores Transition(obs, action, reward,
+    next_obs, done=done) with ``done`` the vector env's terminated flags and its ``trunc``
+    dropped (training/train_off_policy.py, train_off_policy), and under Gymnasium's NEXT_STEP
+    autoreset it also stores the step that acts on an episode's final observation, into the
+    next episode's first (reward 0). CartPole cut by a TimeLimit of 2 steps: every episode is
+    truncated, no stored row is done, and every third row starts at a final observation --
+    rows of a truncated LAST and of the FIRST after it read as any other."""
+    import contextlib
+    import io
+
+    import gymnasium
+    from agilerl.algorithms import DQN
+    from agilerl.training.train_off_policy import train_off_policy
+
+    torch.manual_seed(0)
+    env = gymnasium.vector.SyncVectorEnv(
+        [lambda: gymnasium.wrappers.TimeLimit(gymnasium.make("CartPole-v1"), 2)]
+    )
+    agent = DQN(
+        env.single_observation_space,
+        env.single_action_space,
+        batch_size=1,
+        learn_step=1,
+        net_config={"encoder_config": {"hidden_size": [8]}},
+    )
+    memory = ReplayBuffer(max_size=100)
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        train_off_policy(
+            env, "CartPole-v1", "DQN", [agent], memory, max_steps=9, evo_steps=9, eval_steps=1
+        )
+    stored = memory.storage
+    assert stored is not None and len(memory) == 9
+    assert stored["done"][:9].sum().item() == 0  # three truncated episodes, no row done
+    rewards = stored["reward"][:9].reshape(-1).tolist()
+    # rows 2, 5, 8 act on a final observation into the reset: reward 0, next_obs a new FIRST
+    assert [i for i, r in enumerate(rewards) if r == 0.0] == [2, 5, 8]
+    assert torch.equal(stored["obs"][2], stored["next_obs"][1])

@@ -14,9 +14,12 @@ package. ``agilerl.algorithms`` imports ``peft`` (an optional dependency of Agil
 ``ReplayBuffer.add``; the adapter builds the rows with those same two functions. Under
 Gymnasium's ``NEXT_STEP`` autoreset every time step is the ``obs`` of one row (a LAST's row
 holds the next episode's FIRST as ``next_obs``), so the rows name items as time steps. The
-``store`` events name each row by the ``obs`` read back from the buffer's storage at the rows
-just written; their step types, rewards (into the step) and discounts are the env's flags of
-that step, since the buffer keeps only ``done`` of the row's successor.
+``store`` events are read back from the buffer's storage at the rows just written: each row is
+named by its ``obs``, and its step type, reward (into the step) and discount are what the
+buffer says of it, i.e. what its env's previous row holds (``xpspec.kit.steps.NextStepRows``):
+after a ``done`` row a LAST with that row's reward and discount 0, after a LAST a FIRST. The
+rows keep ``done = terminated`` alone, so the buffer holds no truncation: a truncated LAST and
+the FIRST after it are stored as MID (a finding).
 
 **Capacity.** ``ReplayBuffer(max_size)`` is one ring of rows shared by all envs; every ``add``
 writes ``B`` consecutive rows (env order) at its cursor (``ReplayBuffer.add``). The adapter
@@ -42,13 +45,11 @@ sampler's rows are checked mostly through the trainer's updates.
 from __future__ import annotations
 
 from importlib import metadata
-from typing import Any
 
 try:
     from agilerl.components.data import Transition, transition_to_tensordict
     from agilerl.components.replay_buffer import ReplayBuffer
     from agilerl.components.sampler import Sampler
-    from tensordict import TensorDict
 except ImportError as exc:  # pragma: no cover - exercised only without the framework
     raise ImportError(
         "xpspec.adapters.agilerl needs agilerl 2.58.0: pip install 'xpspec[adapter-agilerl]'"
@@ -58,19 +59,18 @@ import gymnasium
 import numpy as np
 import torch
 
+from xpspec.adapters.agilerl_rows import StoredRows, as_numpy
 from xpspec.adapters.agilerl_trainer import run_trainer
 from xpspec.kit.events import store
 from xpspec.kit.items import decode_items, single_item_windows
 from xpspec.kit.quiet import seeded_quiet
 from xpspec.kit.release import check_release
-from xpspec.kit.steps import steps_from_columns
 from xpspec.protocol.adapter import PROTOCOL_VERSION, AdapterInfo, Unsupported
 from xpspec.protocol.env_spec import EnvSpec
 from xpspec.protocol.sampling import SamplingSpec
 from xpspec.protocol.scenario import ReplayScenario, TrainerScenario
 from xpspec.protocol.trace import Event, Sampled, Trace
 from xpspec.refimpl.toy_envs.gym_env import make_env_fns
-from xpspec.refimpl.toy_envs.gym_vector import step_types_from_gym
 
 __all__ = ["AgileRLAdapter"]
 
@@ -116,21 +116,6 @@ def _vec_env(spec: EnvSpec, seed: int) -> gymnasium.vector.SyncVectorEnv:
     return gymnasium.vector.SyncVectorEnv(list(make_env_fns(spec, seed)))
 
 
-def _numpy(obs: Any) -> Any:
-    """A tensor of observations as an array; a Dict observation's TensorDict as a dict of
-    arrays (iterating a TensorDict runs over its batch, so its items are read)."""
-    if isinstance(obs, TensorDict):
-        return {key: value.numpy() for key, value in obs.items()}
-    return obs.numpy()
-
-
-def _storage_obs(buffer: ReplayBuffer, rows: np.ndarray) -> Any:
-    """The ``obs`` the buffer's storage holds at ``rows``."""
-    storage = buffer.storage
-    assert storage is not None, "read back before any add"
-    return _numpy(storage["obs"][torch.as_tensor(rows)])
-
-
 class _Fill:
     """Steps the vector env ``steps`` times and adds each step's rows to ``buffer`` as
     ``train_off_policy`` does, recording each add as a ``store`` event read back from the
@@ -146,14 +131,9 @@ class _Fill:
         b = self.num_envs
         actions = np.zeros(b, dtype=np.int64)
         obs, _ = self.env.reset()
-        # the flags and reward of the call that returned ``obs`` (the reset's: FIRST, 0)
-        terminated = truncated = np.zeros(b, dtype=bool)
-        reward_in = np.zeros(b)
-        previous_done = np.ones(b, dtype=bool)
+        rows = StoredRows()
         for _ in range(steps):
-            step_type = step_types_from_gym(terminated, truncated, previous_done)
-            discount = np.where(terminated, 0.0, 1.0)
-            next_obs, reward, next_terminated, next_truncated, _ = self.env.step(actions)
+            next_obs, reward, next_terminated, _, _ = self.env.step(actions)
             transition = transition_to_tensordict(
                 Transition(
                     obs=obs, action=actions, reward=reward, next_obs=next_obs, done=next_terminated
@@ -162,16 +142,8 @@ class _Fill:
             transition.batch_size = torch.Size([b])
             cursor = self.buffer._cursor  # where ReplayBuffer.add writes these B rows
             self.buffer.add(transition)
-            rows = (cursor + np.arange(b)) % self.buffer.max_size
-            items = decode_items(_storage_obs(self.buffer, rows))
-            columns = steps_from_columns(
-                items, step_type.tolist(), reward_in.tolist(), discount.tolist()
-            )
-            self.events.append(store(0, columns))
-            previous_done = np.asarray(terminated, bool) | np.asarray(truncated, bool)
-            terminated = np.asarray(next_terminated, bool)
-            truncated = np.asarray(next_truncated, bool)
-            reward_in = np.asarray(reward, dtype=np.float64)
+            written = (cursor + np.arange(b)) % self.buffer.max_size
+            self.events.append(store(0, rows.read(self.buffer, written)))
             obs = next_obs
 
 
@@ -192,7 +164,7 @@ def _run_replay(sc: ReplayScenario) -> Trace:
                     raise
                 events.append(Sampled(draw, ()))
                 continue
-            items = decode_items(_numpy(samples["obs"]))
+            items = decode_items(as_numpy(samples["obs"]))
             events.append(Sampled(draw, single_item_windows(items)))
     header = {"producer": f"agilerl {_VERSION}", "stored_rows": len(buffer)}
     return Trace(tuple(events), header)

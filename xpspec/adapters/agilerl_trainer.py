@@ -39,11 +39,11 @@ from typing import Any, Literal
 
 import gymnasium
 import numpy as np
-import torch
 from agilerl.algorithms import DQN
 from agilerl.components.replay_buffer import ReplayBuffer
 from agilerl.training.train_off_policy import train_off_policy
 
+from xpspec.adapters.agilerl_rows import StoredRows
 from xpspec.kit.events import env_step, run_end, store
 from xpspec.kit.items import decode_items, single_item_windows
 from xpspec.kit.quiet import seeded_quiet
@@ -232,6 +232,7 @@ class _Run:
         self.scenario, self.config = scenario, config
         self.log: list[_Entry] = []
         self.stored = 0
+        self.rows = StoredRows()
         self.env = _Recorder(
             gymnasium.vector.SyncVectorEnv(list(make_env_fns(scenario.env, scenario.seed))),
             self.log,
@@ -259,13 +260,9 @@ class _Run:
             cursor = memory._cursor
             result = add(data)
             b = int(data.shape[0])
-            rows = torch.as_tensor((cursor + np.arange(b)) % memory.max_size)
-            stored = memory.storage
-            assert stored is not None
-            items = decode_items(stored["obs"][rows].numpy())
-            # the rows' time steps are those the loop acted on in this vector step
-            acted = {s.item: s for s in self._acted()}
-            self.log.append(_Entry("store", tuple(acted[i] for i in items)))
+            written = (cursor + np.arange(b)) % memory.max_size
+            # what the buffer holds of the rows just written (not the env's flags)
+            self.log.append(_Entry("store", tuple(self.rows.read(memory, written))))
             self.stored += b
             return result
 
@@ -283,12 +280,6 @@ class _Run:
         setattr(memory, "add", add_rows)  # noqa: B010
         setattr(memory, "sample", sample_rows)  # noqa: B010
         setattr(self.agent, "finalize_training_step", finalize_step)  # noqa: B010
-
-    def _acted(self) -> tuple[Step, ...]:
-        for entry in reversed(self.log):
-            if entry.kind == "env":
-                return entry.steps
-        raise AssertionError("a store before any env step")
 
     def run(self) -> Trace:
         c = self.config
