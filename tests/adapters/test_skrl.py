@@ -121,8 +121,14 @@ def _learner(
 def test_learner_refuses_what_skrl_cannot_run() -> None:
     with pytest.raises(Unsupported, match="learners"):
         ADAPTER.run_learner(_learner(learners=2))
-    with pytest.raises(Unsupported, match="single environment"):
-        ADAPTER.run_learner(_learner(num_envs=1))
+
+
+def test_learner_runs_one_env() -> None:
+    # SequentialTrainer's "not supported for single environment" error is on its multi-agent
+    # path only (trainers/torch/sequential.py): one PPO agent trains on one env.
+    trace = ADAPTER.run_learner(_learner(num_envs=1))
+    assert {e.env for e in trace.of_kind("advantages")} == {0}
+    assert len(list(trace.of_kind("update_plan"))) == 1
 
 
 def test_learner_trains_on_the_final_observation_rows() -> None:

@@ -386,12 +386,6 @@ class _LearnerRun:
                 "runs give each process envs of its own, never episodes split across learners",
                 "agents/torch/ppo/ppo.py:PPO.update",
             )
-        if b < 2:
-            raise _unsupported(
-                "one env: SequentialTrainer.train raises 'Sequential trainer is not supported "
-                "for single environment' after the first step",
-                "trainers/torch/sequential.py:SequentialTrainer.train",
-            )
         if scenario.steps < 2:
             raise _unsupported(
                 f"{scenario.steps} time steps: no transition to train on",
