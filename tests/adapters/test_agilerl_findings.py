@@ -216,8 +216,9 @@ def test_gae_reads_the_done_flag_of_the_next_row() -> None:
     space = gymnasium.spaces.Box(0.0, 10.0, (1,), "float32")
     buffer = RolloutBuffer(4, space, gymnasium.spaces.Discrete(2), gae_lambda=0.0, gamma=0.5)
     for t, (reward, done) in enumerate([(1.0, False), (1.0, True), (0.0, False), (1.0, False)]):
-        buffer.add(obs=[[float(t)]], action=[0], reward=[reward], done=[done], value=[10.0],
-                   log_prob=[0.0])
+        buffer.add(
+            obs=[[float(t)]], action=[0], reward=[reward], done=[done], value=[10.0], log_prob=[0.0]
+        )
     buffer.compute_returns_and_advantages(last_value=[10.0], last_done=[False])
     advantages = buffer.buffer["advantages"][:, 0].tolist()
     assert advantages[:2] == [-9.0, -4.0]
@@ -234,8 +235,9 @@ def test_a_return_runs_on_into_the_next_episode() -> None:
     space = gymnasium.spaces.Box(0.0, 10.0, (1,), "float32")
     buffer = RolloutBuffer(4, space, gymnasium.spaces.Discrete(2), gae_lambda=1.0, gamma=0.5)
     for t, (reward, done) in enumerate([(1.0, False), (1.0, True), (0.0, False), (1.0, False)]):
-        buffer.add(obs=[[float(t)]], action=[0], reward=[reward], done=[done], value=[10.0],
-                   log_prob=[0.0])
+        buffer.add(
+            obs=[[float(t)]], action=[0], reward=[reward], done=[done], value=[10.0], log_prob=[0.0]
+        )
     buffer.compute_returns_and_advantages(last_value=[10.0], last_done=[False])
     assert buffer.buffer["returns"][1, 0].item() == 2.5
 
