@@ -90,6 +90,9 @@ def run_learner(scenario: LearnerScenario) -> Trace:
 
 
 class _LearnerRun:
+    """One learner scenario run: the rollout, ``PPO.learn`` with its mini-batches and
+    normalised batch recorded, and the events read back from AgileRL's objects."""
+
     def __init__(self, scenario: LearnerScenario) -> None:
         self.sc = scenario
         self.b = scenario.env.num_envs
