@@ -4,7 +4,8 @@ installed."""
 
 from __future__ import annotations
 
-from typing import Any
+from fractions import Fraction
+from typing import Any, Literal
 
 import pytest
 
@@ -16,7 +17,7 @@ from xpspec.protocol.adapter import Unsupported
 from xpspec.protocol.config import TrainerConfig
 from xpspec.protocol.env_spec import EnvSpec
 from xpspec.protocol.sampling import SamplingSpec
-from xpspec.protocol.scenario import ReplayScenario, TrainerScenario
+from xpspec.protocol.scenario import LearnerScenario, ReplayScenario, TrainerScenario
 from xpspec.protocol.schedule import FixedSchedule
 from xpspec.protocol.trace import Trace
 
@@ -41,7 +42,7 @@ def _sampled(trace: Trace) -> list[tuple[Any, ...]]:
 def test_info_names_the_installed_versions() -> None:
     info = ADAPTER.info()
     assert (info.name, info.framework_version) == ("agilerl", "2.58.0")
-    assert info.capabilities == ("trainer", "replay")
+    assert info.capabilities == ("trainer", "replay", "learner")
     ADAPTER.smoke()
 
 
@@ -207,3 +208,75 @@ def test_stored_step_types_are_read_from_the_buffer_alone() -> None:
 
     assert read(True) == [(0, 0.0, 1.0), (2, 2.0, 0.0), (0, 0.0, 1.0)]  # FIRST, LAST, FIRST
     assert read(False) == [(0, 0.0, 1.0), (1, 2.0, 1.0), (1, 0.0, 1.0)]  # FIRST, MID, MID
+
+
+# -- learner: one collect_rollouts and PPO.learn ------------------------------------------------
+def _learner(
+    num_envs: int = 2, learners: int = 1, ending: Literal["terminated", "truncated"] = "terminated"
+) -> LearnerScenario:
+    """Episodes of 2 transitions (rewards 1, 2 into t = 1, 2), 6 time steps per env, V = 0."""
+    return LearnerScenario(
+        EnvSpec(num_envs, (FixedSchedule(2, ending),)),
+        steps=6,
+        value_scale=Fraction(0),
+        gamma=Fraction(1, 2),
+        lam=Fraction(1),
+        minibatch_size=4,
+        num_epochs=1,
+        num_learners=learners,
+    )
+
+
+def test_learner_refuses_several_learners() -> None:
+    with pytest.raises(Unsupported, match="learners"):
+        ADAPTER.run_learner(_learner(learners=2))
+
+
+def test_learner_records_rollout_buffer_gae() -> None:
+    # collect_rollouts acts on 5 time steps per env: (e,0,0), (e,0,1), the final (e,0,2), (e,1,0),
+    # (e,1,1); rows' rewards 1, 2, 0, 1, 2 and dones F, T, F, F, T (the last is last_done).
+    # RolloutBuffer gates row t by dones[t + 1] (gamma 1/2, lambda 1, V = 0): row 4: 2; row 3
+    # cut by row 4's flag: 1; row 2 (final obs): 0 + 1/2 * 1; row 1: 2 + 1/2 * 0.5 = 2.25;
+    # row 0 cut by row 1's flag: 1.
+    trace = ADAPTER.run_learner(_learner())
+    episodes = {(e.env, e.episode): e for e in trace.of_kind("advantages")}
+    assert set(episodes) == {(0, 0), (0, 1), (1, 0), (1, 1)}
+    first = episodes[(0, 0)]
+    assert first.t == (0, 1, 2) and first.loss_mask == (1, 1, 1)
+    assert first.value_target == pytest.approx((1.0, 2.25, 0.5))
+    assert first.advantage == pytest.approx((1.0, 2.25, 0.5))
+    second = episodes[(0, 1)]  # its final observation is not in the buffer: a stand-in
+    assert second.t == (0, 1, 2) and second.loss_mask == (1, 1, 0)
+    assert second.value_target == pytest.approx((1.0, 2.0, 0.0))
+
+
+def test_learner_normalises_over_every_buffer_row() -> None:
+    # PPO.learn standardises all 10 rows (finals included) with the Bessel-corrected std.
+    trace = ADAPTER.run_learner(_learner())
+    rows = [
+        (a, n)
+        for e in trace.of_kind("advantages")
+        for a, n, m in zip(e.advantage, e.normalized, e.loss_mask)
+        if m
+    ]
+    assert len(rows) == 10
+    values = [a for a, _ in rows]
+    mean = sum(values) / 10
+    std = (sum((v - mean) ** 2 for v in values) / 9) ** 0.5
+    assert [n for _, n in rows] == pytest.approx([(v - mean) / (std + 1e-8) for v in values])
+
+
+def test_learner_plan_is_minibatches_of_batch_size_over_every_row() -> None:
+    # 10 rows (8 transitions, 2 final observations), batch_size 4, 1 epoch: 4, 4, 2.
+    trace = ADAPTER.run_learner(_learner())
+    (plan,) = trace.of_kind("update_plan")
+    assert plan.num_updates == 3
+    assert [len(b) for b in plan.minibatch_rows] == [4, 4, 2]
+    assert sorted(r for b in plan.minibatch_rows for r in b) == list(range(10))
+
+
+def test_learner_runs_one_env_and_is_deterministic() -> None:
+    scenario = _learner(num_envs=1, ending="truncated")
+    first, second = ADAPTER.run_learner(scenario), ADAPTER.run_learner(scenario)
+    assert first == second
+    assert {e.env for e in first.of_kind("advantages")} == {0}

@@ -8,6 +8,10 @@ import pytest
 
 pytest.importorskip("agilerl")
 
+from typing import Any
+
+import gymnasium
+import numpy as np
 import torch
 from agilerl.components.replay_buffer import ReplayBuffer
 from tensordict import TensorDict
@@ -159,3 +163,156 @@ def test_the_buffer_keeps_no_truncation_and_stores_the_reset_transition() -> Non
     # rows 2, 5, 8 act on a final observation into the reset: reward 0, next_obs a new FIRST
     assert [i for i, r in enumerate(rewards) if r == 0.0] == [2, 5, 8]
     assert torch.equal(stored["obs"][2], stored["next_obs"][1])
+
+
+# -- PPO's learner-side preprocessing ------------------------------------------------------------
+class _Counter(gymnasium.Env[np.ndarray, np.int64]):
+    """Observes its own step count t, reward 1 per step; an episode ends after ``length``
+    steps, terminated or truncated."""
+
+    observation_space = gymnasium.spaces.Box(0.0, 10.0, (1,), np.float32)
+    action_space = gymnasium.spaces.Discrete(2)
+
+    def __init__(self, length: int, terminated: bool) -> None:
+        self.length, self.terminated = length, terminated
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        self.t = 0
+        return np.array([0.0], np.float32), {}
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
+        self.t += 1
+        end = self.t == self.length
+        obs = np.array([float(self.t)], np.float32)
+        return obs, 1.0, end and self.terminated, end and not self.terminated, {}
+
+
+def _ppo(num_envs: int, learn_step: int, **kwargs: Any) -> Any:
+    from agilerl.algorithms import PPO
+
+    torch.manual_seed(0)
+    space = gymnasium.spaces.Box(0.0, 10.0, (1,), "float32")
+    return PPO(
+        space,
+        gymnasium.spaces.Discrete(2),
+        num_envs=num_envs,
+        learn_step=learn_step,
+        net_config={"encoder_config": {"hidden_size": [8]}},
+        **kwargs,
+    )
+
+
+def test_gae_reads_the_done_flag_of_the_next_row() -> None:
+    """learner.gae, learner.truncation-bootstraps: collect_rollouts stores in row t the done
+    flag of the step taken from row t's observation (rollouts/on_policy.py), but
+    RolloutBuffer.compute_returns_and_advantages gates row t by ``1 - dones[t + 1]``
+    (components/rollout_buffer.py). An episode of two steps that terminates, then the row of
+    its final observation, then one more row; every value 10, gamma 0.5, lambda 0: the
+    terminating step (row 1) bootstraps ``1 + 0.5 * 10 - 10 = -4`` instead of ``1 - 10 = -9``,
+    and the step before it (row 0) is cut, ``1 - 10 = -9`` instead of ``-4``."""
+    from agilerl.components.rollout_buffer import RolloutBuffer
+
+    space = gymnasium.spaces.Box(0.0, 10.0, (1,), "float32")
+    buffer = RolloutBuffer(4, space, gymnasium.spaces.Discrete(2), gae_lambda=0.0, gamma=0.5)
+    for t, (reward, done) in enumerate([(1.0, False), (1.0, True), (0.0, False), (1.0, False)]):
+        buffer.add(
+            obs=[[float(t)]], action=[0], reward=[reward], done=[done], value=[10.0], log_prob=[0.0]
+        )
+    buffer.compute_returns_and_advantages(last_value=[10.0], last_done=[False])
+    advantages = buffer.buffer["advantages"][:, 0].tolist()
+    assert advantages[:2] == [-9.0, -4.0]
+
+
+def test_a_return_runs_on_into_the_next_episode() -> None:
+    """learner.gae, learner.truncation-bootstraps: the rows of test_gae_reads_the_done_flag_of_
+    the_next_row with lambda 1: the episode's last transition (row 1) reads the flag of its
+    final observation's row (not done) and runs on through it into the next episode, return
+    ``1 + 0.5 * (0 + 0.5 * (1 + 0.5 * 10)) = 2.5``, where the terminated episode's is 1 (and
+    a truncated one's ``1 + 0.5 * 10 = 6``)."""
+    from agilerl.components.rollout_buffer import RolloutBuffer
+
+    space = gymnasium.spaces.Box(0.0, 10.0, (1,), "float32")
+    buffer = RolloutBuffer(4, space, gymnasium.spaces.Discrete(2), gae_lambda=1.0, gamma=0.5)
+    for t, (reward, done) in enumerate([(1.0, False), (1.0, True), (0.0, False), (1.0, False)]):
+        buffer.add(
+            obs=[[float(t)]], action=[0], reward=[reward], done=[done], value=[10.0], log_prob=[0.0]
+        )
+    buffer.compute_returns_and_advantages(last_value=[10.0], last_done=[False])
+    assert buffer.buffer["returns"][1, 0].item() == 2.5
+
+
+def test_collect_rollouts_stores_a_row_for_an_episode_final_observation() -> None:
+    """learner.update-count, learner.stats-exclude-bootstrap: under Gymnasium's NEXT_STEP
+    autoreset (SyncVectorEnv's default) collect_rollouts also acts on an episode's final
+    observation and stores that row (reward 0, not done), and PPO.learn trains on every row of
+    the buffer. Episodes of two truncated steps, six vector steps: rows observe t = 0, 1, 2,
+    0, 1, 2 -- rows 2 and 5 hold final observations."""
+    from agilerl.rollouts import collect_rollouts
+
+    env = gymnasium.vector.SyncVectorEnv([lambda: _Counter(2, terminated=False)])
+    agent = _ppo(1, 6)
+    collect_rollouts(agent, env, n_steps=6)
+    rows = agent.rollout_buffer.buffer
+    assert rows["observations"][:, 0, 0].tolist() == [0.0, 1.0, 2.0, 0.0, 1.0, 2.0]
+    assert rows["rewards"][:, 0].tolist() == [1.0, 1.0, 0.0, 1.0, 1.0, 0.0]
+    assert rows["dones"][:, 0].tolist() == [False, True, False, False, True, False]
+    assert agent.rollout_buffer.size() == 6
+
+
+def _learn(agent: Any) -> tuple[int, torch.Tensor]:
+    """PPO.learn on the agent's rollout buffer: the number of mini-batches it evaluated and
+    the normalised advantages of the batch it built (read back from its RolloutMinibatch)."""
+    from agilerl.algorithms import ppo
+
+    built: list[Any] = []
+    original = ppo.RolloutMinibatch.from_tensordict
+    calls = []
+    evaluate = agent.evaluate_actions
+
+    def spy(td: Any) -> Any:
+        built.append(original(td))
+        return built[-1]
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return evaluate(*args, **kwargs)
+
+    ppo.RolloutMinibatch.from_tensordict = spy
+    agent.evaluate_actions = counted
+    try:
+        agent.learn()
+    finally:
+        ppo.RolloutMinibatch.from_tensordict = original
+    return len(calls), built[0].advantages
+
+
+def test_ppo_learn_makes_epochs_times_ceil_rows_over_batch_size_updates() -> None:
+    """learner.update-count: PPO._learn_from_rollout_buffer_flat makes, per epoch,
+    ceil(rows / batch_size) mini-batches over every row of the buffer (algorithms/ppo.py),
+    rows of final observations included: 6 rows of which 2 hold final observations (4
+    transitions), batch_size 4, 2 epochs: 2 * ceil(6 / 4) = 4 updates, not 2 * ceil(4 / 4) = 2."""
+    from agilerl.rollouts import collect_rollouts
+
+    env = gymnasium.vector.SyncVectorEnv([lambda: _Counter(2, terminated=False)])
+    agent = _ppo(1, 6, batch_size=4, update_epochs=2)
+    collect_rollouts(agent, env, n_steps=6)
+    updates, _ = _learn(agent)
+    assert updates == 4
+
+
+def test_ppo_normalises_advantages_over_every_row_with_the_sample_std() -> None:
+    """learner.stats-exclude-bootstrap: PPO._learn_from_rollout_buffer_flat normalises
+    ``(A - A.mean()) / (A.std() + 1e-8)`` over every buffer row (algorithms/ppo.py), rows of
+    final observations included, with torch's Bessel-corrected std."""
+    from agilerl.rollouts import collect_rollouts
+
+    env = gymnasium.vector.SyncVectorEnv([lambda: _Counter(2, terminated=False)])
+    agent = _ppo(1, 6)
+    collect_rollouts(agent, env, n_steps=6)
+    raw = agent.rollout_buffer.buffer["advantages"][:, 0].clone()
+    _, normalized = _learn(agent)
+    want = (raw - raw.mean()) / (raw.std(correction=1) + 1e-8)
+    assert torch.allclose(normalized.reshape(-1), want, atol=1e-6)
+    population = (raw - raw.mean()) / raw.std(correction=0)
+    assert not torch.allclose(normalized.reshape(-1), population, atol=1e-3)

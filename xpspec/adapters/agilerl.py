@@ -2,8 +2,10 @@
 filled with the toy env through a Gymnasium ``SyncVectorEnv`` (what ``utils/utils.py:make_vect_envs``
 builds) and sampled by its own ``Sampler`` (``components/sampler.py``), as
 ``training/train_off_policy.py:train_off_policy`` fills and samples it (capability ``replay``);
-and ``train_off_policy`` itself with a ``DQN`` agent (capability ``trainer``, see
-:mod:`xpspec.adapters.agilerl_trainer` for its learn-step accounting). Nothing of AgileRL is
+``train_off_policy`` itself with a ``DQN`` agent (capability ``trainer``, see
+:mod:`xpspec.adapters.agilerl_trainer` for its learn-step accounting); and ``PPO``'s rollout
+buffer GAE, advantage normalisation and mini-batch updates (capability ``learner``, see
+:mod:`xpspec.adapters.agilerl_learner`). Nothing of AgileRL is
 re-implemented; sources are cited as ``file:function`` under the installed ``agilerl``
 package. ``agilerl.algorithms`` imports ``peft`` (an optional dependency of AgileRL's
 ``llm`` extras), so the ``adapter-agilerl`` extra installs it too.
@@ -37,7 +39,9 @@ draw (``replay.no-window``).
 **Not expressible** (:class:`~xpspec.protocol.adapter.Unsupported`): windows longer than one
 row, a period, and distributions other than ``uniform-windows``. ``PrioritizedReplayBuffer``
 and ``MultiStepReplayBuffer`` are not driven: the spec has no prioritised distribution, and
-n-step targets belong to the ``learner`` capability, which this adapter does not declare.
+``MultiStepReplayBuffer`` stores n-step reward sums whose bootstrap only ``RainbowDQN.learn``
+adds, inside its distributional loss (``algorithms/dqn_rainbow.py``), so AgileRL forms no
+n-step target the adapter could read and the ``nstep`` observable is not declared.
 Every catalogue replay scenario but ``replay-empty`` asks for windows of several items, so the
 sampler's rows are checked mostly through the trainer's updates.
 """
@@ -59,6 +63,7 @@ import gymnasium
 import numpy as np
 import torch
 
+from xpspec.adapters.agilerl_learner import run_learner
 from xpspec.adapters.agilerl_rows import StoredRows, as_numpy
 from xpspec.adapters.agilerl_trainer import run_trainer
 from xpspec.kit.events import store
@@ -68,7 +73,7 @@ from xpspec.kit.release import check_release
 from xpspec.protocol.adapter import PROTOCOL_VERSION, AdapterInfo, Unsupported
 from xpspec.protocol.env_spec import EnvSpec
 from xpspec.protocol.sampling import SamplingSpec
-from xpspec.protocol.scenario import ReplayScenario, TrainerScenario
+from xpspec.protocol.scenario import LearnerScenario, ReplayScenario, TrainerScenario
 from xpspec.protocol.trace import Event, Sampled, Trace
 from xpspec.refimpl.toy_envs.gym_env import make_env_fns
 
@@ -179,9 +184,12 @@ class AgileRLAdapter:
             framework="AgileRL",
             framework_version=metadata.version("agilerl"),
             protocol_version=PROTOCOL_VERSION,
-            capabilities=("trainer", "replay"),
+            capabilities=("trainer", "replay", "learner"),
             issue_tracker="https://github.com/AgileRL/AgileRL/issues",
-            notes="train_off_policy with a tiny DQN; ReplayBuffer sampled by its Sampler",
+            notes=(
+                "train_off_policy with a tiny DQN; ReplayBuffer sampled by its Sampler; one "
+                "collect_rollouts and PPO.learn with the toy value as critic"
+            ),
             extra_versions={
                 "torch": torch.__version__,
                 "tensordict": metadata.version("tensordict"),
@@ -197,6 +205,10 @@ class AgileRLAdapter:
     def run_trainer(self, scenario: TrainerScenario) -> Trace:
         """One ``train_off_policy`` run of a DQN agent (:mod:`xpspec.adapters.agilerl_trainer`)."""
         return run_trainer(scenario)
+
+    def run_learner(self, scenario: LearnerScenario) -> Trace:
+        """One ``collect_rollouts`` and ``PPO.learn`` (:mod:`xpspec.adapters.agilerl_learner`)."""
+        return run_learner(scenario)
 
     def run_replay(self, scenario: ReplayScenario) -> Trace:
         """Fill: ``fill_steps`` vector steps, one ``ReplayBuffer.add`` of ``B`` rows each;
