@@ -6,6 +6,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 from fractions import Fraction
+from itertools import zip_longest
 
 from xpspec.conformance.checks.base import CheckFailure, Context
 from xpspec.conformance.checks.views import (
@@ -26,7 +27,7 @@ from xpspec.protocol.preprocessors import (
 )
 from xpspec.protocol.scenario import Scenario, TrainerScenario
 from xpspec.protocol.step_type import StepType
-from xpspec.protocol.trace import EnvStep, Exclude, Item, RunEnd, Store, Trace
+from xpspec.protocol.trace import EnvStep, Event, Exclude, Item, RunEnd, Store, Trace
 
 __all__ = [
     "check_conservation",
@@ -113,38 +114,23 @@ def check_identity_is_plain(scenario: Scenario, trace: Trace, ctx: Context) -> N
     unchanged and with annotation 0; nothing else is stored, excluded or held; and the whole
     event sequence equals the run with train accounting ``plain`` (when the adapter can
     express that run: otherwise only the store sequence is checked)."""
-    events = list(trace.events)
     steps = stores = 0
-    for i, e in enumerate(events):
+    step: EnvStep | None = None  # the vector step whose store must come next
+    for i, e in enumerate(trace.events):
+        if step is not None:
+            _stored_right_after(step, e)
+            step = None
         if e.kind in ("exclude", "hold"):
             raise CheckFailure(
                 f"event #{i}: identity preprocessing {e.kind}s {items_of(e)}", "nothing", e.kind
             )
         if e.kind == "store":
             stores += 1
-        if e.kind != "env_step":
-            continue
-        steps += 1
-        nxt = events[i + 1] if i + 1 < len(events) else None
-        if nxt is None or nxt.kind != "store" or items_of(nxt) != items_of(e):
-            raise CheckFailure(
-                f"iteration {e.iteration}: store right after the unroll step of {items_of(e)}",
-                "a store of the same items",
-                nxt,
-            )
-        for name in ("step_type", "reward", "discount"):
-            if getattr(nxt, name) != getattr(e, name):
-                raise CheckFailure(
-                    f"iteration {e.iteration}: stored {name} under identity",
-                    getattr(e, name),
-                    getattr(nxt, name),
-                )
-        if any(nxt.annotation):
-            raise CheckFailure(
-                f"iteration {e.iteration}: stored annotation under identity",
-                (0.0,) * len(nxt.annotation),
-                nxt.annotation,
-            )
+        if e.kind == "env_step":
+            steps += 1
+            step = e
+    if step is not None:
+        _stored_right_after(step, None)
     if stores != steps:
         raise CheckFailure("store events under identity (one per vector step)", steps, stores)
     sc = trainer_scenario(scenario)
@@ -154,18 +140,46 @@ def check_identity_is_plain(scenario: Scenario, trace: Trace, ctx: Context) -> N
         plain = ctx.rerun(replace(sc, trainer=replace(sc.trainer, train_accounting="plain")))
     except Unsupported:
         return  # the adapter cannot run without a hook: the store sequence is what is checked
-    mine, theirs = [canonical_json(e) for e in events], [canonical_json(e) for e in plain.events]
-    if mine != theirs:
-        first = next(
-            (n for n, (a, b) in enumerate(zip(mine, theirs)) if a != b), min(len(mine), len(theirs))
-        )
-        at = events[first] if first < len(events) else plain.events[first]
+    pairs = zip_longest(trace.events, plain.events)
+    for first, (a, b) in enumerate(pairs):
+        mine, theirs = _line(a), _line(b)
+        if mine != theirs:
+            at = a if a is not None else b
+            raise CheckFailure(
+                f"event #{first} vs the same run with train accounting plain",
+                theirs,
+                mine,
+                iteration=at.iteration if hasattr(at, "iteration") else None,
+                diverged=at.kind,
+            )
+
+
+def _line(event: Event | None) -> list[str]:
+    """The canonical line of ``event`` as a list of one (none past the end of its trace)."""
+    return [] if event is None else [canonical_json(event)]
+
+
+def _stored_right_after(e: EnvStep, nxt: Event | None) -> None:
+    """preprocess.identity-is-plain: ``nxt``, the event after the vector step ``e``, stores
+    its items unchanged, with annotation 0."""
+    if nxt is None or not isinstance(nxt, Store) or items_of(nxt) != items_of(e):
         raise CheckFailure(
-            f"event #{first} vs the same run with train accounting plain",
-            theirs[first : first + 1],
-            mine[first : first + 1],
-            iteration=at.iteration if hasattr(at, "iteration") else None,
-            diverged=at.kind,
+            f"iteration {e.iteration}: store right after the unroll step of {items_of(e)}",
+            "a store of the same items",
+            nxt,
+        )
+    for name in ("step_type", "reward", "discount"):
+        if getattr(nxt, name) != getattr(e, name):
+            raise CheckFailure(
+                f"iteration {e.iteration}: stored {name} under identity",
+                getattr(e, name),
+                getattr(nxt, name),
+            )
+    if any(nxt.annotation):
+        raise CheckFailure(
+            f"iteration {e.iteration}: stored annotation under identity",
+            (0.0,) * len(nxt.annotation),
+            nxt.annotation,
         )
 
 

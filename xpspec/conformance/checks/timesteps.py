@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from xpspec.conformance.checks.base import CheckFailure, Context
+from xpspec.conformance.checks.item_index import ItemBytes, ItemIndex
 from xpspec.conformance.checks.views import (
     env_items,
     items_of,
@@ -107,14 +108,17 @@ def check_state_reset(scenario: Scenario, trace: Trace, ctx: Context) -> None:
 def check_loss_mask(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     """timestep.loss-mask-last: loss mask is 0 exactly on padding and stored-LAST items."""
     sc = trainer_scenario(scenario)
-    stored_type: dict[tuple[int, ...], int] = {}
+    stored_type = ItemBytes(ItemIndex(sc.env, sc.seed))  # a byte per item ever stored
     for e in trace.events:
         if e.kind == "store":
-            stored_type.update(zip(items_of(e), e.step_type))
+            for stored, st in zip(items_of(e), e.step_type):
+                stored_type[stored] = st
         elif e.kind == "update":
             for w, window in enumerate(e.windows):
                 for j, item in enumerate(window):
-                    masked_last = item is not None and stored_type.get(tuple(item)) == StepType.LAST
+                    masked_last = (
+                        item is not None and stored_type.get(tuple(item)) == StepType.LAST  # type: ignore[arg-type]
+                    )
                     want = 0 if item is None or (sc.trainer.mask_last and masked_last) else 1
                     if e.loss_mask[w][j] != want:
                         raise CheckFailure(

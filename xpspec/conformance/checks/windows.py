@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from xpspec.conformance.checks.base import CheckFailure, Context
+from xpspec.conformance.checks.item_index import ItemIndex
 from xpspec.conformance.checks.views import (
     buffer_shape,
     stored_items,
@@ -31,7 +32,7 @@ __all__ = [
 def check_windows_valid(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     sc = trainer_scenario(scenario)
     _, capacity, clear = buffer_shape(sc)
-    for update, model in windows_with_state(trace, capacity, clear):
+    for update, model in windows_with_state(trace, capacity, clear, ItemIndex(sc.env, sc.seed)):
         for window in update.windows:
             located = model.locate(window)
             if located is None:
@@ -71,7 +72,7 @@ def check_boundary_policy(scenario: Scenario, trace: Trace, ctx: Context) -> Non
     sc = trainer_scenario(scenario)
     policy = sc.sampling.boundary
     _, capacity, clear = buffer_shape(sc)
-    for update, model in windows_with_state(trace, capacity, clear):
+    for update, model in windows_with_state(trace, capacity, clear, ItemIndex(sc.env, sc.seed)):
         for window in update.windows:
             where = f"update {update.index} of call {update.call}: window {window}"
             real = stored_items(model, window, where)
@@ -109,7 +110,7 @@ def check_period_anchor(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     sc = trainer_scenario(scenario)
     p = sc.sampling.period
     _, capacity, clear = buffer_shape(sc)
-    for update, model in windows_with_state(trace, capacity, clear):
+    for update, model in windows_with_state(trace, capacity, clear, ItemIndex(sc.env, sc.seed)):
         for window in update.windows:
             located = model.locate(window)
             if located is None:
@@ -152,7 +153,7 @@ def _call_chunks(sc: TrainerScenario, trace: Trace) -> list[_CallChunks]:
     by_call: dict[int, list[Any]] = defaultdict(list)
     models: dict[int, tuple[dict[int, list[Item]], dict[int, list[Item]]]] = {}
     stale: set[int] = set()
-    for update, model in windows_with_state(trace, capacity, clear):
+    for update, model in windows_with_state(trace, capacity, clear, ItemIndex(sc.env, sc.seed)):
         by_call[update.call].append(update)
         if any(w is not None and tuple(w) in model.cleared for u in update.windows for w in u):
             stale.add(update.call)
@@ -219,7 +220,7 @@ def check_clear(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     are checked against the same buffer model by ``windows-valid``.)"""
     sc = trainer_scenario(scenario)
     _, capacity, clear = buffer_shape(sc)
-    for update, model in windows_with_state(trace, capacity, clear):
+    for update, model in windows_with_state(trace, capacity, clear, ItemIndex(sc.env, sc.seed)):
         for window in update.windows:
             removed = [tuple(w) for w in window if w is not None and tuple(w) in model.cleared]
             if removed:
