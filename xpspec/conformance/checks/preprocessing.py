@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from fractions import Fraction
 from itertools import zip_longest
 
 from xpspec.conformance.checks.base import CheckFailure, Context
+from xpspec.conformance.checks.item_index import ItemBytes, ItemIndex
 from xpspec.conformance.checks.views import (
     env_items,
     items_of,
@@ -27,7 +28,7 @@ from xpspec.protocol.preprocessors import (
 )
 from xpspec.protocol.scenario import Scenario, TrainerScenario
 from xpspec.protocol.step_type import StepType
-from xpspec.protocol.trace import EnvStep, Event, Exclude, Item, RunEnd, Store, Trace
+from xpspec.protocol.trace import EnvStep, Event, Item, Store, Trace
 
 __all__ = [
     "check_conservation",
@@ -41,68 +42,101 @@ __all__ = [
 ]
 
 
-def _fate(trace: Trace) -> tuple[Counter[Item], Counter[Item], Counter[Item], Counter[Item]]:
-    unrolled: Counter[Item] = Counter()
-    stored: Counter[Item] = Counter()
-    excluded: Counter[Item] = Counter()
-    pending: Counter[Item] = Counter()
-    for e in trace.events:
-        if isinstance(e, EnvStep):
-            unrolled.update(items_of(e))
-        elif isinstance(e, Store):
-            stored.update(items_of(e))
-        elif isinstance(e, Exclude):
-            excluded.update(items_of(e))
-        elif isinstance(e, RunEnd):
-            pending.update(items_of(e))
-    return unrolled, stored, excluded, pending
+class _Fates:
+    """What became of every item of a trainer trace: how many times it was unrolled, stored,
+    excluded and reported pending at the end, and whether it was held, a byte each per item
+    (:class:`ItemBytes`), so that a long trace is judged in little memory. The items
+    themselves are visited again, in the order they were first unrolled, by passes over the
+    trace (:meth:`unrolled_items`)."""
 
+    def __init__(self, sc: Scenario, trace: Trace) -> None:
+        self.trace = trace
+        index = ItemIndex(sc.env, sc.seed)
+        self.unrolled, self.stored, self.excluded, self.pending, self.held = (
+            ItemBytes(index) for _ in range(5)
+        )
+        self.index = index
+        self.ended: dict[tuple[int, int], int] = {}  # episode -> iteration of its LAST
+        tables: dict[str, ItemBytes] = {
+            "env_step": self.unrolled,
+            "store": self.stored,
+            "exclude": self.excluded,
+            "run_end": self.pending,
+            "hold": self.held,
+        }
+        for e in trace.events:
+            table = tables.get(e.kind)
+            if table is None:
+                continue
+            for item in items_of(e):  # type: ignore[arg-type]
+                table[item] = (table.get(item) or 0) + 1
+            if e.kind == "env_step":
+                for item, step in zip(items_of(e), e.step_type):
+                    if step == StepType.LAST:
+                        self.ended.setdefault(item[:2], e.iteration)
 
-def _unaccounted_concern(trace: Trace) -> dict[Item, int | None]:
-    """Items unrolled but neither stored, excluded nor reported pending, each with the
-    iteration in which its loss shows when it is ``preprocess.conservation``'s concern: an item
-    never held (lost in the iteration that unrolled it) or held in an episode that ended (lost
-    at its LAST). Items held in an episode still open at the end are left out: reporting those
-    is ``preprocess.pending-at-end``'s concern."""
-    unrolled, stored, excluded, pending = _fate(trace)
-    held: set[Item] = set()
-    ended: dict[tuple[int, int], int] = {}
-    unrolled_in: dict[Item, int] = {}
-    for e in trace.events:
-        if e.kind == "hold":
-            held.update(items_of(e))
-        elif e.kind == "env_step":
-            for item, step in zip(items_of(e), e.step_type):
-                unrolled_in.setdefault(item, e.iteration)
-                if step == StepType.LAST:
-                    ended.setdefault(item[:2], e.iteration)
-    lost = unrolled - (stored + excluded + pending)
-    out: dict[Item, int | None] = {}
-    for item in lost:
-        if item not in held:
-            out[item] = unrolled_in.get(item)
-        elif item[:2] in ended:
-            out[item] = ended[item[:2]]
-    return out
+    def count(self, table: ItemBytes, item: Item) -> int:
+        return table.get(item) or 0
+
+    def accounted(self, item: Item) -> int:
+        return sum(self.count(t, item) for t in (self.stored, self.excluded, self.pending))
+
+    def unrolled_items(self) -> Iterator[tuple[Item, int]]:
+        """Each unrolled item once, with the iteration that first unrolled it, in that order."""
+        seen = ItemBytes(self.index)
+        for it, item, _, _ in env_items(self.trace):
+            if item not in seen:
+                seen[item] = 0
+                yield item, it
+
+    def lost(self) -> dict[Item, int | None]:
+        """Items unrolled but neither stored, excluded nor reported pending, each with the
+        iteration in which its loss shows when it is ``preprocess.conservation``'s concern: an
+        item never held (lost in the iteration that unrolled it) or held in an episode that
+        ended (lost at its LAST). Items held in an episode still open at the end are left out:
+        reporting those is ``preprocess.pending-at-end``'s concern."""
+        out: dict[Item, int | None] = {}
+        for item, it in self.unrolled_items():
+            if self.count(self.unrolled, item) <= self.accounted(item):
+                continue
+            if item not in self.held:
+                out[item] = it
+            elif item[:2] in self.ended:
+                out[item] = self.ended[item[:2]]
+        return out
+
+    def never_unrolled(self) -> set[Item]:
+        """Items stored, excluded or reported pending that were never unrolled."""
+        return {
+            item
+            for e in self.trace.events
+            if e.kind in ("store", "exclude", "run_end")
+            for item in items_of(e)
+            if item not in self.unrolled
+        }
 
 
 def check_conservation(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     """preprocess.conservation: every unrolled item is stored, excluded or reported pending,
     exactly once. An item held in an episode still open at the end and not reported pending
     is left to ``preprocess.pending-at-end``."""
-    unrolled, stored, excluded, pending = _fate(trace)
-    lost = _unaccounted_concern(trace)
-    accounted = stored + excluded + pending
-    for item, n in unrolled.items():
-        if accounted[item] != n and (accounted[item] > n or item in lost):
-            where = {"stored": stored[item], "excluded": excluded[item], "pending": pending[item]}
+    fates = _Fates(scenario, trace)
+    lost = fates.lost()
+    for item, _ in fates.unrolled_items():
+        n, accounted = fates.count(fates.unrolled, item), fates.accounted(item)
+        if accounted != n and (accounted > n or item in lost):
+            where = {
+                "stored": fates.count(fates.stored, item),
+                "excluded": fates.count(fates.excluded, item),
+                "pending": fates.count(fates.pending, item),
+            }
             raise CheckFailure(
                 f"fate of unrolled item {item}",
                 "exactly one of stored/excluded/pending",
                 where,
                 iteration=lost.get(item),
             )
-    extra = sorted(set(accounted) - set(unrolled))
+    extra = sorted(fates.never_unrolled())
     if extra:
         raise CheckFailure(
             "items stored, excluded or pending that were never unrolled", [], extra[:5]
@@ -184,11 +218,12 @@ def _stored_right_after(e: EnvStep, nxt: Event | None) -> None:
 
 
 def check_store_order(scenario: Scenario, trace: Trace, ctx: Context) -> None:
-    unroll_index = {item: n for n, (_, item, _, _) in enumerate(env_items(trace))}
+    """preprocess.store-order: each env stores its items in the order they were unrolled."""
+    unroll_index = _unroll_order(scenario, trace)
     last: dict[int, tuple[int, Item]] = {}
     for e in trace.of_kind("store"):
         for item in items_of(e):
-            n = unroll_index.get(item, -1)
+            n = unroll_index(item)
             if item[0] in last and n <= last[item[0]][0]:
                 raise CheckFailure(
                     f"iteration {e.iteration}: env {item[0]} stores {item} after {last[item[0]][1]}",
@@ -196,6 +231,29 @@ def check_store_order(scenario: Scenario, trace: Trace, ctx: Context) -> None:
                     "out of order",
                 )
             last[item[0]] = (n, item)
+
+
+def _unroll_order(scenario: Scenario, trace: Trace) -> Callable[[Item], int]:
+    """A number per item that orders the items of one env as they were unrolled (-1 for an
+    item never unrolled). When every env unrolls its time steps in order, once each (as
+    ``timestep.auto-reset`` wants), that is the item's slot (:class:`ItemIndex`) and costs a
+    byte per item; otherwise it is its place in the unroll, kept in a dictionary."""
+    index = ItemIndex(scenario.env, scenario.seed)
+    unrolled = ItemBytes(index)
+    newest: dict[int, int] = {}
+    for _, item, _, _ in env_items(trace):
+        slot = index.slot(item)
+        if slot is None or slot <= newest.get(item[0], -1):
+            places = {item: n for n, (_, item, _, _) in enumerate(env_items(trace))}
+            return lambda item: places.get(item, -1)
+        newest[item[0]] = slot
+        unrolled[item] = 0
+
+    def slot_of(item: Item) -> int:
+        slot = index.slot(item)
+        return slot if slot is not None and item in unrolled else -1
+
+    return slot_of
 
 
 def _stored_as_unrolled(
@@ -360,16 +418,17 @@ def _selected(sc: TrainerScenario, item: Item) -> bool:
 
 def check_exclusion(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     sc = trainer_scenario(scenario)
-    unrolled, stored, excluded, _ = _fate(trace)
-    for item in unrolled:
+    fates = _Fates(sc, trace)
+    for item, _ in fates.unrolled_items():
         want = _selected(sc, item)
-        if want and (stored[item] or not excluded[item]):
+        stored, excluded = fates.count(fates.stored, item), fates.count(fates.excluded, item)
+        if want and (stored or not excluded):
             raise CheckFailure(
                 f"selected item {item} under {sc.preprocess}",
                 "excluded",
-                "stored" if stored[item] else "missing",
+                "stored" if stored else "missing",
             )
-        if not want and excluded[item]:
+        if not want and excluded:
             raise CheckFailure(
                 f"unselected item {item} under {sc.preprocess}", "stored", "excluded"
             )
@@ -403,13 +462,18 @@ def check_pending_at_end(scenario: Scenario, trace: Trace, ctx: Context) -> None
     """The run end reports exactly the items neither stored nor excluded; under ``flush``
     that is nothing, because the held items were stored."""
     sc = trainer_scenario(scenario)
-    unrolled, stored, excluded, pending = _fate(trace)
-    held_open = unrolled - stored - excluded
-    for item in _unaccounted_concern(trace):  # lost items are conservation's concern
-        del held_open[item]
+    fates = _Fates(sc, trace)
+    lost = fates.lost()  # lost items are conservation's concern
+    held_open: Counter[Item] = Counter()
+    for item, _ in fates.unrolled_items():
+        left = fates.count(fates.unrolled, item) - fates.count(fates.stored, item)
+        left -= fates.count(fates.excluded, item)
+        if left > 0 and item not in lost:
+            held_open[item] = left
     ends = list(trace.of_kind("run_end"))
     if len(ends) != 1:
         raise CheckFailure("run end events", 1, len(ends))
+    pending = Counter(item for e in ends for item in items_of(e))
     last = max(iterations(trace), default=None)  # the run end follows the last iteration
     if sc.trainer.pending_at_end == "flush" and pending:
         raise CheckFailure(

@@ -24,23 +24,32 @@ __all__ = [
 
 def check_identity(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     """timestep.identity: every item an event names is one the toy env has, ``t`` within
-    its episode's plan."""
+    its episode's plan. The first bad item of the first kind (env steps, stores, exclusions,
+    holds, the run end) that has one is reported; one pass finds them all."""
     sc = scenario
     columnar: tuple[type[EnvStep | Store | Exclude | Hold | RunEnd], ...]
     columnar = (EnvStep, Store, Exclude, Hold, RunEnd)
+    first: dict[type, CheckFailure] = {}
+    for e in trace.events:
+        cls = type(e)
+        if cls not in columnar or cls in first:
+            continue
+        kind = e.kind
+        for env, episode, t in items_of(e):  # type: ignore[arg-type]
+            if not 0 <= env < sc.env.num_envs:
+                first[cls] = CheckFailure(
+                    f"{kind} names env {env}", f"env in [0, {sc.env.num_envs})", env
+                )
+                break
+            plan = sc.env.episode(sc.seed, env, episode)
+            if not 0 <= t <= plan.length:
+                first[cls] = CheckFailure(
+                    f"{kind} names item {(env, episode, t)}", f"t in [0, {plan.length}]", t
+                )
+                break
     for cls in columnar:  # kind by kind, as the events of each are reported
-        kind = cls.kind
-        for e in (e for e in trace.events if isinstance(e, cls)):
-            for env, episode, t in items_of(e):
-                if not 0 <= env < sc.env.num_envs:
-                    raise CheckFailure(
-                        f"{kind} names env {env}", f"env in [0, {sc.env.num_envs})", env
-                    )
-                plan = sc.env.episode(sc.seed, env, episode)
-                if not 0 <= t <= plan.length:
-                    raise CheckFailure(
-                        f"{kind} names item {(env, episode, t)}", f"t in [0, {plan.length}]", t
-                    )
+        if cls in first:
+            raise first[cls]
 
 
 def check_step_fields(scenario: Scenario, trace: Trace, ctx: Context) -> None:

@@ -136,45 +136,53 @@ def check_updates_per_call(scenario: Scenario, trace: Trace, ctx: Context) -> No
     cfg = sc.trainer
     whole, _, _ = buffer_shape(sc)
     size = cfg.mini_batch_size or sc.env.num_envs
-    updates: dict[int, list[Any]] = defaultdict(list)
+
+    def problem(u: Any) -> tuple[str, object, object] | None:
+        """What is wrong with update ``u`` on its own (its call's number goes in later)."""
+        if not whole and len(u.windows) != size:
+            return f"windows in update {u.index} of call {{}}", size, len(u.windows)
+        lengths = sorted({len(w) for w in u.windows})
+        # Under alf-shortened-chunks a whole-buffer call may use one shorter length.
+        short = whole and cfg.short_chunks == "shorten" and len(lengths) == 1
+        if lengths != [cfg.mini_batch_length] and not (
+            short and lengths[0] < cfg.mini_batch_length
+        ):
+            return "window length in call {}", cfg.mini_batch_length, lengths
+        return None
+
+    # Per call: its updates, their windows, and the first update wrong on its own (one pass;
+    # the updates themselves are not kept).
+    count: dict[int, int] = defaultdict(int)
+    windows: dict[int, int] = defaultdict(int)
+    wrong: dict[int, tuple[str, object, object]] = {}
     for e in trace.of_kind("update"):
-        updates[e.call].append(e)
+        count[e.call] += 1
+        windows[e.call] += len(e.windows)
+        if e.call not in wrong and (found := problem(e)) is not None:
+            wrong[e.call] = found
     for call in trace.of_kind("train_call"):
-        got = updates.get(call.call, [])
+        got = count.get(call.call, 0)
         if call.status != "trained":
             if got:
-                raise CheckFailure(f"call {call.call} ({call.status}) made updates", 0, len(got))
+                raise CheckFailure(f"call {call.call} ({call.status}) made updates", 0, got)
             continue
         if whole:
             # Each epoch covers all chunks in batches of `size` (resized by ALF's rule under
             # the variant alf-resized-mini-batch).
-            chunks = sum(len(u.windows) for u in got) // cfg.num_updates_per_train_iter
+            chunks = windows.get(call.call, 0) // cfg.num_updates_per_train_iter
             batch = size
             if chunks and cfg.mini_batch_resize == "alf":
                 batch = alf_adjusted_mini_batch_size(chunks, size)
             want = cfg.num_updates_per_train_iter * math.ceil(chunks / batch) if chunks else 0
-            if len(got) != want:
+            if got != want:
                 raise CheckFailure(
-                    f"updates of whole-buffer call {call.call} ({chunks} chunks)", want, len(got)
+                    f"updates of whole-buffer call {call.call} ({chunks} chunks)", want, got
                 )
-        elif len(got) != cfg.num_updates_per_train_iter:
-            raise CheckFailure(
-                f"updates of call {call.call}", cfg.num_updates_per_train_iter, len(got)
-            )
-        for u in got:
-            if not whole and len(u.windows) != size:
-                raise CheckFailure(
-                    f"windows in update {u.index} of call {call.call}", size, len(u.windows)
-                )
-            lengths = sorted({len(w) for w in u.windows})
-            # Under alf-shortened-chunks a whole-buffer call may use one shorter length.
-            short = whole and cfg.short_chunks == "shorten" and len(lengths) == 1
-            if lengths != [cfg.mini_batch_length] and not (
-                short and lengths[0] < cfg.mini_batch_length
-            ):
-                raise CheckFailure(
-                    f"window length in call {call.call}", cfg.mini_batch_length, lengths
-                )
+        elif got != cfg.num_updates_per_train_iter:
+            raise CheckFailure(f"updates of call {call.call}", cfg.num_updates_per_train_iter, got)
+        if call.call in wrong:
+            what, expected, actual = wrong[call.call]
+            raise CheckFailure(what.format(call.call), expected, actual)
 
 
 def check_warmup_gate(scenario: Scenario, trace: Trace, ctx: Context) -> None:

@@ -3,14 +3,16 @@ the per-env buffer contents implied by the stores)."""
 
 from __future__ import annotations
 
+import weakref
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from xpspec.conformance.checks.base import CheckFailure
 from xpspec.conformance.checks.item_index import ItemBytes, ItemIndex
 from xpspec.protocol.scenario import Scenario, TrainerScenario
+from xpspec.protocol.step_type import StepType
 from xpspec.protocol.trace import EnvStep, Item, Store, Trace, TrainCall, Update, Window
 
 __all__ = [
@@ -29,6 +31,7 @@ __all__ = [
     "stored_items",
     "stored_per_iteration",
     "trainer_scenario",
+    "unrolled_per_iteration",
     "windows_with_state",
 ]
 
@@ -59,8 +62,76 @@ def items_of(event: Columnar) -> list[Item]:
     return list(zip(event.env, event.episode, event.t))
 
 
+@dataclass(frozen=True)
+class _Counts:
+    """What the per-iteration views count, from one pass over a trace."""
+
+    iterations: tuple[int, ...]
+    steps: dict[int, int]  # env_step events per iteration
+    items: dict[int, int]  # items unrolled per iteration
+    non_first: dict[int, int]  # of them, those not FIRST
+    calls: dict[int, int]  # train_call events per iteration
+    stored: dict[int, int]  # items stored per iteration before its end
+
+
+_COUNTS: dict[int, tuple[weakref.ref[Trace], _Counts]] = {}
+
+
+def _counts(trace: Trace) -> _Counts:
+    """The per-iteration counts of ``trace``, counted once per trace (a trace does not change)
+    and kept while it lives: the views below are asked for by many checks, and each pass over
+    a long trace kept in its file reads the file."""
+    key = id(trace)
+    hit = _COUNTS.get(key)
+    if hit is not None and hit[0]() is trace:
+        return hit[1]
+    its: list[int] = []
+    steps: dict[int, int] = defaultdict(int)
+    items: dict[int, int] = defaultdict(int)
+    non_first: dict[int, int] = defaultdict(int)
+    calls: dict[int, int] = defaultdict(int)
+    stored: dict[int, int] = defaultdict(int)
+    closed: set[int] = set()
+    events: Iterable[Any] = trace.events
+    for e in events:
+        kind = e.kind
+        if kind == "iteration":
+            its.append(e.iteration)
+        elif kind == "env_step":
+            steps[e.iteration] += 1
+            items[e.iteration] += len(e.step_type)
+            non_first[e.iteration] += sum(1 for t in e.step_type if t != StepType.FIRST)
+        elif kind == "train_call":
+            calls[e.iteration] += 1
+        elif kind == "iteration_end":
+            closed.add(e.iteration)
+        elif kind == "store" and e.iteration not in closed:
+            stored[e.iteration] += len(e.env)
+    counts = _Counts(
+        tuple(its), dict(steps), dict(items), dict(non_first), dict(calls), dict(stored)
+    )
+    _COUNTS[key] = (weakref.ref(trace, _forget(key)), counts)
+    return counts
+
+
+def _forget(key: int) -> Callable[[object], None]:
+    """The callback that drops a trace's counts when the trace is gone."""
+
+    def forget(_: object) -> None:
+        _COUNTS.pop(key, None)
+
+    return forget
+
+
 def iterations(trace: Trace) -> list[int]:
-    return [e.iteration for e in trace.of_kind("iteration")]
+    return list(_counts(trace).iterations)
+
+
+def unrolled_per_iteration(trace: Trace, count: str = "all") -> dict[int, int]:
+    """Items unrolled per iteration (``count="non-first"``: those that are not FIRST), for the
+    iterations that unrolled any."""
+    counts = _counts(trace)
+    return dict(counts.items if count == "all" else counts.non_first)
 
 
 def per_iteration(
@@ -264,25 +335,22 @@ def env_items(trace: Trace) -> Iterator[tuple[int, Item, EnvStep, int]]:
 
 
 def steps_per_iteration(trace: Trace) -> list[int]:
-    counts = per_iteration(trace, trace.of_kind("env_step"))
-    return [counts[i] for i in iterations(trace)]
+    counts = _counts(trace)
+    return [counts.steps.get(i, 0) for i in counts.iterations]
 
 
 def calls_per_iteration(trace: Trace) -> list[int]:
-    counts = per_iteration(trace, trace.of_kind("train_call"))
-    return [counts[i] for i in iterations(trace)]
+    counts = _counts(trace)
+    return [counts.calls.get(i, 0) for i in counts.iterations]
 
 
 def stored_per_iteration(trace: Trace) -> list[int]:
     """Items stored during each iteration; a flush after the last iteration is not counted."""
-    counts = dict.fromkeys(iterations(trace), 0)
-    closed: set[int] = set()
-    for e in trace.events:
-        if e.kind == "iteration_end":
-            closed.add(e.iteration)
-        elif e.kind == "store" and e.iteration not in closed:
-            counts[e.iteration] += len(e.env)
-    return [counts[i] for i in iterations(trace)]
+    counts = _counts(trace)
+    strays = set(counts.stored) - set(counts.iterations)
+    if strays:  # a store in no iteration of the trace (validate_trace refuses such traces)
+        raise KeyError(min(strays))
+    return [counts.stored.get(i, 0) for i in counts.iterations]
 
 
 def buffer_shape(sc: TrainerScenario) -> tuple[bool, int, Clearing]:
