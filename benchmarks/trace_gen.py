@@ -59,7 +59,7 @@ def generate(out: Path, num_envs: int = 16, iterations: int = 100_000) -> float:
     beside it; return the seconds the reference trainer took to run and record it."""
     sc = scenario(num_envs, iterations)
     start = time.perf_counter()
-    result = Trainer(sc.env, sc.trainer, sc.preprocess, sc.sampling, sc.seed).run()
+    result = Trainer(sc.env, sc.trainer, sc.preprocess, sc.sampling, sc.seed, record=True).run()
     elapsed = time.perf_counter() - start
     out.write_text(result.trace.to_jsonl(), encoding="utf-8")
     scenario_path(out).write_text(scenario_to_json(sc) + "\n", encoding="utf-8")

@@ -98,11 +98,12 @@ class Trainer:
         preprocess: PreprocessorSpec = _IDENTITY,
         sampling: SamplingSpec = _SAMPLING,
         seed: int = 0,
-        record: bool = True,
+        record: bool = False,
         sink: Callable[[list[Event]], None] | None = None,
     ) -> None:
-        """``record``: keep a trace of the run (clause ``trace.deterministic`` holds either way:
-        recording never changes what the trainer does). ``sink``: hand the events of each
+        """``record``: keep a trace of the run, which a trainer built to train does not need
+        (off by default; :func:`train`, which returns the run's trace, records by default, and
+        so does the reference adapter). Recording never changes what the trainer does. ``sink``: hand the events of each
         iteration to it as the iteration ends (a :class:`~xpspec.protocol.trace_file.TraceWriter`
         writes them out), so that the run holds one iteration's events at a time; the result's
         trace then holds none."""
@@ -422,5 +423,6 @@ def train(
     record: bool = True,
     sink: Callable[[list[Event]], None] | None = None,
 ) -> RunResult:
-    """Run the reference trainer once; see :class:`Trainer`."""
+    """Run the reference trainer once and return the result with its trace (``record=False``:
+    without); see :class:`Trainer`."""
     return Trainer(env, config, preprocess, sampling, seed, record, sink).run()
