@@ -12,8 +12,9 @@ requirements). pyproject.toml states ranges; these files are the exact versions 
 - ``browser``: the compliance site in Debian's headless Chromium, driven by Selenium: the
   standalone page and the built docs site load, filters work, links resolve, nothing a report
   supplies runs (needs ``apt-get install -y chromium chromium-driver``).
-- ``bench``: throughput of the reference trainer and sampler beside minimal torch loops, and
-  what running the adapter in a worker process costs.
+- ``bench``: throughput of the reference trainer and sampler beside hand-written torch loops,
+  what running the adapter in a worker process costs, the trace codec on a large trace, and
+  ``xpspec check`` on long traces (memory against length); each prints its targets.
 - ``minimums``: the tests on the lower bounds pyproject.toml states (constraints/minimum.txt).
 - ``mutation``: mutation testing of refimpl's semantic modules against the suite, with its
   table written to docs/mutation.md (long: about an hour for the default sample).
@@ -192,6 +193,8 @@ def bench(session: nox.Session) -> None:
     session.run("python", "-m", "benchmarks.bench_sampling", env=THREADS)
     session.run("python", "-m", "benchmarks.bench_loop", *session.posargs, env=THREADS)
     session.run("python", "-m", "benchmarks.bench_harness", env=THREADS)
+    session.run("python", "-m", "benchmarks.bench_codec", env=THREADS)
+    session.run("python", "-m", "benchmarks.bench_check", env=THREADS)
 
 
 @nox.session(python="3.11", default=False)
