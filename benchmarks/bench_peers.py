@@ -176,6 +176,11 @@ def run(framework: str, repeats: int = 3, steps: int = STEPS) -> dict[int, float
         f"median of {repeats}; {package} {version}, torch {torch.__version__}"
     )
     ratios = {}
+    if framework == "refimpl":  # alone: its rates, no ratio
+        for b in SIZES:
+            rate = statistics.median(_rate(_refimpl, b, steps) for _ in range(repeats))
+            print(f"  B = {b:>3}: refimpl {rate / 1e3:8.1f}k env steps/s")
+        return ratios
     for b in SIZES:
         _rate(make, b, steps // 10)  # warm-up
         _rate(_refimpl, b, steps // 10)
