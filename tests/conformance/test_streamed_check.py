@@ -14,7 +14,7 @@ from xpspec.conformance.checks.base import CheckFailure, Context
 from xpspec.conformance.checks.item_index import ItemBytes, ItemIndex
 from xpspec.conformance.given_trace import FileReference
 from xpspec.protocol.scenario import TrainerScenario
-from xpspec.protocol.trace import Trace
+from xpspec.protocol.trace import EVENT_KINDS, Trace
 from xpspec.protocol.trace_file import TraceFile, TraceWriter
 from xpspec.refimpl.adapter import RefimplAdapter
 from xpspec.refimpl.trainer import trace_header, train
@@ -67,6 +67,8 @@ def test_checks_give_the_same_verdicts_on_a_trace_file(name: str, tmp_path: Path
         path.write_text(t.to_jsonl(), encoding="utf-8")
         streamed = TraceFile(path)
         assert list(streamed.events) == list(t.events) == list(streamed.events)
+        for kind in EVENT_KINDS:  # only the lines of one kind are decoded
+            assert list(streamed.of_kind(kind)) == list(t.of_kind(kind))
         assert _verdicts(sc, streamed, trace) == _verdicts(sc, t, trace)
 
 

@@ -11,6 +11,7 @@ while the trace is in use.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -33,8 +34,29 @@ class EventFile:
             _, events = read_jsonl(lines)
             yield from events
 
+    def of_kind(self, kind: str) -> Iterator[Event]:
+        """The events of one kind, in order; the lines of other kinds are not decoded (a
+        line's ``"kind":"..."`` member cannot appear inside a string, where quotes are
+        escaped, and events hold no nested objects)."""
+        member = f'"kind":{json.dumps(kind)}'
+        with self.path.open(encoding="utf-8") as lines:
+            _, events = read_jsonl(_only(lines, member))
+            yield from (e for e in events if e.kind == kind)
+
     def __repr__(self) -> str:
         return f"EventFile({str(self.path)!r})"
+
+
+def _only(lines: Iterable[str], member: str) -> Iterator[str]:
+    """``lines`` with every event line not holding ``member`` blanked (the header and the line
+    numbers kept)."""
+    lines = iter(lines)
+    for line in lines:
+        yield line
+        if line.strip():  # the header
+            break
+    for line in lines:
+        yield line if member in line else ""
 
 
 class TraceFile(Trace):
@@ -48,6 +70,10 @@ class TraceFile(Trace):
             header, _ = read_jsonl(lines)
         object.__setattr__(self, "events", EventFile(path))
         object.__setattr__(self, "header", header)
+
+    def of_kind(self, kind: str) -> Iterator[Event]:  # type: ignore[override]
+        events: Any = self.events
+        return events.of_kind(kind)
 
     @property
     def path(self) -> Path:
