@@ -15,13 +15,33 @@ from collections.abc import Iterable
 from typing import Final
 
 from xpspec.protocol.env_spec import EnvSpec
+from xpspec.protocol.schedule import EpisodePlan
 from xpspec.protocol.trace import Item
 
-__all__ = ["ItemBytes", "ItemIndex"]
+__all__ = ["ItemBytes", "ItemIndex", "Plans"]
 
 _AHEAD: Final = 1 << 12
 """Episodes past the last one numbered that the index numbers on demand; an item of an
 episode further ahead is kept aside rather than growing the index to reach it."""
+
+
+class Plans:
+    """The episode plans of ``env`` run with ``seed``, the newest asked for of each env
+    remembered: a pass over a trace asks for the same episode item after item, and working a
+    plan out (a hash, a validated value) costs more than the rest of what a check does with
+    an item."""
+
+    def __init__(self, env: EnvSpec, seed: int) -> None:
+        self.env, self.seed = env, seed
+        self._newest: dict[int, tuple[int, EpisodePlan]] = {}
+
+    def __call__(self, env: int, episode: int) -> EpisodePlan:
+        newest = self._newest.get(env)
+        if newest is not None and newest[0] == episode:
+            return newest[1]
+        plan = self.env.episode(self.seed, env, episode)
+        self._newest[env] = (episode, plan)
+        return plan
 
 
 class ItemIndex:

@@ -64,12 +64,16 @@ class _Fates:
             "run_end": self.pending,
             "hold": self.held,
         }
+        self._early: set[Item] = set()  # accounted for while not (yet) unrolled
         for e in trace.events:
             table = tables.get(e.kind)
             if table is None:
                 continue
+            accounting = e.kind in ("store", "exclude", "run_end")
             for item in items_of(e):  # type: ignore[arg-type]
                 table[item] = (table.get(item) or 0) + 1
+                if accounting and item not in self.unrolled:
+                    self._early.add(item)
             if e.kind == "env_step":
                 for item, step in zip(items_of(e), e.step_type):
                     if step == StepType.LAST:
@@ -89,31 +93,24 @@ class _Fates:
                 seen[item] = 0
                 yield item, it
 
-    def lost(self) -> dict[Item, int | None]:
-        """Items unrolled but neither stored, excluded nor reported pending, each with the
-        iteration in which its loss shows when it is ``preprocess.conservation``'s concern: an
-        item never held (lost in the iteration that unrolled it) or held in an episode that
-        ended (lost at its LAST). Items held in an episode still open at the end are left out:
+    def lost(self, item: Item, first: int) -> tuple[bool, int | None]:
+        """Whether ``item`` (first unrolled in iteration ``first``) is lost, unrolled more
+        often than it was stored, excluded or reported pending, in a way that is
+        ``preprocess.conservation``'s concern, and the iteration in which its loss shows: an
+        item never held is lost in the iteration that unrolled it, one held in an episode that
+        ended at that episode's LAST. Items held in an episode still open at the end are not:
         reporting those is ``preprocess.pending-at-end``'s concern."""
-        out: dict[Item, int | None] = {}
-        for item, it in self.unrolled_items():
-            if self.count(self.unrolled, item) <= self.accounted(item):
-                continue
-            if item not in self.held:
-                out[item] = it
-            elif item[:2] in self.ended:
-                out[item] = self.ended[item[:2]]
-        return out
+        if self.count(self.unrolled, item) <= self.accounted(item):
+            return False, None
+        if item not in self.held:
+            return True, first
+        if item[:2] in self.ended:
+            return True, self.ended[item[:2]]
+        return False, None
 
     def never_unrolled(self) -> set[Item]:
         """Items stored, excluded or reported pending that were never unrolled."""
-        return {
-            item
-            for e in self.trace.events
-            if e.kind in ("store", "exclude", "run_end")
-            for item in items_of(e)
-            if item not in self.unrolled
-        }
+        return {item for item in self._early if item not in self.unrolled}
 
 
 def check_conservation(scenario: Scenario, trace: Trace, ctx: Context) -> None:
@@ -121,10 +118,12 @@ def check_conservation(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     exactly once. An item held in an episode still open at the end and not reported pending
     is left to ``preprocess.pending-at-end``."""
     fates = _Fates(scenario, trace)
-    lost = fates.lost()
-    for item, _ in fates.unrolled_items():
+    for item, first in fates.unrolled_items():
         n, accounted = fates.count(fates.unrolled, item), fates.accounted(item)
-        if accounted != n and (accounted > n or item in lost):
+        if accounted == n:
+            continue
+        lost, iteration = fates.lost(item, first)
+        if accounted > n or lost:
             where = {
                 "stored": fates.count(fates.stored, item),
                 "excluded": fates.count(fates.excluded, item),
@@ -134,7 +133,7 @@ def check_conservation(scenario: Scenario, trace: Trace, ctx: Context) -> None:
                 f"fate of unrolled item {item}",
                 "exactly one of stored/excluded/pending",
                 where,
-                iteration=lost.get(item),
+                iteration=iteration,
             )
     extra = sorted(fates.never_unrolled())
     if extra:
@@ -463,12 +462,11 @@ def check_pending_at_end(scenario: Scenario, trace: Trace, ctx: Context) -> None
     that is nothing, because the held items were stored."""
     sc = trainer_scenario(scenario)
     fates = _Fates(sc, trace)
-    lost = fates.lost()  # lost items are conservation's concern
     held_open: Counter[Item] = Counter()
-    for item, _ in fates.unrolled_items():
+    for item, first in fates.unrolled_items():
         left = fates.count(fates.unrolled, item) - fates.count(fates.stored, item)
         left -= fates.count(fates.excluded, item)
-        if left > 0 and item not in lost:
+        if left > 0 and not fates.lost(item, first)[0]:  # lost: conservation's concern
             held_open[item] = left
     ends = list(trace.of_kind("run_end"))
     if len(ends) != 1:

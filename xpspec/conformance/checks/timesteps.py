@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from xpspec.conformance.checks.base import CheckFailure, Context
-from xpspec.conformance.checks.item_index import ItemBytes, ItemIndex
+from xpspec.conformance.checks.item_index import ItemBytes, ItemIndex, Plans
 from xpspec.conformance.checks.views import (
     env_items,
     items_of,
@@ -30,6 +30,7 @@ def check_identity(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     columnar: tuple[type[EnvStep | Store | Exclude | Hold | RunEnd], ...]
     columnar = (EnvStep, Store, Exclude, Hold, RunEnd)
     first: dict[type, CheckFailure] = {}
+    plans = Plans(sc.env, sc.seed)
     for e in trace.events:
         cls = type(e)
         if cls not in columnar or cls in first:
@@ -41,7 +42,7 @@ def check_identity(scenario: Scenario, trace: Trace, ctx: Context) -> None:
                     f"{kind} names env {env}", f"env in [0, {sc.env.num_envs})", env
                 )
                 break
-            plan = sc.env.episode(sc.seed, env, episode)
+            plan = plans(env, episode)
             if not 0 <= t <= plan.length:
                 first[cls] = CheckFailure(
                     f"{kind} names item {(env, episode, t)}", f"t in [0, {plan.length}]", t
@@ -55,8 +56,9 @@ def check_identity(scenario: Scenario, trace: Trace, ctx: Context) -> None:
 def check_step_fields(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     """timestep.step-types and timestep.discount: each unrolled item's fields vs its plan."""
     sc = scenario
+    plans = Plans(sc.env, sc.seed)
     for it, (env, episode, t), e, i in env_items(trace):
-        plan = sc.env.episode(sc.seed, env, episode)
+        plan = plans(env, episode)
         want_type = (
             StepType.FIRST if t == 0 else StepType.LAST if t == plan.length else StepType.MID
         )

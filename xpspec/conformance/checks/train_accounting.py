@@ -359,15 +359,15 @@ def _valid_starts(
     """The valid sampled-mode starts (absolute positions) of ``env`` in ``model``, from the
     definitions of ``replay.window-validity``, ``replay.boundary-policy`` and the period grid;
     windows are ``mini_batch_length`` items long. ``first_only``: the first one, if any."""
-    live = model.live(env)
+    size = model.size(env)
     earliest, t = model.start[env], sc.trainer.mini_batch_length
     p, anchor, policy = sc.sampling.period, sc.sampling.anchor, sc.sampling.boundary
-    steps = [model.step_type[item] for item in live] if policy == "forbid" else []
+    steps = [model.step_type[item] for item in model.live(env)] if policy == "forbid" else []
     starts = []
-    for i in range(len(live)):
+    for i in range(size):
         if ((earliest + i) if anchor == "absolute" else i) % p:
             continue
-        if policy != "pad" and i + t > len(live):
+        if policy != "pad" and i + t > size:
             continue
         if policy == "forbid" and any(
             steps[q] == StepType.LAST or steps[q + 1] == StepType.FIRST for q in range(i, i + t - 1)

@@ -3,6 +3,7 @@ the per-env buffer contents implied by the stores)."""
 
 from __future__ import annotations
 
+import itertools
 import weakref
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -243,6 +244,10 @@ class BufferModel:
     def live(self, env: int) -> list[Item]:
         """The items of ``env`` currently in the buffer, oldest first."""
         return list(self.stored[env])
+
+    def items(self, env: int, start: int, stop: int) -> list[Item]:
+        """``live(env)[start:stop]``, without copying the rest."""
+        return list(itertools.islice(self.stored[env], start, max(start, stop)))
 
     def size(self, env: int) -> int:
         """How many items of ``env`` are in the buffer."""

@@ -48,12 +48,11 @@ def check_windows_valid(scenario: Scenario, trace: Trace, ctx: Context) -> None:
                     iteration=update.iteration,
                 )
             env, start = located
-            live = model.live(env)
             real = [w for w in window if w is not None]
-            if [tuple(w) for w in real] != live[start : start + len(real)]:
+            if [tuple(w) for w in real] != model.items(env, start, start + len(real)):
                 raise CheckFailure(
                     f"update {update.index} of call {update.call}: window",
-                    live[start : start + len(window)],
+                    model.items(env, start, start + len(window)),
                     window,
                     clause="replay.window-validity",
                     iteration=update.iteration,
