@@ -75,10 +75,9 @@ FastRule = tuple[Callable[[str], Any], Callable[..., Event], tuple[int, ...], tu
 and its float columns (the tuples shared between events)."""
 
 
-def _same_zeros(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
-    """Whether equal float columns ``a`` and ``b`` also agree on the sign of each zero (0.0
-    equals -0.0, and each is written as it is)."""
-    return all(copysign(1.0, x) == copysign(1.0, y) for x, y in zip(a, b) if not x)
+def _negative_zero(column: tuple[float, ...]) -> bool:
+    """Whether ``column`` holds -0.0."""
+    return any(not x and copysign(1.0, x) < 0 for x in column)
 
 
 def _fast_rules() -> dict[str, FastRule]:
@@ -130,15 +129,20 @@ class EventReader:
                 except _REFUSED:
                     pass  # the compiled decoder accepts it or names what is wrong
                 else:
-                    return cls(*self._share(values, ints, floats))
+                    return cls(*self._share(values, ints, floats, "-0" in line))
         try:
             data = json.loads(line)
         except json.JSONDecodeError as exc:
             raise ValueError(f"line {lineno}: not JSON ({exc.msg})") from exc
         return self.event(data, lineno)
 
-    def _share(self, values: list[Any], ints: tuple[int, ...], floats: tuple[int, ...]) -> Any:
-        """``values`` with each column replaced by an equal one read before, if any."""
+    def _share(
+        self, values: list[Any], ints: tuple[int, ...], floats: tuple[int, ...], signed: bool
+    ) -> Any:
+        """``values`` with each column replaced by an equal one read before, if any. A float
+        column holding a negative zero is neither shared nor kept to share (-0.0 equals 0.0,
+        and each is written as it is); ``signed`` is whether the line may hold one (its text
+        holds ``-0``)."""
         if len(self._ints) > SHARED_LIMIT or len(self._floats) > SHARED_LIMIT:
             self._ints.clear()
             self._floats.clear()
@@ -147,9 +151,9 @@ class EventReader:
             values[i] = shared(values[i], values[i])
         for i in floats:
             column = values[i]
-            seen = self._floats.setdefault(column, column)
-            if seen is not column and (0.0 not in column or _same_zeros(seen, column)):
-                values[i] = seen
+            if signed and 0.0 in column and _negative_zero(column):
+                continue
+            values[i] = self._floats.setdefault(column, column)
         return values
 
     def event(self, data: Any, lineno: int) -> Event:
@@ -170,7 +174,7 @@ def read_jsonl(lines: Iterable[str], fast: bool = True) -> tuple[dict[str, Any],
     """The header of a trace's JSON Lines and an iterator over its events, read as they are
     asked for (a trace of any length, in the memory of one event). Blank lines are skipped;
     errors name the line number."""
-    numbered = ((n, line) for n, line in enumerate(lines, 1) if line.strip())
+    numbered = ((n, line) for n, line in enumerate(lines, 1) if line and not line.isspace())
     first = next(numbered, None)
     if first is None:
         raise ValueError("empty trace: expected a header line")

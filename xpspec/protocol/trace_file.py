@@ -53,7 +53,7 @@ def _only(lines: Iterable[str], member: str) -> Iterator[str]:
     lines = iter(lines)
     for line in lines:
         yield line
-        if line.strip():  # the header
+        if line and not line.isspace():  # the header
             break
     for line in lines:
         yield line if member in line else ""
