@@ -12,7 +12,8 @@ bytes written, which never pass through here).
 
 Equal column tuples are shared: a trace repeats the same ``env``, ``discount`` or
 ``step_type`` column in event after event, and a store repeats the columns of the vector
-step it stores. Sharing them holds a decoded trace in about half the memory; the table of
+step it stores. Integer and float columns are kept apart (``(1, 0) == (1.0, 0.0)``), and a
+float column holding -0.0 is not shared (``-0.0 == 0.0``): each is written back as it was. Sharing them holds a decoded trace in about half the memory; the table of
 shared tuples is bounded (:data:`SHARED_LIMIT`), so a reader that streams a long trace keeps
 no more than that.
 """
@@ -20,6 +21,7 @@ no more than that.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gc
 import json
 import typing
@@ -80,7 +82,10 @@ def _negative_zero(column: tuple[float, ...]) -> bool:
     return any(not x and copysign(1.0, x) < 0 for x in column)
 
 
+@functools.cache
 def _fast_rules() -> dict[str, FastRule]:
+    """The msgspec rule of each event kind (made once: every pass over a trace file reads
+    with a reader of its own)."""
     if msgspec is None:
         return {}
     namespace = vars(_trace)

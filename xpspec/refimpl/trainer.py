@@ -103,10 +103,10 @@ class Trainer:
     ) -> None:
         """``record``: keep a trace of the run, which a trainer built to train does not need
         (off by default; :func:`train`, which returns the run's trace, records by default, and
-        so does the reference adapter). Recording never changes what the trainer does. ``sink``: hand the events of each
-        iteration to it as the iteration ends (a :class:`~xpspec.protocol.trace_file.TraceWriter`
-        writes them out), so that the run holds one iteration's events at a time; the result's
-        trace then holds none."""
+        so does the reference adapter). Recording never changes what the trainer does.
+        ``sink``: hand the events of each iteration to it as the iteration ends (a
+        :class:`~xpspec.protocol.trace_file.TraceWriter` writes them out), so that the run
+        holds one iteration's events at a time; the result's trace then holds none."""
         require_compatible(preprocess, env.autoreset)
         if config.mode == "on-policy":
             if not isinstance(preprocess, Identity):
