@@ -16,8 +16,11 @@ requirements). pyproject.toml states ranges; these files are the exact versions 
   releases of its framework (by default those of sweeps/versions.toml), one venv per adapter
   (session ``sweep_releases(ADAPTER)``) reused across them, and records each release's run
   in docs/sweeps/ADAPTER/VERSION.json.
-- ``bench``: throughput of the reference trainer and sampler beside minimal torch loops, and
-  what running the adapter in a worker process costs.
+- ``bench``: throughput of the reference trainer and sampler beside hand-written torch loops,
+  what running the adapter in a worker process costs, the trace codec on a large trace, and
+  ``xpspec check`` on long traces (memory against length); each prints its targets.
+- ``bench_peers(sb3|tianshou|torchrl)``: collection and storage of a framework beside
+  refimpl's on the same work, in the framework's adapter venv.
 - ``minimums``: the tests on the lower bounds pyproject.toml states (constraints/minimum.txt).
 - ``mutation``: mutation testing of refimpl's semantic modules against the suite, with its
   table written to docs/mutation.md (long: about an hour for the default sample).
@@ -299,6 +302,29 @@ def bench(session: nox.Session) -> None:
     session.run("python", "-m", "benchmarks.bench_sampling", env=THREADS)
     session.run("python", "-m", "benchmarks.bench_loop", *session.posargs, env=THREADS)
     session.run("python", "-m", "benchmarks.bench_harness", env=THREADS)
+    session.run("python", "-m", "benchmarks.bench_codec", env=THREADS)
+    session.run("python", "-m", "benchmarks.bench_check", env=THREADS)
+
+
+PEERS = ("sb3", "tianshou", "torchrl")
+"""The frameworks ``bench_peers`` times beside refimpl."""
+
+
+@nox.session(python="3.11", default=False, tags=["bench"])
+@nox.parametrize("framework", [nox.param(f, id=f) for f in PEERS])
+def bench_peers(session: nox.Session, framework: str) -> None:
+    """Collection and storage of a framework beside refimpl's on the same work, in the venv
+    of that framework's adapter (its install list), ratios from one run each."""
+    install(session, f"adapter-{framework}", constraints=FRAMEWORK)
+    session.run(
+        "python",
+        "-m",
+        "benchmarks.bench_peers",
+        "--framework",
+        framework,
+        *session.posargs,
+        env=THREADS,
+    )
 
 
 @nox.session(python="3.11", default=False)

@@ -1,5 +1,6 @@
-"""Reports are deterministic: the same suite run serially, again, and on two xdist workers
-gives the same records (timings aside), and traces are byte-identical across processes."""
+"""Reports are deterministic: the same suite run serially and on two xdist workers, each in a
+process of its own, gives the same records (timings aside), and traces are byte-identical
+across processes."""
 
 from __future__ import annotations
 
@@ -38,10 +39,14 @@ def _run(tmp: Path, name: str, *extra: str) -> list[str]:
 
 
 def test_report_identical_serial_and_parallel(tmp_path: Path) -> None:
-    first = _run(tmp_path, "a", "-p", "no:xdist")
-    assert first, "the suite produced no records"
-    assert _run(tmp_path, "b", "-p", "no:xdist") == first
-    assert _run(tmp_path, "c", "-n", "2") == first
+    """Two runs, two processes (each its own interpreter and string hash seed), one serial
+    and one on two workers that split the tests between them: equal records show both that a
+    run does not depend on its process and that it does not depend on how the tests are
+    distributed. (A second serial run, as this test once made, adds nothing the parallel one
+    does not: it is another process too.)"""
+    serial = _run(tmp_path, "serial", "-p", "no:xdist")
+    assert serial, "the suite produced no records"
+    assert _run(tmp_path, "parallel", "-n", "2") == serial
 
 
 def test_trace_bytes_identical_in_another_process() -> None:

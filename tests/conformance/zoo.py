@@ -888,7 +888,8 @@ class MutantAdapter(RefimplAdapter):
         return self.mutant.relabeler(store, sample, scenario, generator)
 
     def run_trainer(self, scenario: TrainerScenario) -> Trace:
+        sc = scenario
         trainer = self.mutant.trainer(
-            scenario.env, scenario.trainer, scenario.preprocess, scenario.sampling, scenario.seed
+            sc.env, sc.trainer, sc.preprocess, sc.sampling, sc.seed, record=True
         )
         return trainer.run().trace

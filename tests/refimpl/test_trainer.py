@@ -308,3 +308,17 @@ def test_on_policy_trains_the_transition_between_unrolls() -> None:
         for a, b in itertools.pairwise(chunk)
     }
     assert {(2, 3), (5, 6), (8, 9)} <= pairs
+
+
+def test_a_trainer_records_only_when_asked_and_recording_changes_nothing() -> None:
+    from xpspec.refimpl.trainer import Trainer
+
+    cfg = TrainerConfig(unroll_length=Fraction(3, 2), num_iterations=6, mini_batch_length=2)
+    silent = Trainer(ENV2, cfg, preprocess=EpisodeDelayed(), seed=1).run()
+    recorded = Trainer(ENV2, cfg, preprocess=EpisodeDelayed(), seed=1, record=True).run()
+    via_train = train(ENV2, cfg, preprocess=EpisodeDelayed(), seed=1)
+    assert silent.trace.events == ()
+    assert recorded.trace.events and recorded.trace.to_jsonl() == via_train.trace.to_jsonl()
+    counters = ("iterations", "env_steps", "stored_total", "train_calls", "updates")
+    for name in counters:
+        assert getattr(silent, name) == getattr(recorded, name) == getattr(via_train, name)

@@ -454,25 +454,52 @@ def _check(args: argparse.Namespace) -> int:
     ``xpspec run`` on an adapter whose only run is that trace
     (:class:`~xpspec.conformance.given_trace.GivenTrace`), with the same outcomes, blame
     (:mod:`xpspec.conformance.blame`) and exit codes. A check that needs another run of the
-    implementation is not applicable."""
+    implementation is not applicable. The trace stays in its file and is read pass by pass
+    (:class:`~xpspec.protocol.trace_file.TraceFile`), and so is the reference trainer's run
+    when it is the reference: a long trace is checked in the memory of the checks' own
+    state."""
+    import tempfile
+
     from xpspec.conformance.engine import Session
-    from xpspec.conformance.explain.command import read_trace
-    from xpspec.conformance.given_trace import GivenTrace
+    from xpspec.conformance.given_trace import FileReference, GivenTrace
     from xpspec.conformance.validate import validate_trace
 
     scenario = _read_scenario(args.scenario)
-    trace = read_trace(args.trace)
+    trace = _trace_file(args.trace)
     try:
         validate_trace(scenario, trace)
     except ValueError as exc:
         raise ValueError(f"{args.trace}: malformed trace: {exc}") from None
-    session = Session(GivenTrace(scenario, trace, args.trace), args.trace, reproduce="")
-    outcomes = [session.evaluate(check, args.scenario, scenario) for check in _checks_of(scenario)]
-    for outcome in outcomes:
-        print(_check_line(outcome, args.strict))
+    with tempfile.TemporaryDirectory(prefix="xpspec-check-") as tmp:
+        session = Session(
+            GivenTrace(scenario, trace, args.trace),
+            args.trace,
+            reproduce="",
+            reference=FileReference(Path(tmp)),
+            vectors=True,
+        )
+        outcomes = []
+        for check in _checks_of(scenario):
+            outcome = session.evaluate(check, args.scenario, scenario)
+            print(_check_line(outcome, args.strict), flush=True)
+            outcomes.append(outcome)
     failed = any(o.status == "fail" and (args.strict or o.level != "SHOULD") for o in outcomes)
     broke = any(o.status in ADAPTER_FAILURES for o in outcomes)
     return ExitCode.FINDINGS if failed or broke else ExitCode.OK
+
+
+def _trace_file(path: str) -> Any:
+    """The trace file ``path``, read pass by pass; one that cannot be opened or whose header is
+    malformed raises ``ValueError`` naming it."""
+    from xpspec.protocol.trace_file import TraceFile
+
+    try:
+        return TraceFile(path)
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or exc
+        raise ValueError(f"{path}: cannot read it ({reason})") from None
+    except ValueError as exc:
+        raise ValueError(f"{path}: malformed trace: {exc}") from None
 
 
 def _checks_of(scenario: Scenario) -> list[Check]:

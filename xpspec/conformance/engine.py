@@ -101,7 +101,8 @@ def _stopped(trace: Trace) -> str:
 class Session:
     """One adapter under test, with its expectations, a trace cache and the reference: the
     committed vector of a catalogue scenario (:mod:`xpspec.conformance.vectors`), else a run of
-    ``reference`` (refimpl by default; passing one turns the vectors off). ``reproduce`` is the
+    ``reference`` (refimpl by default; passing one turns the vectors off unless ``vectors``
+    says otherwise). ``reproduce`` is the
     command a failure's message gives to reproduce its scenario's trace (default ``xpspec
     trace s.json --adapter ADAPTER_NAME``; "" for none)."""
 
@@ -113,6 +114,7 @@ class Session:
         timeout: float = 120.0,
         reference: Adapter | None = None,
         reproduce: str | None = None,
+        vectors: bool | None = None,
     ) -> None:
         self.adapter, self.adapter_name = adapter, adapter_name
         self.reproduce = (
@@ -134,7 +136,7 @@ class Session:
         self.deadline: float | None = None
         """``time.monotonic()`` past which no inline operation may run (the run's budget)."""
         self._cache: dict[tuple[str, str], Trace | BaseException] = {}
-        self._vectors = reference is None
+        self._vectors = reference is None if vectors is None else vectors
         """Whether a committed vector, where one exists, is the reference (not a fresh run)."""
         if reference is None:
             from xpspec.refimpl.adapter import RefimplAdapter

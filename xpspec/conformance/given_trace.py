@@ -10,6 +10,8 @@ that needs one is not applicable, as it is for an adapter that cannot express a 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from xpspec.protocol.adapter import CAPABILITIES, PROTOCOL_VERSION, AdapterInfo, Unsupported
 from xpspec.protocol.scenario import (
     EnvScenario,
@@ -21,8 +23,11 @@ from xpspec.protocol.scenario import (
     scenario_to_json,
 )
 from xpspec.protocol.trace import Trace
+from xpspec.protocol.trace_file import TraceFile, TraceWriter
+from xpspec.refimpl.adapter import RefimplAdapter
+from xpspec.refimpl.trainer import trace_header, train
 
-__all__ = ["GivenTrace"]
+__all__ = ["FileReference", "GivenTrace"]
 
 
 class GivenTrace:
@@ -73,3 +78,23 @@ class GivenTrace:
 
     def run_relabel(self, scenario: RelabelScenario) -> Trace:
         return self._answer(scenario)
+
+
+class FileReference(RefimplAdapter):
+    """The reference implementation writing the trace of a train run to a file in
+    ``directory`` as it runs, and answering with that file
+    (:class:`~xpspec.protocol.trace_file.TraceFile`): the reference of a long given trace is
+    as long, and is compared with it pass by pass, never held whole. Other kinds of scenario
+    are answered as :class:`~xpspec.refimpl.adapter.RefimplAdapter` answers them."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._runs = 0
+
+    def run_trainer(self, scenario: TrainerScenario) -> Trace:
+        self._runs += 1
+        path = self.directory / f"reference-{self._runs}.trace.jsonl"
+        sc = scenario
+        with TraceWriter(path, trace_header(sc.seed)) as writer:
+            train(sc.env, sc.trainer, sc.preprocess, sc.sampling, sc.seed, sink=writer)
+        return TraceFile(path)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any, Final
 
+from xpspec.conformance.checks.item_index import Plans
 from xpspec.conformance.checks.views import items_of
 from xpspec.protocol.env_spec import EnvSpec
 from xpspec.protocol.scenario import Scenario
@@ -59,14 +60,15 @@ class TraceError(ValueError):
     """A malformed trace; the message names the first bad event."""
 
 
-def item_problem(env: EnvSpec, seed: int, item: Item) -> str | None:
-    """Why ``item`` is not a time step of ``env``, or None if it is one."""
+def item_problem(env: EnvSpec, seed: int, item: Item, plans: Plans | None = None) -> str | None:
+    """Why ``item`` is not a time step of ``env``, or None if it is one (``plans``: the
+    plans of ``env`` under ``seed``, remembered)."""
     e, k, t = item
     if not 0 <= e < env.num_envs:
         return f"env {e} outside [0, {env.num_envs})"
     if k < 0:
         return f"negative episode {k}"
-    length = env.episode(seed, e, k).length
+    length = (plans(e, k) if plans is not None else env.episode(seed, e, k)).length
     if not 0 <= t <= length:
         return f"t {t} outside episode {k} of env {e} (t in [0, {length}])"
     return None
@@ -76,6 +78,7 @@ def validate_trace(scenario: Scenario, trace: Trace) -> None:
     """Raise :class:`TraceError` for the first malformed event of ``trace``."""
     iteration = 0
     ended = False
+    plans = Plans(scenario.env, scenario.seed)
     for n, event in enumerate(trace.events):
         where = f"event #{n} ({event.kind})"
         if ended:
@@ -88,7 +91,7 @@ def validate_trace(scenario: Scenario, trace: Trace) -> None:
             if len(lengths) != 1:
                 raise TraceError(f"{where}: columns of different lengths {sorted(lengths)}")
             for item in _named_items(event):
-                problem = item_problem(scenario.env, scenario.seed, item)
+                problem = item_problem(scenario.env, scenario.seed, item, plans)
                 if problem:
                     raise TraceError(f"{where}: item {item} decodes to no real step: {problem}")
             problem = _value_problem(event)
@@ -103,7 +106,7 @@ def validate_trace(scenario: Scenario, trace: Trace) -> None:
                         f"truncated 0/1), got {held}"
                     )
         if event.kind in ("update", "sampled"):
-            problem = _window_problem(scenario, event)
+            problem = _window_problem(scenario, event, plans)
             if problem:
                 raise TraceError(f"{where}: {problem}")
         if scenario.kind != "trainer":
@@ -146,14 +149,16 @@ def _named_items(event: Any) -> list[Item]:
     return items
 
 
-def _window_problem(scenario: Scenario, event: Any) -> str | None:
+def _window_problem(scenario: Scenario, event: Any, plans: Plans) -> str | None:
     """Windows no sampler can draw: a window of no items, an item that is no time step of
     the env, and (for an update) a loss mask not shaped like the windows."""
     for w, window in enumerate(event.windows):
         if not window:
             return f"window {w} has no items (expected window_length items, padding included)"
         for item in window:
-            problem = None if item is None else item_problem(scenario.env, scenario.seed, item)
+            problem = (
+                None if item is None else item_problem(scenario.env, scenario.seed, item, plans)
+            )
             if problem:
                 return f"window {w}: item {item} decodes to no real step: {problem}"
     if event.kind == "update":

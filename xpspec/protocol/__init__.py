@@ -1,5 +1,6 @@
 """The protocol core: everything an implementation needs to speak to the conformance suite,
-and nothing else. Standard library only (no torch, no reference implementation), so that the
+and nothing else. Standard library only (no torch, no reference implementation; msgspec,
+when installed, reads trace lines faster, :mod:`~xpspec.protocol.event_reader`), so that the
 suite, the reference trainer and every adapter depend on it and not on each other; a
 non-Python implementation needs only its JSON Schemas (:mod:`xpspec.protocol.schemas`).
 

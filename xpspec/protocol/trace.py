@@ -9,12 +9,11 @@ line, then one canonical line per event; the same trace always gives the same by
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union, get_args, overload
 
-from xpspec.protocol.codec import canonical_json, decoder, to_jsonable
+from xpspec.protocol.codec import canonical_json, to_jsonable
 
 __all__ = [
     "TRACE_FORMAT",
@@ -346,44 +345,13 @@ class Trace:
 
     @classmethod
     def from_jsonl(cls, text: str) -> Trace:
-        """Parse JSON Lines; errors name the line number and what is wrong."""
-        return cls.from_records(_records(text.splitlines()))
+        """Parse JSON Lines; errors name the line number and what is wrong
+        (:mod:`xpspec.protocol.event_reader`)."""
+        from xpspec.protocol.event_reader import paused_gc, read_jsonl
 
-    @classmethod
-    def from_records(cls, records: Iterable[tuple[int, Any]]) -> Trace:
-        header: dict[str, Any] | None = None
-        events: list[Event] = []
-        read_event = decoder(Event)  # dispatches on "kind"
-        for lineno, data in records:
-            if header is None:
-                if not isinstance(data, dict) or data.get("format") != TRACE_FORMAT:
-                    raise ValueError(
-                        f"line {lineno}: expected a header with format {TRACE_FORMAT!r}, got {data!r}"
-                    )
-                header = {k: v for k, v in data.items() if k != "format"}
-                continue
-            if not isinstance(data, dict) or data.get("kind") not in EVENT_KINDS:
-                kind = data.get("kind") if isinstance(data, dict) else data
-                raise ValueError(
-                    f"line {lineno}: expected an event kind in {EVENT_KINDS}, got {kind!r}"
-                )
-            try:
-                events.append(read_event(data, f"line {lineno}"))
-            except (TypeError, ValueError) as exc:
-                raise ValueError(f"line {lineno}: malformed {data['kind']} event: {exc}") from exc
-        if header is None:
-            raise ValueError("empty trace: expected a header line")
-        return cls(tuple(events), header)
+        with paused_gc():
+            header, events = read_jsonl(text.splitlines())
+            return cls(tuple(events), header)
 
     def to_jsonable(self) -> list[Any]:
         return [to_jsonable(e) for e in self.events]
-
-
-def _records(lines: Iterable[str]) -> Iterator[tuple[int, Any]]:
-    for lineno, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            yield lineno, json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"line {lineno}: not JSON ({exc.msg})") from exc

@@ -184,9 +184,19 @@ class Recorder:
             self._raw.append(("run_end", iterations, env_steps, policy, obs))
 
     def trace(self, header: dict[str, Any] | None = None) -> Trace:
-        """The recorded events as a :class:`Trace` (empty when recording was disabled)."""
+        """The recorded events as a :class:`Trace` (empty when recording was disabled; without
+        the events :meth:`drain` handed over already)."""
+        return Trace(tuple(self.drain()), dict(header or {}))
+
+    def drain(self) -> list[Event]:
+        """The events recorded since the last drain, materialised, and forgotten here: a run
+        that hands them to a writer as it goes keeps only the events of its last iteration."""
         rows = {"env_step": self._env_steps.events(), "store": self._stores.events()}
-        return Trace(tuple(self._materialise(r, rows) for r in self._raw), dict(header or {}))
+        events = [self._materialise(r, rows) for r in self._raw]
+        self._raw.clear()
+        self._env_steps.rows.clear()
+        self._stores.rows.clear()
+        return events
 
     @staticmethod
     def _materialise(raw: tuple[Any, ...], rows: dict[str, Iterator[Any]]) -> Event:

@@ -20,6 +20,7 @@ At the end, rows still held by the preprocessing follow ``pending_at_end``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
@@ -32,7 +33,7 @@ from xpspec.protocol.errors import ConfigError
 from xpspec.protocol.preprocessors import Identity, PreprocessorSpec, require_compatible
 from xpspec.protocol.sampling import SamplingSpec
 from xpspec.protocol.step_type import StepType
-from xpspec.protocol.trace import Trace
+from xpspec.protocol.trace import Event, Trace
 from xpspec.refimpl.accounting import (
     AlfFloorTrainSchedule,
     ExactSchedule,
@@ -46,7 +47,7 @@ from xpspec.refimpl.recorder import Recorder
 from xpspec.refimpl.replay import NoValidWindow, ReplayBuffer
 from xpspec.refimpl.toy_envs.batched import TimeStep, ToyBatchEnv
 
-__all__ = ["GOAL_FIELDS", "ROW_FIELDS", "RunResult", "Trainer", "train"]
+__all__ = ["GOAL_FIELDS", "ROW_FIELDS", "RunResult", "Trainer", "trace_header", "train"]
 
 ROW_FIELDS: dict[str, tuple[tuple[int, ...], torch.dtype]] = {
     "observation": ((3,), torch.float32),
@@ -68,6 +69,11 @@ GOAL_FIELDS: dict[str, tuple[tuple[int, ...], torch.dtype]] = {
 _IDENTITY = Identity()
 _SAMPLING = SamplingSpec()
 _FIRST, _LAST = int(StepType.FIRST), int(StepType.LAST)  # plain ints: cheaper to compare
+
+
+def trace_header(seed: int) -> dict[str, Any]:
+    """The header of the trace of a run with ``seed``."""
+    return {"producer": "refimpl", "seed": seed}
 
 
 @dataclass(frozen=True)
@@ -92,8 +98,15 @@ class Trainer:
         preprocess: PreprocessorSpec = _IDENTITY,
         sampling: SamplingSpec = _SAMPLING,
         seed: int = 0,
-        record: bool = True,
+        record: bool = False,
+        sink: Callable[[list[Event]], None] | None = None,
     ) -> None:
+        """``record``: keep a trace of the run, which a trainer built to train does not need
+        (off by default; :func:`train`, which returns the run's trace, records by default, and
+        so does the reference adapter). Recording never changes what the trainer does.
+        ``sink``: hand the events of each iteration to it as the iteration ends (a
+        :class:`~xpspec.protocol.trace_file.TraceWriter` writes them out), so that the run
+        holds one iteration's events at a time; the result's trace then holds none."""
         require_compatible(preprocess, env.autoreset)
         if config.mode == "on-policy":
             if not isinstance(preprocess, Identity):
@@ -111,7 +124,8 @@ class Trainer:
         self.env_spec, self.config, self.seed = env, config, seed
         self.preprocess_spec = preprocess
         self.sampling = replace(sampling, window_length=config.mini_batch_length)
-        self.recorder = Recorder(record, copy=False)  # rows are never written once recorded
+        self.recorder = Recorder(record or sink is not None, copy=False)  # rows never written
+        self._sink = sink
         self.env = ToyBatchEnv(env, seed)
         self.num_envs = env.num_envs
         fields = {**ROW_FIELDS, **GOAL_FIELDS} if env.goals else ROW_FIELDS
@@ -194,20 +208,23 @@ class Trainer:
             self.recorder.iteration_end(
                 iteration, self.counter, self.env_steps, self.stored_total, self._pending_count()
             )
+            if self._sink is not None:
+                self._sink(self.recorder.drain())
             if cfg.num_iterations:
                 if iteration >= cfg.num_iterations:
                     break
             elif self.env_steps >= cfg.num_env_steps:
                 break
         self._finish(iteration)
-        header = {"producer": "refimpl", "seed": self.seed}
+        if self._sink is not None:
+            self._sink(self.recorder.drain())
         return RunResult(
             iteration,
             self.env_steps,
             self.stored_total,
             self.train_calls,
             self.updates,
-            self.recorder.trace(header),
+            self.recorder.trace(trace_header(self.seed)),
         )
 
     def _unroll(
@@ -404,6 +421,8 @@ def train(
     sampling: SamplingSpec = _SAMPLING,
     seed: int = 0,
     record: bool = True,
+    sink: Callable[[list[Event]], None] | None = None,
 ) -> RunResult:
-    """Run the reference trainer once; see :class:`Trainer`."""
-    return Trainer(env, config, preprocess, sampling, seed, record).run()
+    """Run the reference trainer once and return the result with its trace (``record=False``:
+    without); see :class:`Trainer`."""
+    return Trainer(env, config, preprocess, sampling, seed, record, sink).run()

@@ -4,6 +4,8 @@ catalogue scenario, else a run of the reference trainer): checks ``exact-schedul
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from itertools import islice, zip_longest
 from typing import Any
 
 from xpspec.conformance.checks.base import CheckFailure, Context
@@ -78,31 +80,36 @@ def _first_difference(want: list[Any], got: list[Any]) -> int | None:
     return None if len(want) == len(got) else min(len(want), len(got))
 
 
-def _stores(trace: Trace) -> list[tuple[int, tuple[Item, ...]]]:
+def _stores(trace: Trace) -> Iterator[tuple[int, tuple[Item, ...]]]:
     """What exact-stores compares: each store's iteration and items, in write order."""
-    return [(e.iteration, tuple(items_of(e))) for e in trace.of_kind("store")]
+    return ((e.iteration, tuple(items_of(e))) for e in trace.of_kind("store"))
 
 
 def check_exact_stores(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     """The stores equal the reference trainer's. The first difference is charged to
     ``preprocess.store-order`` when both sides stored the same items up to that store's
-    iteration, and to ``preprocess.conservation`` when they did not."""
-    want = _stores(ctx.reference(scenario))
-    got = _stores(trace)
-    first = _first_difference(want, got)
-    if first is None:
+    iteration, and to ``preprocess.conservation`` when they did not. (The two sequences are
+    compared as they are read, one store of each at a time.)"""
+    reference = ctx.reference(scenario)
+    pairs = enumerate(zip_longest(_stores(reference), _stores(trace)))
+    first, (a, b) = next(((n, pair) for n, pair in pairs if pair[0] != pair[1]), (-1, (None, None)))
+    if first < 0:
         return
-    iteration = min(side[first][0] for side in (want, got) if first < len(side))
+    iteration = min(side[0] for side in (a, b) if side is not None)
 
-    def upto(stores: list[tuple[int, tuple[Any, ...]]]) -> list[Any]:
+    def upto(stores: Iterator[tuple[int, tuple[Any, ...]]]) -> list[Any]:
         return sorted(item for k, items in stores if k <= iteration for item in items)
 
-    clause = "preprocess.store-order" if upto(want) == upto(got) else "preprocess.conservation"
+    clause = (
+        "preprocess.store-order"
+        if upto(_stores(reference)) == upto(_stores(trace))
+        else "preprocess.conservation"
+    )
     raise CheckFailure(
         f"stores vs the reference trainer (first difference at store #{first}, iteration "
         f"{iteration}, charged to {clause})",
-        want[first : first + 2],
-        got[first : first + 2],
+        list(islice(_stores(reference), first, first + 2)),
+        list(islice(_stores(trace), first, first + 2)),
         clause=clause,
         iteration=iteration,
     )

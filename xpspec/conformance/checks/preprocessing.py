@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from fractions import Fraction
+from itertools import zip_longest
 
 from xpspec.conformance.checks.base import CheckFailure, Context
+from xpspec.conformance.checks.item_index import ItemBytes, ItemIndex
 from xpspec.conformance.checks.views import (
     env_items,
     items_of,
@@ -26,7 +28,7 @@ from xpspec.protocol.preprocessors import (
 )
 from xpspec.protocol.scenario import Scenario, TrainerScenario
 from xpspec.protocol.step_type import StepType
-from xpspec.protocol.trace import EnvStep, Exclude, Item, RunEnd, Store, Trace
+from xpspec.protocol.trace import EnvStep, Event, Item, Store, Trace
 
 __all__ = [
     "check_conservation",
@@ -40,68 +42,100 @@ __all__ = [
 ]
 
 
-def _fate(trace: Trace) -> tuple[Counter[Item], Counter[Item], Counter[Item], Counter[Item]]:
-    unrolled: Counter[Item] = Counter()
-    stored: Counter[Item] = Counter()
-    excluded: Counter[Item] = Counter()
-    pending: Counter[Item] = Counter()
-    for e in trace.events:
-        if isinstance(e, EnvStep):
-            unrolled.update(items_of(e))
-        elif isinstance(e, Store):
-            stored.update(items_of(e))
-        elif isinstance(e, Exclude):
-            excluded.update(items_of(e))
-        elif isinstance(e, RunEnd):
-            pending.update(items_of(e))
-    return unrolled, stored, excluded, pending
+class _Fates:
+    """What became of every item of a trainer trace: how many times it was unrolled, stored,
+    excluded and reported pending at the end, and whether it was held, a byte each per item
+    (:class:`ItemBytes`), so that a long trace is judged in little memory. The items
+    themselves are visited again, in the order they were first unrolled, by passes over the
+    trace (:meth:`unrolled_items`)."""
 
+    def __init__(self, sc: Scenario, trace: Trace) -> None:
+        self.trace = trace
+        index = ItemIndex(sc.env, sc.seed)
+        self.unrolled, self.stored, self.excluded, self.pending, self.held = (
+            ItemBytes(index) for _ in range(5)
+        )
+        self.index = index
+        self.ended: dict[tuple[int, int], int] = {}  # episode -> iteration of its LAST
+        tables: dict[str, ItemBytes] = {
+            "env_step": self.unrolled,
+            "store": self.stored,
+            "exclude": self.excluded,
+            "run_end": self.pending,
+            "hold": self.held,
+        }
+        self._early: set[Item] = set()  # accounted for while not (yet) unrolled
+        for e in trace.events:
+            table = tables.get(e.kind)
+            if table is None:
+                continue
+            accounting = e.kind in ("store", "exclude", "run_end")
+            for item in items_of(e):  # type: ignore[arg-type]
+                table[item] = (table.get(item) or 0) + 1
+                if accounting and item not in self.unrolled:
+                    self._early.add(item)
+            if e.kind == "env_step":
+                for item, step in zip(items_of(e), e.step_type):
+                    if step == StepType.LAST:
+                        self.ended.setdefault(item[:2], e.iteration)
 
-def _unaccounted_concern(trace: Trace) -> dict[Item, int | None]:
-    """Items unrolled but neither stored, excluded nor reported pending, each with the
-    iteration in which its loss shows when it is ``preprocess.conservation``'s concern: an item
-    never held (lost in the iteration that unrolled it) or held in an episode that ended (lost
-    at its LAST). Items held in an episode still open at the end are left out: reporting those
-    is ``preprocess.pending-at-end``'s concern."""
-    unrolled, stored, excluded, pending = _fate(trace)
-    held: set[Item] = set()
-    ended: dict[tuple[int, int], int] = {}
-    unrolled_in: dict[Item, int] = {}
-    for e in trace.events:
-        if e.kind == "hold":
-            held.update(items_of(e))
-        elif e.kind == "env_step":
-            for item, step in zip(items_of(e), e.step_type):
-                unrolled_in.setdefault(item, e.iteration)
-                if step == StepType.LAST:
-                    ended.setdefault(item[:2], e.iteration)
-    lost = unrolled - (stored + excluded + pending)
-    out: dict[Item, int | None] = {}
-    for item in lost:
-        if item not in held:
-            out[item] = unrolled_in.get(item)
-        elif item[:2] in ended:
-            out[item] = ended[item[:2]]
-    return out
+    def count(self, table: ItemBytes, item: Item) -> int:
+        return table.get(item) or 0
+
+    def accounted(self, item: Item) -> int:
+        return sum(self.count(t, item) for t in (self.stored, self.excluded, self.pending))
+
+    def unrolled_items(self) -> Iterator[tuple[Item, int]]:
+        """Each unrolled item once, with the iteration that first unrolled it, in that order."""
+        seen = ItemBytes(self.index)
+        for it, item, _, _ in env_items(self.trace):
+            if item not in seen:
+                seen[item] = 0
+                yield item, it
+
+    def lost(self, item: Item, first: int) -> tuple[bool, int | None]:
+        """Whether ``item`` (first unrolled in iteration ``first``) is lost, unrolled more
+        often than it was stored, excluded or reported pending, in a way that is
+        ``preprocess.conservation``'s concern, and the iteration in which its loss shows: an
+        item never held is lost in the iteration that unrolled it, one held in an episode that
+        ended at that episode's LAST. Items held in an episode still open at the end are not:
+        reporting those is ``preprocess.pending-at-end``'s concern."""
+        if self.count(self.unrolled, item) <= self.accounted(item):
+            return False, None
+        if item not in self.held:
+            return True, first
+        if item[:2] in self.ended:
+            return True, self.ended[item[:2]]
+        return False, None
+
+    def never_unrolled(self) -> set[Item]:
+        """Items stored, excluded or reported pending that were never unrolled."""
+        return {item for item in self._early if item not in self.unrolled}
 
 
 def check_conservation(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     """preprocess.conservation: every unrolled item is stored, excluded or reported pending,
     exactly once. An item held in an episode still open at the end and not reported pending
     is left to ``preprocess.pending-at-end``."""
-    unrolled, stored, excluded, pending = _fate(trace)
-    lost = _unaccounted_concern(trace)
-    accounted = stored + excluded + pending
-    for item, n in unrolled.items():
-        if accounted[item] != n and (accounted[item] > n or item in lost):
-            where = {"stored": stored[item], "excluded": excluded[item], "pending": pending[item]}
+    fates = _Fates(scenario, trace)
+    for item, first in fates.unrolled_items():
+        n, accounted = fates.count(fates.unrolled, item), fates.accounted(item)
+        if accounted == n:
+            continue
+        lost, iteration = fates.lost(item, first)
+        if accounted > n or lost:
+            where = {
+                "stored": fates.count(fates.stored, item),
+                "excluded": fates.count(fates.excluded, item),
+                "pending": fates.count(fates.pending, item),
+            }
             raise CheckFailure(
                 f"fate of unrolled item {item}",
                 "exactly one of stored/excluded/pending",
                 where,
-                iteration=lost.get(item),
+                iteration=iteration,
             )
-    extra = sorted(set(accounted) - set(unrolled))
+    extra = sorted(fates.never_unrolled())
     if extra:
         raise CheckFailure(
             "items stored, excluded or pending that were never unrolled", [], extra[:5]
@@ -113,38 +147,23 @@ def check_identity_is_plain(scenario: Scenario, trace: Trace, ctx: Context) -> N
     unchanged and with annotation 0; nothing else is stored, excluded or held; and the whole
     event sequence equals the run with train accounting ``plain`` (when the adapter can
     express that run: otherwise only the store sequence is checked)."""
-    events = list(trace.events)
     steps = stores = 0
-    for i, e in enumerate(events):
+    step: EnvStep | None = None  # the vector step whose store must come next
+    for i, e in enumerate(trace.events):
+        if step is not None:
+            _stored_right_after(step, e)
+            step = None
         if e.kind in ("exclude", "hold"):
             raise CheckFailure(
                 f"event #{i}: identity preprocessing {e.kind}s {items_of(e)}", "nothing", e.kind
             )
         if e.kind == "store":
             stores += 1
-        if e.kind != "env_step":
-            continue
-        steps += 1
-        nxt = events[i + 1] if i + 1 < len(events) else None
-        if nxt is None or nxt.kind != "store" or items_of(nxt) != items_of(e):
-            raise CheckFailure(
-                f"iteration {e.iteration}: store right after the unroll step of {items_of(e)}",
-                "a store of the same items",
-                nxt,
-            )
-        for name in ("step_type", "reward", "discount"):
-            if getattr(nxt, name) != getattr(e, name):
-                raise CheckFailure(
-                    f"iteration {e.iteration}: stored {name} under identity",
-                    getattr(e, name),
-                    getattr(nxt, name),
-                )
-        if any(nxt.annotation):
-            raise CheckFailure(
-                f"iteration {e.iteration}: stored annotation under identity",
-                (0.0,) * len(nxt.annotation),
-                nxt.annotation,
-            )
+        if e.kind == "env_step":
+            steps += 1
+            step = e
+    if step is not None:
+        _stored_right_after(step, None)
     if stores != steps:
         raise CheckFailure("store events under identity (one per vector step)", steps, stores)
     sc = trainer_scenario(scenario)
@@ -154,18 +173,46 @@ def check_identity_is_plain(scenario: Scenario, trace: Trace, ctx: Context) -> N
         plain = ctx.rerun(replace(sc, trainer=replace(sc.trainer, train_accounting="plain")))
     except Unsupported:
         return  # the adapter cannot run without a hook: the store sequence is what is checked
-    mine, theirs = [canonical_json(e) for e in events], [canonical_json(e) for e in plain.events]
-    if mine != theirs:
-        first = next(
-            (n for n, (a, b) in enumerate(zip(mine, theirs)) if a != b), min(len(mine), len(theirs))
-        )
-        at = events[first] if first < len(events) else plain.events[first]
+    pairs = zip_longest(trace.events, plain.events)
+    for first, (a, b) in enumerate(pairs):
+        mine, theirs = _line(a), _line(b)
+        if mine != theirs:
+            at = a if a is not None else b
+            raise CheckFailure(
+                f"event #{first} vs the same run with train accounting plain",
+                theirs,
+                mine,
+                iteration=at.iteration if hasattr(at, "iteration") else None,
+                diverged=at.kind,
+            )
+
+
+def _line(event: Event | None) -> list[str]:
+    """The canonical line of ``event`` as a list of one (none past the end of its trace)."""
+    return [] if event is None else [canonical_json(event)]
+
+
+def _stored_right_after(e: EnvStep, nxt: Event | None) -> None:
+    """preprocess.identity-is-plain: ``nxt``, the event after the vector step ``e``, stores
+    its items unchanged, with annotation 0."""
+    if nxt is None or not isinstance(nxt, Store) or items_of(nxt) != items_of(e):
         raise CheckFailure(
-            f"event #{first} vs the same run with train accounting plain",
-            theirs[first : first + 1],
-            mine[first : first + 1],
-            iteration=at.iteration if hasattr(at, "iteration") else None,
-            diverged=at.kind,
+            f"iteration {e.iteration}: store right after the unroll step of {items_of(e)}",
+            "a store of the same items",
+            nxt,
+        )
+    for name in ("step_type", "reward", "discount"):
+        if getattr(nxt, name) != getattr(e, name):
+            raise CheckFailure(
+                f"iteration {e.iteration}: stored {name} under identity",
+                getattr(e, name),
+                getattr(nxt, name),
+            )
+    if any(nxt.annotation):
+        raise CheckFailure(
+            f"iteration {e.iteration}: stored annotation under identity",
+            (0.0,) * len(nxt.annotation),
+            nxt.annotation,
         )
 
 
@@ -173,11 +220,11 @@ def check_store_order(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     """preprocess.store-order: each env's items are stored in the order they were unrolled
     (the order of the ``env_step`` events); items of different envs may interleave, and an
     item never unrolled is out of order wherever it is stored."""
-    unroll_index = {item: n for n, (_, item, _, _) in enumerate(env_items(trace))}
+    unroll_index = _unroll_order(scenario, trace)
     last: dict[int, tuple[int, Item]] = {}
     for e in trace.of_kind("store"):
         for item in items_of(e):
-            n = unroll_index.get(item, -1)
+            n = unroll_index(item)
             if item[0] in last and n <= last[item[0]][0]:
                 raise CheckFailure(
                     f"iteration {e.iteration}: env {item[0]} stores {item} after {last[item[0]][1]}",
@@ -185,6 +232,29 @@ def check_store_order(scenario: Scenario, trace: Trace, ctx: Context) -> None:
                     "out of order",
                 )
             last[item[0]] = (n, item)
+
+
+def _unroll_order(scenario: Scenario, trace: Trace) -> Callable[[Item], int]:
+    """A number per item that orders the items of one env as they were unrolled (-1 for an
+    item never unrolled). When every env unrolls its time steps in order, once each (as
+    ``timestep.auto-reset`` wants), that is the item's slot (:class:`ItemIndex`) and costs a
+    byte per item; otherwise it is its place in the unroll, kept in a dictionary."""
+    index = ItemIndex(scenario.env, scenario.seed)
+    unrolled = ItemBytes(index)
+    newest: dict[int, int] = {}
+    for _, item, _, _ in env_items(trace):
+        slot = index.slot(item)
+        if slot is None or slot <= newest.get(item[0], -1):
+            places = {item: n for n, (_, item, _, _) in enumerate(env_items(trace))}
+            return lambda item: places.get(item, -1)
+        newest[item[0]] = slot
+        unrolled[item] = 0
+
+    def slot_of(item: Item) -> int:
+        slot = index.slot(item)
+        return slot if slot is not None and item in unrolled else -1
+
+    return slot_of
 
 
 def _stored_as_unrolled(
@@ -361,16 +431,17 @@ def check_exclusion(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     for ``ExcludeTasks``) is excluded with a non-empty reason and never stored; every other
     item is stored, never excluded, with its unrolled step type, reward and discount."""
     sc = trainer_scenario(scenario)
-    unrolled, stored, excluded, _ = _fate(trace)
-    for item in unrolled:
+    fates = _Fates(sc, trace)
+    for item, _ in fates.unrolled_items():
         want = _selected(sc, item)
-        if want and (stored[item] or not excluded[item]):
+        stored, excluded = fates.count(fates.stored, item), fates.count(fates.excluded, item)
+        if want and (stored or not excluded):
             raise CheckFailure(
                 f"selected item {item} under {sc.preprocess}",
                 "excluded",
-                "stored" if stored[item] else "missing",
+                "stored" if stored else "missing",
             )
-        if not want and excluded[item]:
+        if not want and excluded:
             raise CheckFailure(
                 f"unselected item {item} under {sc.preprocess}", "stored", "excluded"
             )
@@ -404,13 +475,17 @@ def check_pending_at_end(scenario: Scenario, trace: Trace, ctx: Context) -> None
     """The run end reports exactly the items neither stored nor excluded; under ``flush``
     that is nothing, because the held items were stored."""
     sc = trainer_scenario(scenario)
-    unrolled, stored, excluded, pending = _fate(trace)
-    held_open = unrolled - stored - excluded
-    for item in _unaccounted_concern(trace):  # lost items are conservation's concern
-        del held_open[item]
+    fates = _Fates(sc, trace)
+    held_open: Counter[Item] = Counter()
+    for item, first in fates.unrolled_items():
+        left = fates.count(fates.unrolled, item) - fates.count(fates.stored, item)
+        left -= fates.count(fates.excluded, item)
+        if left > 0 and not fates.lost(item, first)[0]:  # lost: conservation's concern
+            held_open[item] = left
     ends = list(trace.of_kind("run_end"))
     if len(ends) != 1:
         raise CheckFailure("run end events", 1, len(ends))
+    pending = Counter(item for e in ends for item in items_of(e))
     last = max(iterations(trace), default=None)  # the run end follows the last iteration
     if sc.trainer.pending_at_end == "flush" and pending:
         raise CheckFailure(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from xpspec.conformance.checks.base import CheckFailure, Context
+from xpspec.conformance.checks.item_index import ItemBytes, ItemIndex, Plans
 from xpspec.conformance.checks.views import (
     env_items,
     items_of,
@@ -23,30 +24,41 @@ __all__ = [
 
 def check_identity(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     """timestep.identity: every item an event names is one the toy env has, ``t`` within
-    its episode's plan."""
+    its episode's plan. The first bad item of the first kind (env steps, stores, exclusions,
+    holds, the run end) that has one is reported; one pass finds them all."""
     sc = scenario
     columnar: tuple[type[EnvStep | Store | Exclude | Hold | RunEnd], ...]
     columnar = (EnvStep, Store, Exclude, Hold, RunEnd)
+    first: dict[type, CheckFailure] = {}
+    plans = Plans(sc.env, sc.seed)
+    for e in trace.events:
+        cls = type(e)
+        if cls not in columnar or cls in first:
+            continue
+        kind = e.kind
+        for env, episode, t in items_of(e):  # type: ignore[arg-type]
+            if not 0 <= env < sc.env.num_envs:
+                first[cls] = CheckFailure(
+                    f"{kind} names env {env}", f"env in [0, {sc.env.num_envs})", env
+                )
+                break
+            plan = plans(env, episode)
+            if not 0 <= t <= plan.length:
+                first[cls] = CheckFailure(
+                    f"{kind} names item {(env, episode, t)}", f"t in [0, {plan.length}]", t
+                )
+                break
     for cls in columnar:  # kind by kind, as the events of each are reported
-        kind = cls.kind
-        for e in (e for e in trace.events if isinstance(e, cls)):
-            for env, episode, t in items_of(e):
-                if not 0 <= env < sc.env.num_envs:
-                    raise CheckFailure(
-                        f"{kind} names env {env}", f"env in [0, {sc.env.num_envs})", env
-                    )
-                plan = sc.env.episode(sc.seed, env, episode)
-                if not 0 <= t <= plan.length:
-                    raise CheckFailure(
-                        f"{kind} names item {(env, episode, t)}", f"t in [0, {plan.length}]", t
-                    )
+        if cls in first:
+            raise first[cls]
 
 
 def check_step_fields(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     """timestep.step-types and timestep.discount: each unrolled item's fields vs its plan."""
     sc = scenario
+    plans = Plans(sc.env, sc.seed)
     for it, (env, episode, t), e, i in env_items(trace):
-        plan = sc.env.episode(sc.seed, env, episode)
+        plan = plans(env, episode)
         want_type = (
             StepType.FIRST if t == 0 else StepType.LAST if t == plan.length else StepType.MID
         )
@@ -107,14 +119,17 @@ def check_state_reset(scenario: Scenario, trace: Trace, ctx: Context) -> None:
 def check_loss_mask(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     """timestep.loss-mask-last: loss mask is 0 exactly on padding and stored-LAST items."""
     sc = trainer_scenario(scenario)
-    stored_type: dict[tuple[int, ...], int] = {}
+    stored_type = ItemBytes(ItemIndex(sc.env, sc.seed))  # a byte per item ever stored
     for e in trace.events:
         if e.kind == "store":
-            stored_type.update(zip(items_of(e), e.step_type))
+            for stored, st in zip(items_of(e), e.step_type):
+                stored_type[stored] = st
         elif e.kind == "update":
             for w, window in enumerate(e.windows):
                 for j, item in enumerate(window):
-                    masked_last = item is not None and stored_type.get(tuple(item)) == StepType.LAST
+                    masked_last = (
+                        item is not None and stored_type.get(tuple(item)) == StepType.LAST  # type: ignore[arg-type]
+                    )
                     want = 0 if item is None or (sc.trainer.mask_last and masked_last) else 1
                     if e.loss_mask[w][j] != want:
                         raise CheckFailure(

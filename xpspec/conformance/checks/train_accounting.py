@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import replace
 from fractions import Fraction
 from typing import Any
 
 from xpspec.conformance.checks.base import CheckFailure, Context
+from xpspec.conformance.checks.item_index import ItemIndex
 from xpspec.conformance.checks.views import (
     BufferModel,
     buffer_shape,
@@ -152,45 +154,53 @@ def check_updates_per_call(scenario: Scenario, trace: Trace, ctx: Context) -> No
     cfg = sc.trainer
     whole, _, _ = buffer_shape(sc)
     size = cfg.mini_batch_size or sc.env.num_envs
-    updates: dict[int, list[Any]] = defaultdict(list)
+
+    def problem(u: Any) -> tuple[str, object, object] | None:
+        """What is wrong with update ``u`` on its own (its call's number goes in later)."""
+        if not whole and len(u.windows) != size:
+            return f"windows in update {u.index} of call {{}}", size, len(u.windows)
+        lengths = sorted({len(w) for w in u.windows})
+        # Under alf-shortened-chunks a whole-buffer call may use one shorter length.
+        short = whole and cfg.short_chunks == "shorten" and len(lengths) == 1
+        if lengths != [cfg.mini_batch_length] and not (
+            short and lengths[0] < cfg.mini_batch_length
+        ):
+            return "window length in call {}", cfg.mini_batch_length, lengths
+        return None
+
+    # Per call: its updates, their windows, and the first update wrong on its own (one pass;
+    # the updates themselves are not kept).
+    count: dict[int, int] = defaultdict(int)
+    windows: dict[int, int] = defaultdict(int)
+    wrong: dict[int, tuple[str, object, object]] = {}
     for e in trace.of_kind("update"):
-        updates[e.call].append(e)
+        count[e.call] += 1
+        windows[e.call] += len(e.windows)
+        if e.call not in wrong and (found := problem(e)) is not None:
+            wrong[e.call] = found
     for call in trace.of_kind("train_call"):
-        got = updates.get(call.call, [])
+        got = count.get(call.call, 0)
         if call.status != "trained":
             if got:
-                raise CheckFailure(f"call {call.call} ({call.status}) made updates", 0, len(got))
+                raise CheckFailure(f"call {call.call} ({call.status}) made updates", 0, got)
             continue
         if whole:
             # Each epoch covers all chunks in batches of `size` (resized by ALF's rule under
             # the variant alf-resized-mini-batch).
-            chunks = sum(len(u.windows) for u in got) // cfg.num_updates_per_train_iter
+            chunks = windows.get(call.call, 0) // cfg.num_updates_per_train_iter
             batch = size
             if chunks and cfg.mini_batch_resize == "alf":
                 batch = alf_adjusted_mini_batch_size(chunks, size)
             want = cfg.num_updates_per_train_iter * math.ceil(chunks / batch) if chunks else 0
-            if len(got) != want:
+            if got != want:
                 raise CheckFailure(
-                    f"updates of whole-buffer call {call.call} ({chunks} chunks)", want, len(got)
+                    f"updates of whole-buffer call {call.call} ({chunks} chunks)", want, got
                 )
-        elif len(got) != cfg.num_updates_per_train_iter:
-            raise CheckFailure(
-                f"updates of call {call.call}", cfg.num_updates_per_train_iter, len(got)
-            )
-        for u in got:
-            if not whole and len(u.windows) != size:
-                raise CheckFailure(
-                    f"windows in update {u.index} of call {call.call}", size, len(u.windows)
-                )
-            lengths = sorted({len(w) for w in u.windows})
-            # Under alf-shortened-chunks a whole-buffer call may use one shorter length.
-            short = whole and cfg.short_chunks == "shorten" and len(lengths) == 1
-            if lengths != [cfg.mini_batch_length] and not (
-                short and lengths[0] < cfg.mini_batch_length
-            ):
-                raise CheckFailure(
-                    f"window length in call {call.call}", cfg.mini_batch_length, lengths
-                )
+        elif got != cfg.num_updates_per_train_iter:
+            raise CheckFailure(f"updates of call {call.call}", cfg.num_updates_per_train_iter, got)
+        if call.call in wrong:
+            what, expected, actual = wrong[call.call]
+            raise CheckFailure(what.format(call.call), expected, actual)
 
 
 def check_warmup_gate(scenario: Scenario, trace: Trace, ctx: Context) -> None:
@@ -226,27 +236,36 @@ def check_warmup_gate(scenario: Scenario, trace: Trace, ctx: Context) -> None:
 
 def check_after_update(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     """train.after-update: every update is followed immediately by one ``after_update``, and
-    every ``after_update`` follows an update."""
-    events = list(trace.events)
-    for i, e in enumerate(events):
-        if e.kind == "update":
-            nxt = events[i + 1] if i + 1 < len(events) else None
-            if nxt is None or nxt.kind != "hook" or nxt.name != "after_update":
-                raise CheckFailure(
-                    f"event after update {e.index} of call {e.call}",
-                    "after_update hook",
-                    nxt,
-                    iteration=e.iteration,
-                )
-        elif e.kind == "hook" and e.name == "after_update":
-            before = events[i - 1] if i else None
-            if before is None or before.kind != "update":
-                raise CheckFailure(
-                    f"event before an after_update hook in iteration {e.iteration}",
-                    "an update",
-                    before,
-                    iteration=e.iteration,
-                )
+    every ``after_update`` follows an update. (One pass, holding the previous event only.)"""
+    before: Any = None
+    events: Iterable[Any] = trace.events
+    for e in events:
+        if before is not None and before.kind == "update" and not _is_after_update(e):
+            raise CheckFailure(
+                f"event after update {before.index} of call {before.call}",
+                "after_update hook",
+                e,
+                iteration=before.iteration,
+            )
+        if _is_after_update(e) and (before is None or before.kind != "update"):
+            raise CheckFailure(
+                f"event before an after_update hook in iteration {e.iteration}",
+                "an update",
+                before,
+                iteration=e.iteration,
+            )
+        before = e
+    if before is not None and before.kind == "update":
+        raise CheckFailure(
+            f"event after update {before.index} of call {before.call}",
+            "after_update hook",
+            None,
+            iteration=before.iteration,
+        )
+
+
+def _is_after_update(e: Any) -> bool:
+    return bool(e.kind == "hook" and e.name == "after_update")
 
 
 def check_after_train_iter(scenario: Scenario, trace: Trace, ctx: Context) -> None:
@@ -358,25 +377,29 @@ def check_idle_calls(scenario: Scenario, trace: Trace, ctx: Context) -> None:
             )
 
 
-def _valid_starts(sc: TrainerScenario, model: BufferModel, env: int) -> list[int]:
+def _valid_starts(
+    sc: TrainerScenario, model: BufferModel, env: int, first_only: bool = False
+) -> list[int]:
     """The valid sampled-mode starts (absolute positions) of ``env`` in ``model``, from the
     definitions of ``replay.window-validity``, ``replay.boundary-policy`` and the period grid;
-    windows are ``mini_batch_length`` items long."""
-    live = model.live(env)
+    windows are ``mini_batch_length`` items long. ``first_only``: the first one, if any."""
+    size = model.size(env)
     earliest, t = model.start[env], sc.trainer.mini_batch_length
     p, anchor, policy = sc.sampling.period, sc.sampling.anchor, sc.sampling.boundary
-    steps = [model.step_type[item] for item in live]
+    steps = [model.step_type[item] for item in model.live(env)] if policy == "forbid" else []
     starts = []
-    for i in range(len(live)):
+    for i in range(size):
         if ((earliest + i) if anchor == "absolute" else i) % p:
             continue
-        if policy != "pad" and i + t > len(live):
+        if policy != "pad" and i + t > size:
             continue
         if policy == "forbid" and any(
             steps[q] == StepType.LAST or steps[q + 1] == StepType.FIRST for q in range(i, i + t - 1)
         ):
             continue
         starts.append(earliest + i)
+        if first_only:
+            break
     return starts
 
 
@@ -389,34 +412,37 @@ def check_insufficient_data(scenario: Scenario, trace: Trace, ctx: Context) -> N
     sc = trainer_scenario(scenario)
     cfg = sc.trainer
     whole, capacity, clear = buffer_shape(sc)
-    for call, model, fresh in calls_with_state(trace, capacity, clear):
+    for call, model, fresh in calls_with_state(trace, capacity, clear, ItemIndex(sc.env, sc.seed)):
         if call.status not in ("no-data", "trained"):
             continue
-        sizes = {env: len(model.live(env)) for env in range(sc.env.num_envs)}
+        sizes = {env: model.size(env) for env in range(sc.env.num_envs)}
         empty = (fresh == 0) if clear.mode != "none" else not any(sizes.values())
         if whole:
             length = cfg.mini_batch_length
             shortest = min(sizes.values())
             if cfg.short_chunks == "shorten" and 0 < shortest < length:
                 length = shortest  # variant alf-shortened-chunks
-            windows = {env: n // length for env, n in sizes.items()}
+            counts = {env: n // length for env, n in sizes.items()}
+            drawable = any(counts.values())
             why = f"whole chunks of {length} per env"
         else:
-            windows = {env: len(_valid_starts(sc, model, env)) for env in sizes}
+            # Whether an env holds a valid window is what counts (looked for until found);
+            # how many, only what a failure says.
+            holds = (bool(_valid_starts(sc, model, env, first_only=True)) for env in sizes)
+            # env-balanced: every env must hold a valid window
+            drawable = all(holds) if sc.sampling.distribution == "env-balanced" else any(holds)
             why = (
                 f"valid windows per env (length {cfg.mini_batch_length}, "
                 f"boundary {sc.sampling.boundary!r}, period {sc.sampling.period}, "
                 f"anchor {sc.sampling.anchor!r})"
             )
-        if sc.sampling.distribution == "env-balanced" and not whole:
-            drawable = all(windows.values())  # every env must hold a valid window
-        else:
-            drawable = any(windows.values())
         has_data = not empty and drawable
         if (call.status == "no-data") == has_data:
+            if not whole:
+                counts = {env: len(_valid_starts(sc, model, env)) for env in sizes}
             raise CheckFailure(
                 f"call {call.call} (iteration {call.iteration}) with {sizes} items per env, "
-                f"{fresh} stored since the last clear and {why} {windows} "
+                f"{fresh} stored since the last clear and {why} {counts} "
                 "(train.insufficient-data: no-data exactly when the buffer holds no item or no "
                 "valid window)",
                 "trained (or warmup)" if has_data else "no-data",

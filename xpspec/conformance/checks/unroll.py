@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 
 from xpspec.conformance.checks.base import CheckFailure, Context
 from xpspec.conformance.checks.views import (
     iterations,
     steps_per_iteration,
     trainer_scenario,
+    unrolled_per_iteration,
 )
 from xpspec.protocol.scenario import Scenario, TrainerScenario
-from xpspec.protocol.step_type import StepType
 from xpspec.protocol.trace import Trace
 
 __all__ = [
@@ -36,11 +35,7 @@ def _expected_unroll(sc: TrainerScenario, count: int) -> list[int]:
 def env_step_counts(sc: TrainerScenario, trace: Trace) -> list[int]:
     """Per iteration: the env-step count (items unrolled, counted as the scenario says) at its
     end."""
-    by_iteration: dict[int, int] = defaultdict(int)
-    for e in trace.of_kind("env_step"):
-        by_iteration[e.iteration] += sum(
-            1 for t in e.step_type if sc.trainer.env_step_count == "all" or t != StepType.FIRST
-        )
+    by_iteration = unrolled_per_iteration(trace, sc.trainer.env_step_count)
     count, out = 0, []
     for it in iterations(trace):
         count += by_iteration.get(it, 0)

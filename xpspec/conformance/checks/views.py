@@ -3,13 +3,17 @@ the per-env buffer contents implied by the stores)."""
 
 from __future__ import annotations
 
-from collections import defaultdict
+import itertools
+import weakref
+from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import Protocol, TypeVar
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
 
 from xpspec.conformance.checks.base import CheckFailure
+from xpspec.conformance.checks.item_index import ItemBytes, ItemIndex
 from xpspec.protocol.scenario import Scenario, TrainerScenario
+from xpspec.protocol.step_type import StepType
 from xpspec.protocol.trace import EnvStep, Item, Store, Trace, TrainCall, Update, Window
 
 __all__ = [
@@ -28,6 +32,7 @@ __all__ = [
     "stored_items",
     "stored_per_iteration",
     "trainer_scenario",
+    "unrolled_per_iteration",
     "window_name",
     "windows_with_state",
 ]
@@ -66,8 +71,76 @@ def items_of(event: Columnar) -> list[Item]:
     return list(zip(event.env, event.episode, event.t))
 
 
+@dataclass(frozen=True)
+class _Counts:
+    """What the per-iteration views count, from one pass over a trace."""
+
+    iterations: tuple[int, ...]
+    steps: dict[int, int]  # env_step events per iteration
+    items: dict[int, int]  # items unrolled per iteration
+    non_first: dict[int, int]  # of them, those not FIRST
+    calls: dict[int, int]  # train_call events per iteration
+    stored: dict[int, int]  # items stored per iteration before its end
+
+
+_COUNTS: dict[int, tuple[weakref.ref[Trace], _Counts]] = {}
+
+
+def _counts(trace: Trace) -> _Counts:
+    """The per-iteration counts of ``trace``, counted once per trace (a trace does not change)
+    and kept while it lives: the views below are asked for by many checks, and each pass over
+    a long trace kept in its file reads the file."""
+    key = id(trace)
+    hit = _COUNTS.get(key)
+    if hit is not None and hit[0]() is trace:
+        return hit[1]
+    its: list[int] = []
+    steps: dict[int, int] = defaultdict(int)
+    items: dict[int, int] = defaultdict(int)
+    non_first: dict[int, int] = defaultdict(int)
+    calls: dict[int, int] = defaultdict(int)
+    stored: dict[int, int] = defaultdict(int)
+    closed: set[int] = set()
+    events: Iterable[Any] = trace.events
+    for e in events:
+        kind = e.kind
+        if kind == "iteration":
+            its.append(e.iteration)
+        elif kind == "env_step":
+            steps[e.iteration] += 1
+            items[e.iteration] += len(e.step_type)
+            non_first[e.iteration] += sum(1 for t in e.step_type if t != StepType.FIRST)
+        elif kind == "train_call":
+            calls[e.iteration] += 1
+        elif kind == "iteration_end":
+            closed.add(e.iteration)
+        elif kind == "store" and e.iteration not in closed:
+            stored[e.iteration] += len(e.env)
+    counts = _Counts(
+        tuple(its), dict(steps), dict(items), dict(non_first), dict(calls), dict(stored)
+    )
+    _COUNTS[key] = (weakref.ref(trace, _forget(key)), counts)
+    return counts
+
+
+def _forget(key: int) -> Callable[[object], None]:
+    """The callback that drops a trace's counts when the trace is gone."""
+
+    def forget(_: object) -> None:
+        _COUNTS.pop(key, None)
+
+    return forget
+
+
 def iterations(trace: Trace) -> list[int]:
-    return [e.iteration for e in trace.of_kind("iteration")]
+    return list(_counts(trace).iterations)
+
+
+def unrolled_per_iteration(trace: Trace, count: str = "all") -> dict[int, int]:
+    """Items unrolled per iteration (``count="non-first"``: those that are not FIRST), for the
+    iterations that unrolled any."""
+    counts = _counts(trace)
+    return dict(counts.items if count == "all" else counts.non_first)
 
 
 def per_iteration(
@@ -113,39 +186,60 @@ class Clearing:
         return kept
 
 
-@dataclass
 class BufferModel:
-    """Per-env stored sequences implied by Store events, with per-env capacity.
+    """Per-env buffer contents implied by Store events, with per-env capacity.
 
-    ``stored[env]`` lists every item ever stored for that env; ``start[env]`` is the index of
-    the oldest item still in the buffer (eviction and clearing move it forward).
+    ``stored[env]`` holds the items of ``env`` still in the buffer, oldest first; ``start[env]``
+    is the position of the oldest of them among all the items ever stored for ``env``
+    (eviction and clearing move it forward). ``step_type`` and ``cleared`` remember every item
+    ever stored and every item a clear removed; with an :class:`ItemIndex` of the scenario's
+    env they take a byte per item (:class:`ItemBytes`), so a model of a long trace holds its
+    live items and little else.
     """
 
-    capacity: int
-    stored: dict[int, list[Item]] = field(default_factory=lambda: defaultdict(list))
-    start: dict[int, int] = field(default_factory=lambda: defaultdict(int))
-    step_type: dict[Item, int] = field(default_factory=dict)
-    cleared: set[Item] = field(default_factory=set)
-    """Items a clear removed (as opposed to evicted by a full ring)."""
-    kept: dict[int, list[Item]] = field(default_factory=dict)
-    """Per env, the items the last clear kept."""
+    def __init__(self, capacity: int, index: ItemIndex | None = None) -> None:
+        self.capacity = capacity
+        self.stored: dict[int, deque[Item]] = defaultdict(deque)
+        self.start: dict[int, int] = defaultdict(int)
+        self.step_type = ItemBytes(index)
+        self.cleared = ItemBytes(index)
+        """Items a clear removed (as opposed to evicted by a full ring)."""
+        self.kept: dict[int, list[Item]] = {}
+        """Per env, the items the last clear kept."""
+        self._oldest: dict[Item, int] = {}  # live item -> position of its oldest live copy
+        self._copies: dict[Item, int] = defaultdict(int)
 
     def add(self, event: Store) -> None:
         for item, st in zip(items_of(event), event.step_type):
-            seq = self.stored[item[0]]
-            seq.append(item)
+            env = item[0]
+            live = self.stored[env]
+            self._oldest.setdefault(item, self.start[env] + len(live))
+            self._copies[item] += 1
+            live.append(item)
             self.step_type[item] = st
-            self.start[item[0]] = max(self.start[item[0]], len(seq) - self.capacity)
+            if len(live) > self.capacity:
+                self._drop(env)
+
+    def _drop(self, env: int) -> Item:
+        """Remove the oldest live item of ``env`` (evicted or cleared)."""
+        live = self.stored[env]
+        item = live.popleft()
+        self.start[env] += 1
+        self._copies[item] -= 1
+        if self._copies[item]:
+            at = next(i for i, x in enumerate(live) if x == item)
+            self._oldest[item] = self.start[env] + at
+        else:
+            del self._copies[item], self._oldest[item]
+        return item
 
     def clear(self, clearing: Clearing) -> None:
         """The clear after a trained call (clause ``replay.clear``)."""
-        sizes = [len(self.live(env)) for env in range(clearing.num_envs)]
+        sizes = [len(self.stored[env]) for env in range(clearing.num_envs)]
         for env, kept in enumerate(clearing.kept(sizes)):
-            seq = self.stored[env]
-            start = max(self.start[env], len(seq) - kept)
-            self.cleared.update(seq[self.start[env] : start])
-            self.start[env] = start
-            self.kept[env] = list(seq[start:])
+            for _ in range(len(self.stored[env]) - kept):
+                self.cleared.add(self._drop(env))
+            self.kept[env] = list(self.stored[env])
 
     def absence(self, item: Item) -> str:
         """The clause that explains why ``item`` is not in the buffer: ``replay.clear`` if a
@@ -157,7 +251,15 @@ class BufferModel:
 
     def live(self, env: int) -> list[Item]:
         """The items of ``env`` currently in the buffer, oldest first."""
-        return self.stored[env][self.start[env] :]
+        return list(self.stored[env])
+
+    def items(self, env: int, start: int, stop: int) -> list[Item]:
+        """``live(env)[start:stop]``, without copying the rest."""
+        return list(itertools.islice(self.stored[env], start, max(start, stop)))
+
+    def size(self, env: int) -> int:
+        """How many items of ``env`` are in the buffer."""
+        return len(self.stored[env])
 
     def position(self, env: int, index: int) -> int:
         """The absolute position of ``live(env)[index]``."""
@@ -169,11 +271,11 @@ class BufferModel:
         first = window[0]
         if first is None:
             return None
-        live = self.live(first[0])
-        try:
-            return first[0], live.index((first[0], first[1], first[2]))
-        except ValueError:
+        item = (first[0], first[1], first[2])
+        at = self._oldest.get(item)
+        if at is None:
             return None
+        return first[0], at - self.start[first[0]]
 
 
 def stored_items(model: BufferModel, window: Window, what: str) -> list[Item]:
@@ -192,14 +294,14 @@ def stored_items(model: BufferModel, window: Window, what: str) -> list[Item]:
 
 
 def windows_with_state(
-    trace: Trace, capacity: int, clear: Clearing
+    trace: Trace, capacity: int, clear: Clearing, index: ItemIndex | None = None
 ) -> Iterator[tuple[Update, BufferModel]]:
     """Each Update event with the buffer model as it was when the update sampled.
 
     Clearing (clause ``replay.clear``) takes effect when a call that trained is over, i.e. at
     the first event after it that is neither an update nor an ``after_update`` hook.
     """
-    model = BufferModel(capacity)
+    model = BufferModel(capacity, index)
     clear_pending = False
     for e in trace.events:
         in_call = e.kind == "update" or (e.kind == "hook" and e.name == "after_update")
@@ -215,14 +317,14 @@ def windows_with_state(
 
 
 def calls_with_state(
-    trace: Trace, capacity: int, clear: Clearing
+    trace: Trace, capacity: int, clear: Clearing, index: ItemIndex | None = None
 ) -> Iterator[tuple[TrainCall, BufferModel, int]]:
     """Each TrainCall event with the buffer model as it was when the call began, and the
     number of items stored since the last clear (since the start without clearing).
 
     Clearing takes effect as in :func:`windows_with_state`: once a call that trained is over.
     """
-    model = BufferModel(capacity)
+    model = BufferModel(capacity, index)
     clear_pending, fresh = False, 0
     for e in trace.events:
         in_call = e.kind == "update" or (e.kind == "hook" and e.name == "after_update")
@@ -242,35 +344,31 @@ def trainer_scenario(scenario: Scenario) -> TrainerScenario:
     return scenario
 
 
-def env_items(trace: Trace) -> list[tuple[int, Item, EnvStep, int]]:
-    """(iteration, item, event, column index) of every unrolled item, in order."""
-    out = []
+def env_items(trace: Trace) -> Iterator[tuple[int, Item, EnvStep, int]]:
+    """(iteration, item, event, column index) of every unrolled item, in order, as a pass over
+    the trace reaches it."""
     for e in trace.of_kind("env_step"):
         for i, item in enumerate(items_of(e)):
-            out.append((e.iteration, item, e, i))
-    return out
+            yield e.iteration, item, e, i
 
 
 def steps_per_iteration(trace: Trace) -> list[int]:
-    counts = per_iteration(trace, trace.of_kind("env_step"))
-    return [counts[i] for i in iterations(trace)]
+    counts = _counts(trace)
+    return [counts.steps.get(i, 0) for i in counts.iterations]
 
 
 def calls_per_iteration(trace: Trace) -> list[int]:
-    counts = per_iteration(trace, trace.of_kind("train_call"))
-    return [counts[i] for i in iterations(trace)]
+    counts = _counts(trace)
+    return [counts.calls.get(i, 0) for i in counts.iterations]
 
 
 def stored_per_iteration(trace: Trace) -> list[int]:
     """Items stored during each iteration; a flush after the last iteration is not counted."""
-    counts = dict.fromkeys(iterations(trace), 0)
-    closed: set[int] = set()
-    for e in trace.events:
-        if e.kind == "iteration_end":
-            closed.add(e.iteration)
-        elif e.kind == "store" and e.iteration not in closed:
-            counts[e.iteration] += len(e.env)
-    return [counts[i] for i in iterations(trace)]
+    counts = _counts(trace)
+    strays = set(counts.stored) - set(counts.iterations)
+    if strays:  # a store in no iteration of the trace (validate_trace refuses such traces)
+        raise KeyError(min(strays))
+    return [counts.stored.get(i, 0) for i in counts.iterations]
 
 
 def buffer_shape(sc: TrainerScenario) -> tuple[bool, int, Clearing]:

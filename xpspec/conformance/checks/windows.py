@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from xpspec.conformance.checks.base import CheckFailure, Context
+from xpspec.conformance.checks.item_index import ItemIndex
 from xpspec.conformance.checks.views import (
     buffer_shape,
     stored_items,
@@ -37,7 +38,7 @@ def check_windows_valid(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     charged to ``replay.eviction``; one of cleared items is ``replay.clear``'s concern."""
     sc = trainer_scenario(scenario)
     _, capacity, clear = buffer_shape(sc)
-    for update, model in windows_with_state(trace, capacity, clear):
+    for update, model in windows_with_state(trace, capacity, clear, ItemIndex(sc.env, sc.seed)):
         for window in update.windows:
             located = model.locate(window)
             if located is None:
@@ -53,14 +54,13 @@ def check_windows_valid(scenario: Scenario, trace: Trace, ctx: Context) -> None:
                     iteration=update.iteration,
                 )
             env, start = located
-            live = model.live(env)
             real = [w for w in window if w is not None]
-            if [tuple(w) for w in real] != live[start : start + len(real)]:
+            if [tuple(w) for w in real] != model.items(env, start, start + len(real)):
                 raise CheckFailure(
                     f"update {update.index} of call {update.call}: items of window "
                     f"{window_name(env, model.position(env, start))} vs those stored at its "
                     "positions",
-                    live[start : start + len(window)],
+                    model.items(env, start, start + len(window)),
                     window,
                     clause="replay.window-validity",
                     iteration=update.iteration,
@@ -84,7 +84,7 @@ def check_boundary_policy(scenario: Scenario, trace: Trace, ctx: Context) -> Non
     sc = trainer_scenario(scenario)
     policy = sc.sampling.boundary
     _, capacity, clear = buffer_shape(sc)
-    for update, model in windows_with_state(trace, capacity, clear):
+    for update, model in windows_with_state(trace, capacity, clear, ItemIndex(sc.env, sc.seed)):
         for window in update.windows:
             located = model.locate(window)
             name = window if located is None else window_name(located[0], model.position(*located))
@@ -129,7 +129,7 @@ def check_period_anchor(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     sc = trainer_scenario(scenario)
     p = sc.sampling.period
     _, capacity, clear = buffer_shape(sc)
-    for update, model in windows_with_state(trace, capacity, clear):
+    for update, model in windows_with_state(trace, capacity, clear, ItemIndex(sc.env, sc.seed)):
         for window in update.windows:
             located = model.locate(window)
             if located is None:
@@ -160,7 +160,7 @@ class _CallChunks:
     uses_cleared: bool
     """Some window holds an item a clear removed (``replay.clear``'s concern)."""
     position: dict[Item, int]
-    """The absolute position of every item stored in the run."""
+    """The absolute position of every item in the buffer when the call sampled."""
 
     def named(self, chunks: Counter[tuple[Any, ...]], limit: int = 8) -> list[str]:
         """The first ``limit`` of ``chunks`` as failure messages name windows, oldest first:
@@ -197,20 +197,23 @@ def _call_chunks(sc: TrainerScenario, trace: Trace) -> list[_CallChunks]:
     _, capacity, clear = buffer_shape(sc)
     by_call: dict[int, list[Any]] = defaultdict(list)
     models: dict[int, tuple[dict[int, list[Item]], dict[int, list[Item]]]] = {}
+    positions: dict[int, dict[Item, int]] = {}
     stale: set[int] = set()
-    stored: dict[int, list[Item]] = {}
-    for update, model in windows_with_state(trace, capacity, clear):
-        stored = model.stored
+    for update, model in windows_with_state(trace, capacity, clear, ItemIndex(sc.env, sc.seed)):
         by_call[update.call].append(update)
         if any(w is not None and tuple(w) in model.cleared for u in update.windows for w in u):
             stale.add(update.call)
-        models.setdefault(
-            update.call,
-            (
+        if update.call not in models:
+            models[update.call] = (
                 {env: list(model.live(env)) for env in model.stored},
                 {env: list(items) for env, items in model.kept.items()},
-            ),
-        )
+            )
+            # absolute positions of the items live when the call samples: they name its chunks
+            positions[update.call] = {
+                item: model.position(env, i)
+                for env in model.stored
+                for i, item in enumerate(model.live(env))
+            }
 
     def chunks(live: dict[int, list[Item]]) -> Counter[tuple[Item, ...]]:
         length = cfg.mini_batch_length
@@ -225,8 +228,6 @@ def _call_chunks(sc: TrainerScenario, trace: Trace) -> list[_CallChunks]:
                 out[tuple(items[c * length : (c + 1) * length])] += cfg.num_updates_per_train_iter
         return out
 
-    # Absolute positions never change, so those of the run's last model name every chunk.
-    position = {item: i for seq in stored.values() for i, item in enumerate(seq)}
     calls = []
     for call, updates in by_call.items():
         live, kept = models[call]
@@ -244,7 +245,7 @@ def _call_chunks(sc: TrainerScenario, trace: Trace) -> list[_CallChunks]:
                 chunks(live),
                 chunks(without),
                 call in stale,
-                position,
+                positions[call],
             )
         )
     return calls
@@ -275,7 +276,7 @@ def check_clear(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     are checked against the same buffer model by ``windows-valid``.)"""
     sc = trainer_scenario(scenario)
     _, capacity, clear = buffer_shape(sc)
-    for update, model in windows_with_state(trace, capacity, clear):
+    for update, model in windows_with_state(trace, capacity, clear, ItemIndex(sc.env, sc.seed)):
         for window in update.windows:
             removed = [tuple(w) for w in window if w is not None and tuple(w) in model.cleared]
             if removed:

@@ -1,0 +1,109 @@
+"""A trace checked from its file, pass by pass, gets the verdicts it gets in memory; a run
+written as it goes writes the bytes of the whole trace; the compact per-item state answers as
+a dictionary would."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from xpspec.conformance.catalog import CATALOG
+from xpspec.conformance.checks import ALL_CHECKS
+from xpspec.conformance.checks.base import CheckFailure, Context
+from xpspec.conformance.checks.item_index import ItemBytes, ItemIndex
+from xpspec.conformance.given_trace import FileReference
+from xpspec.protocol.scenario import TrainerScenario
+from xpspec.protocol.trace import EVENT_KINDS, Trace
+from xpspec.protocol.trace_file import TraceFile, TraceWriter
+from xpspec.refimpl.adapter import RefimplAdapter
+from xpspec.refimpl.trainer import trace_header, train
+
+TRAINER = sorted(n for n, s in CATALOG.items() if isinstance(s, TrainerScenario))
+SOME = TRAINER[::7]
+
+
+def _verdicts(scenario: TrainerScenario, trace: Trace, reference: Trace) -> dict[str, str]:
+    context = Context(lambda s: reference, lambda s: RefimplAdapter().run_trainer(s))
+    out = {}
+    for check in ALL_CHECKS:
+        if check.capability != "trainer" or not check.applies(scenario):
+            continue
+        if check.name.startswith("deterministic"):
+            continue
+        try:
+            check.verify(scenario, trace, context)
+            out[check.name] = "pass"
+        except CheckFailure as exc:
+            out[check.name] = str(exc)
+    return out
+
+
+@pytest.mark.parametrize("name", SOME)
+def test_a_run_written_as_it_goes_is_the_whole_trace_byte_for_byte(
+    name: str, tmp_path: Path
+) -> None:
+    sc = CATALOG[name]
+    assert isinstance(sc, TrainerScenario)
+    whole = train(sc.env, sc.trainer, sc.preprocess, sc.sampling, sc.seed)
+    path = tmp_path / "t.jsonl"
+    with TraceWriter(path, trace_header(sc.seed)) as writer:
+        streamed = train(sc.env, sc.trainer, sc.preprocess, sc.sampling, sc.seed, sink=writer)
+    assert streamed.trace.events == ()
+    assert path.read_text(encoding="utf-8") == whole.trace.to_jsonl()
+    assert FileReference(tmp_path).run_trainer(sc).to_jsonl() == whole.trace.to_jsonl()
+
+
+@pytest.mark.parametrize("name", SOME)
+def test_checks_give_the_same_verdicts_on_a_trace_file(name: str, tmp_path: Path) -> None:
+    sc = CATALOG[name]
+    assert isinstance(sc, TrainerScenario)
+    trace = RefimplAdapter().run_trainer(sc)
+    # A trace that fails some checks: every other store dropped.
+    stores = [e for e in trace.events if e.kind == "store"][::2]
+    broken = Trace(tuple(e for e in trace.events if e.kind != "store" or e in stores), {})
+    for n, t in enumerate((trace, broken)):
+        path = tmp_path / f"{n}.jsonl"
+        path.write_text(t.to_jsonl(), encoding="utf-8")
+        streamed = TraceFile(path)
+        assert list(streamed.events) == list(t.events) == list(streamed.events)
+        for kind in EVENT_KINDS:  # only the lines of one kind are decoded
+            assert list(streamed.of_kind(kind)) == list(t.of_kind(kind))
+        assert _verdicts(sc, streamed, trace) == _verdicts(sc, t, trace)
+
+
+def test_a_malformed_line_is_named_when_a_pass_reaches_it(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"format":"xpspec-trace/3"}\n{"kind":"teleport"}\n', encoding="utf-8")
+    trace = TraceFile(path)
+    with pytest.raises(ValueError, match="line 2"):
+        list(trace.events)
+
+
+def test_item_slots_are_dense_and_distinct_per_env() -> None:
+    sc = CATALOG[TRAINER[0]]
+    index = ItemIndex(sc.env, sc.seed)
+    for env in range(sc.env.num_envs):
+        slots = []
+        for k in range(6):
+            length = sc.env.episode(sc.seed, env, k).length
+            slots += [index.slot((env, k, t)) for t in range(length + 1)]
+            assert index.slot((env, k, length + 1)) is None
+        assert slots == list(range(len(slots)))
+    assert index.slot((sc.env.num_envs, 0, 0)) is None
+    assert index.slot((0, 10**9, 0)) is None
+
+
+def test_item_bytes_answer_as_a_dictionary_does() -> None:
+    sc = CATALOG[TRAINER[0]]
+    for index in (ItemIndex(sc.env, sc.seed), None):
+        table, plain = ItemBytes(index), {}
+        items = [(0, 0, 0), (0, 2, 1), (0, 10**9, 3), (0, 0, 0), (5, 1, 1)]
+        for value, item in enumerate(items):
+            table[item] = value * 100  # 400 does not fit a byte: kept aside
+            plain[item] = value * 100
+        for item in [*items, (0, 1, 0)]:
+            assert (item in table) == (item in plain)
+            assert table.get(item) == plain.get(item)
+        with pytest.raises(KeyError):
+            table[(0, 1, 0)]

@@ -1,0 +1,125 @@
+"""Compact per-item state for checks that remember something about every item of a long trace.
+
+A toy env's time steps are known in advance (clause ``timestep.identity``): env ``e``'s episode
+``k`` has the steps ``t = 0 … L_k``. :class:`ItemIndex` numbers them densely per env, episode
+after episode (slot ``start(k) + t``, ``start(k) = Σ_{j<k} (L_j + 1)``), so that a small value
+per item (a stored step type, a flag) is one byte of a per-env ``bytearray``
+(:class:`ItemBytes`) instead of a dictionary entry keyed by a tuple, about a hundred times
+less. Items the index does not cover (an episode far beyond those seen so far, which only a
+malformed trace names) are kept in a dictionary, so the answers are exact for every item.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Final
+
+from xpspec.protocol.env_spec import EnvSpec
+from xpspec.protocol.schedule import EpisodePlan
+from xpspec.protocol.trace import Item
+
+__all__ = ["ItemBytes", "ItemIndex", "Plans"]
+
+_AHEAD: Final = 1 << 12
+"""Episodes past the last one numbered that the index numbers on demand; an item of an
+episode further ahead is kept aside rather than growing the index to reach it."""
+
+
+class Plans:
+    """The episode plans of ``env`` run with ``seed``, the newest asked for of each env
+    remembered: a pass over a trace asks for the same episode item after item, and working a
+    plan out (a hash, a validated value) costs more than the rest of what a check does with
+    an item."""
+
+    def __init__(self, env: EnvSpec, seed: int) -> None:
+        self.env, self.seed = env, seed
+        self._newest: dict[int, tuple[int, EpisodePlan]] = {}
+
+    def __call__(self, env: int, episode: int) -> EpisodePlan:
+        newest = self._newest.get(env)
+        if newest is not None and newest[0] == episode:
+            return newest[1]
+        plan = self.env.episode(self.seed, env, episode)
+        self._newest[env] = (episode, plan)
+        return plan
+
+
+class ItemIndex:
+    """Dense slots of the time steps of ``env`` run with ``seed`` (module docstring)."""
+
+    def __init__(self, env: EnvSpec, seed: int) -> None:
+        self.env, self.seed = env, seed
+        self._starts: dict[int, list[int]] = {}  # per env: start(0), start(1), …, start(n)
+
+    def slot(self, item: Item) -> int | None:
+        """The slot of ``item`` in its env, or None when the index does not cover it (an env
+        or episode out of range, a ``t`` outside its episode)."""
+        env, episode, t = item
+        if not 0 <= env < self.env.num_envs or episode < 0 or t < 0:
+            return None
+        starts = self._starts.get(env)
+        if starts is None:
+            starts = self._starts[env] = [0]
+        if episode + 1 >= len(starts):
+            if episode + 1 - len(starts) > _AHEAD:
+                return None
+            while len(starts) <= episode + 1:
+                k = len(starts) - 1
+                starts.append(starts[-1] + self.env.episode(self.seed, env, k).length + 1)
+        start = starts[episode]
+        return start + t if start + t < starts[episode + 1] else None
+
+
+class ItemBytes:
+    """A map from items to values, one byte per slot of ``index`` for the values 0 to 254;
+    other values, items outside the index, or every item without one, are kept in a
+    dictionary. It answers
+    ``item in m``, ``m[item]`` and ``m[item] = value`` as a dictionary would, and
+    :meth:`add` and :meth:`update` as a set of items does (the value 1)."""
+
+    def __init__(self, index: ItemIndex | None = None) -> None:
+        self.index = index
+        self._bytes: dict[int, bytearray] = {}
+        self._aside: dict[Item, int] = {}
+
+    def _slot(self, item: Item) -> int | None:
+        return None if self.index is None else self.index.slot(item)
+
+    def get(self, item: Item) -> int | None:
+        slot = self._slot(item)
+        row = None if slot is None else self._bytes.get(item[0])
+        if row is None or slot is None or slot >= len(row) or not row[slot]:
+            return self._aside.get(item) if self._aside else None
+        return row[slot] - 1
+
+    def __contains__(self, item: object) -> bool:
+        return isinstance(item, tuple) and len(item) == 3 and self.get(item) is not None
+
+    def __getitem__(self, item: Item) -> int:
+        value = self.get(item)
+        if value is None:
+            raise KeyError(item)
+        return value
+
+    def __setitem__(self, item: Item, value: int) -> None:
+        slot = self._slot(item)
+        if slot is None:
+            self._aside[item] = value
+            return
+        row = self._bytes.setdefault(item[0], bytearray())
+        if slot >= len(row):
+            row.extend(bytes(max(slot + 1 - len(row), len(row) // 2)))
+        if 0 <= value < 255:
+            row[slot] = value + 1
+            if self._aside:
+                self._aside.pop(item, None)
+        else:
+            row[slot] = 0
+            self._aside[item] = value
+
+    def add(self, item: Item) -> None:
+        self[item] = 1
+
+    def update(self, items: Iterable[Item]) -> None:
+        for item in items:
+            self[item] = 1
