@@ -56,7 +56,8 @@ try:
     from agilerl.components.sampler import Sampler
 except ImportError as exc:  # pragma: no cover - exercised only without the framework
     raise ImportError(
-        "xpspec.adapters.agilerl needs agilerl 2.58.0: pip install 'xpspec[adapter-agilerl]'"
+        "xpspec.adapters.agilerl drives AgileRL 2.58.0's API, which is not importable here "
+        f"({exc}): install it with `pip install 'xpspec[adapter-agilerl]'`"
     ) from exc
 
 import gymnasium

@@ -79,7 +79,8 @@ try:
     from d3rlpy.models.encoders import VectorEncoderFactory
 except ImportError as exc:  # pragma: no cover - exercised only without the framework
     raise ImportError(
-        "xpspec.adapters.d3rlpy needs d3rlpy 2.8.0: pip install 'xpspec[adapter-d3rlpy]'"
+        "xpspec.adapters.d3rlpy drives d3rlpy 2.8.0's API, which is not importable here "
+        f"({exc}): install it with `pip install 'xpspec[adapter-d3rlpy]'`"
     ) from exc
 
 import gymnasium

@@ -54,7 +54,8 @@ try:
     from xpspec.adapters.skrl_trainer import run_trainer
 except ImportError as exc:  # pragma: no cover - exercised only without the framework
     raise ImportError(
-        "xpspec.adapters.skrl needs skrl 2.1.1: pip install 'xpspec[adapter-skrl]'"
+        "xpspec.adapters.skrl drives skrl 2.1.1's API, which is not importable here "
+        f"({exc}): install it with `pip install 'xpspec[adapter-skrl]'`"
     ) from exc
 
 import gymnasium
