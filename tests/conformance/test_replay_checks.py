@@ -132,7 +132,7 @@ BROKEN = [
     pytest.param(
         GatesOnBatchItems,
         "replay-no-window",
-        set(),
+        {"replay-uniform"},
         marks=pytest.mark.clause("replay.no-window"),
         id="gates-on-batch-items",
     ),
@@ -285,3 +285,30 @@ def test_a_declared_distribution_variant_is_held_to_its_law(variant: str) -> Non
     assert Session(RefimplAdapter(), "refimpl").evaluate(check, "m", model).status == "pass"
     outcome = Session(DrawsUniformWindows(), "x").evaluate(check, "m", model)
     assert outcome.status == "fail" and "uniform-episodes" in outcome.message
+
+
+class HalfBatches(RefimplAdapter):
+    """Draws half the windows a batch asks for, from the law it is asked for."""
+
+    def run_replay(self, scenario: ReplayScenario) -> Trace:
+        trace = super().run_replay(scenario)
+        half = [Sampled(e.draw, e.windows[: len(e.windows) // 2]) for e in trace.of_kind("sampled")]
+        return _with_draws(trace, half)
+
+
+@pytest.mark.clause("replay.uniform-windows")
+@pytest.mark.parametrize("variant", ["env-balanced", "uniform-episodes"])
+def test_a_short_batch_fails_the_law_check_under_every_distribution(variant: str) -> None:
+    # The law check is the only check of a variant's draws (the exact windows check does not
+    # run on variant models): a draw of fewer windows than the batch asks for, while valid
+    # windows exist, fails it, so a sampler that draws nothing cannot pass it vacuously.
+    from xpspec.conformance.checks import ALL_CHECKS
+    from xpspec.conformance.engine import Session
+    from xpspec.conformance.variants import variant_scenario
+
+    check = next(c for c in ALL_CHECKS if c.name == "replay-uniform")
+    model = variant_scenario("replay.uniform-windows", variant, CATALOG["replay-uniform"])
+    assert model is not None and check.applies(model)
+    assert Session(RefimplAdapter(), "refimpl").evaluate(check, "m", model).status == "pass"
+    outcome = Session(HalfBatches(), "x").evaluate(check, "m", model)
+    assert outcome.status == "fail" and "windows in draw 0" in outcome.message, outcome.message

@@ -149,6 +149,15 @@ def check_uniform(scenario: Scenario, trace: Trace, ctx: Context) -> None:
         if n == 0:
             return  # nothing valid and nothing drawn: replay-no-window judges the draws
         raise CheckFailure("valid windows in the buffer the stores imply", "at least one", 0)
+    # A law is a law of full batches: a short draw while windows are valid would let a
+    # sampler that draws nothing pass the count tests below vacuously.
+    for i, d in enumerate(draws):
+        if len(d.windows) != sc.batch_size:
+            raise CheckFailure(
+                f"windows in draw {i} while the buffer holds {w} valid windows",
+                sc.batch_size,
+                len(d.windows),
+            )
     dist = sc.sampling.distribution
     for window, p in law.items():
         mean, sd = n * p, math.sqrt(n * p * (1 - p))
