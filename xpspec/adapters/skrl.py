@@ -432,6 +432,7 @@ class _LearnerRun:
                 return out
 
             memory.sample = recorded
+            ended = self._record_endings(env)
             trainer = SequentialTrainer(
                 env=env,
                 agents=agent,
@@ -443,22 +444,44 @@ class _LearnerRun:
                 },
             )
             trainer.train()
-            rows = self._rows(memory)
+            rows = self._rows(memory, ended)
         events: list[Event] = list(self._advantages(rows))
         events.append(self._plan(rows, batches))
         return Trace(tuple(events), {"producer": f"skrl {_VERSION}"})
 
-    def _rows(self, memory: Any) -> list[list[_Row]]:
-        """Every env's rows in time order, read from the memory after the update."""
+    @staticmethod
+    def _record_endings(env: Wrapper) -> list[np.ndarray]:
+        """Per vector step, which envs the wrapped env's ``step`` ended (terminated or
+        truncated), as the trainer received them."""
+        ended: list[np.ndarray] = []
+        step = env.step
+
+        def stepped(actions: Any) -> Any:
+            out = step(actions)
+            ended.append(_as_numpy(out[2]).reshape(-1) | _as_numpy(out[3]).reshape(-1))
+            return out
+
+        env.step = stepped  # type: ignore[method-assign]
+        return ended
+
+    def _rows(self, memory: Any, ended: list[np.ndarray]) -> list[list[_Row]]:
+        """Every env's rows in time order, read from the memory after the update. A row
+        follows an episode's end when the memory's ``terminated`` or ``truncated`` says so;
+        skrl 2.0.0's PPO stores no ``truncated`` (``agents/torch/ppo/ppo.py:PPO.init``), and
+        there the env's own endings as the trainer received them (``ended``) say it: they
+        only place the final-observation rows, every value recorded is still skrl's."""
         b = self.scenario.env.num_envs
         obs = _as_numpy(memory.get_tensor_by_name("observations"))
         values = _as_numpy(memory.get_tensor_by_name("values"))[..., 0]
         returns = _as_numpy(memory.get_tensor_by_name("returns"))[..., 0]
         normalized = _as_numpy(memory.get_tensor_by_name("advantages"))[..., 0]
-        done = (
-            _as_numpy(memory.get_tensor_by_name("terminated"))[..., 0]
-            | _as_numpy(memory.get_tensor_by_name("truncated"))[..., 0]
-        )
+        if "truncated" in memory.get_tensor_names():
+            done = (
+                _as_numpy(memory.get_tensor_by_name("terminated"))[..., 0]
+                | _as_numpy(memory.get_tensor_by_name("truncated"))[..., 0]
+            )
+        else:
+            done = np.stack(ended[: self.timesteps]).astype(bool)
         out: list[list[_Row]] = []
         for e in range(b):
             column = []
