@@ -122,6 +122,41 @@ def test_an_interrupted_run_is_marked_interrupted(tmp_path: Path) -> None:
     assert "interrupted" in err
 
 
+def test_an_interrupt_pytest_fails_to_report_still_marks_the_run_interrupted(
+    tmp_path: Path,
+) -> None:
+    # pytest reports an interrupt before the session finishes; when that report raises (as
+    # pytest's own does for a traceback entry without a line number, which a signal arriving
+    # at a function's first instruction leaves on Python 3.11), the session finishes with the
+    # exit status it had before the interrupt, and the run must still not read as complete.
+    (tmp_path / "test_stops.py").write_text("def test_stops():\n    raise KeyboardInterrupt\n")
+    (tmp_path / "conftest.py").write_text(
+        "import pytest\n\n\n@pytest.hookimpl(trylast=True)\n"
+        "def pytest_keyboard_interrupt(excinfo):\n"
+        "    raise TypeError('a report of the interrupt that fails')\n"
+    )
+    report = tmp_path / "r.jsonl"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--adapter=refimpl",
+            f"--xpspec-report={report}",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    footer = _records(report)[-1]
+    assert footer["type"] == "footer" and footer["status"] == "interrupted", footer
+
+
 def test_a_falsified_generated_invariant_is_recorded_as_failing(tmp_path: Path) -> None:
     """The recorded outcome is the test's, not the last example's: a shrunk counterexample."""
     report = tmp_path / "r.jsonl"

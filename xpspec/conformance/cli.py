@@ -90,6 +90,8 @@ def _run(args: argparse.Namespace) -> int:
         code = pytest.main(argv, plugins=[Handoff(adapter)])
     except Exception as exc:  # pytest itself broke, e.g. while it reported an interrupt
         interrupted = isinstance(exc.__context__, KeyboardInterrupt)
+        what = "reporting an interrupt" if interrupted else "running the suite"
+        print(f"xpspec: pytest broke while {what}: {type(exc).__name__}: {exc}", file=sys.stderr)
         _close_report(report, "interrupted" if interrupted else "crashed", exc)
         code = pytest.ExitCode.INTERRUPTED if interrupted else pytest.ExitCode.INTERNAL_ERROR
     finally:

@@ -529,6 +529,22 @@ def _check_deadline(config: pytest.Config) -> None:
         run.session.shouldstop = f"xpspec: {run.message}"
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+    """An interrupt ends the run ``interrupted``, whatever exit status pytest then gives.
+    pytest's own report of an interrupt can fail (a traceback entry without a line number,
+    which a signal arriving at a function's first instruction leaves on Python 3.11): the
+    session then finishes with the exit status it had before, and only this says why."""
+    config = _CONFIG.get("config")
+    run = config.stash.get(_RUN, None) if config is not None else None
+    if (
+        run is not None
+        and run.status == "complete"
+        and isinstance(excinfo.value, KeyboardInterrupt)
+    ):
+        run.status = "interrupted"
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
     run = config.stash.get(_RUN, None)
