@@ -30,7 +30,6 @@ mini-batches ``PPO.learn`` passed to ``evaluate_actions`` by their observations.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import gymnasium
@@ -40,13 +39,13 @@ from agilerl.algorithms import PPO
 from agilerl.algorithms import ppo as ppo_module
 from agilerl.rollouts import collect_rollouts
 
-from xpspec.kit.episodes import episode_rows
-from xpspec.kit.items import decode_item, decode_items
+from xpspec.kit.items import decode_items
 from xpspec.kit.quiet import seeded_quiet
+from xpspec.kit.rollout import RolloutRow, rollout_advantages, rollout_plan, rollout_rows
 from xpspec.kit.value import ToyValue
 from xpspec.protocol.adapter import Unsupported
 from xpspec.protocol.scenario import LearnerScenario
-from xpspec.protocol.trace import Advantages, Event, Item, Trace, UpdatePlan
+from xpspec.protocol.trace import Event, Item, Trace
 from xpspec.refimpl.toy_envs.gym_env import make_env_fns
 
 __all__ = ["run_learner"]
@@ -58,19 +57,6 @@ _LINK = "https://github.com/AgileRL/AgileRL/blob/v2.58.0/agilerl"
 
 def _unsupported(reason: str, where: str) -> Unsupported:
     return Unsupported(f"{reason} ({_SRC}, {where})", f"{_LINK}/{where.partition(':')[0]}")
-
-
-@dataclass(frozen=True)
-class _Row:
-    """One rollout-buffer row after ``PPO.learn``: its item, whether it holds an episode's
-    final observation (the row after a done one), its advantage, return and the normalised
-    advantage ``PPO.learn`` trained on."""
-
-    item: Item
-    final: bool
-    advantage: float
-    target: float
-    normalized: float
 
 
 def run_learner(scenario: LearnerScenario) -> Trace:
@@ -137,71 +123,18 @@ class _LearnerRun:
                 ppo_module.RolloutMinibatch.from_tensordict = from_tensordict
             (batch,) = built
             rows = self._rows(agent.rollout_buffer.buffer, batch.advantages)
-        events: list[Event] = list(self._advantages(rows))
-        events.append(self._plan(rows, batches))
+        events: list[Event] = list(rollout_advantages(rows))
+        events.append(rollout_plan(rows, batches))
         return Trace(tuple(events), {"producer": f"agilerl {_VERSION}"})
 
-    def _rows(self, buffer: Any, normalized: torch.Tensor) -> list[list[_Row]]:
+    def _rows(self, buffer: Any, normalized: torch.Tensor) -> list[list[RolloutRow]]:
         """Every env's rows in time order, read from the rollout buffer and the normalised
         advantages of the flattened batch (row ``m * B + e``)."""
         t = self.timesteps
-        obs = buffer["observations"][:t].numpy()
-        returns = buffer["returns"][:t].numpy()
-        advantages = buffer["advantages"][:t].numpy()
-        done = buffer["dones"][:t].numpy()
-        flat = normalized.detach().reshape(t, self.b).numpy()
-        return [
-            [
-                _Row(
-                    decode_item(obs[m, e]),
-                    bool(m > 0 and done[m - 1, e]),
-                    float(advantages[m, e]),
-                    float(returns[m, e]),
-                    float(flat[m, e]),
-                )
-                for m in range(t)
-            ]
-            for e in range(self.b)
-        ]
-
-    @staticmethod
-    def _advantages(rows: list[list[_Row]]) -> list[Advantages]:
-        """One event per episode, env-major, oldest first: its training rows, then its row
-        ``L`` (the final observation's row AgileRL stored, or a stand-in)."""
-        out = []
-        for e, column in enumerate(rows):
-            for (_, k), members in episode_rows([r.item for r in column]).items():
-                trained = [column[i] for i in members if not column[i].final]
-                final = [column[i] for i in members if column[i].final]
-                if not trained:
-                    continue
-                ts = [int(r.item[2]) for r in trained]
-                adv = [r.advantage for r in trained]
-                tgt = [r.target for r in trained]
-                nrm = [r.normalized for r in trained]
-                if final:
-                    last = final[0]
-                    ts.append(int(last.item[2]))
-                    adv.append(last.advantage)
-                    tgt.append(last.target)
-                    nrm.append(last.normalized)
-                    mask = (1,) * len(ts)
-                else:
-                    ts.append(ts[-1] + 1)
-                    adv.append(0.0)
-                    tgt.append(0.0)
-                    nrm.append(0.0)
-                    mask = (1,) * (len(ts) - 1) + (0,)
-                out.append(Advantages(e, k, tuple(ts), tuple(adv), tuple(tgt), tuple(nrm), mask))
-        return out
-
-    @staticmethod
-    def _plan(rows: list[list[_Row]], batches: list[list[Item]]) -> UpdatePlan:
-        """The mini-batches ``PPO.learn`` trained on, named by their observations (every
-        buffer row holds a distinct item): ``0 .. N - 1`` for the transitions env-major in
-        time order, ``N ..`` for the rows of final observations."""
-        trained = [r for column in rows for r in column if not r.final]
-        finals = [r for column in rows for r in column if r.final]
-        number = {r.item: i for i, r in enumerate([*trained, *finals])}
-        plan = tuple(tuple(number[item] for item in batch) for batch in batches)
-        return UpdatePlan(len(plan), plan)
+        return rollout_rows(
+            buffer["observations"][:t].numpy(),
+            buffer["dones"][:t].numpy(),
+            buffer["advantages"][:t].numpy(),
+            buffer["returns"][:t].numpy(),
+            normalized.detach().reshape(t, self.b).numpy(),
+        )

@@ -63,18 +63,18 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode
 
-from xpspec.kit.episodes import episode_rows
 from xpspec.kit.events import env_step, store
 from xpspec.kit.items import decode_item, decode_items, decode_windows
 from xpspec.kit.quiet import seeded_quiet
 from xpspec.kit.release import check_release
+from xpspec.kit.rollout import RolloutRow, rollout_advantages, rollout_plan, rollout_rows
 from xpspec.kit.steps import Step
 from xpspec.kit.value import toy_value
 from xpspec.protocol.adapter import PROTOCOL_VERSION, AdapterInfo, Unsupported
 from xpspec.protocol.env_spec import EnvSpec
 from xpspec.protocol.scenario import EnvScenario, LearnerScenario, ReplayScenario, TrainerScenario
 from xpspec.protocol.step_type import StepType
-from xpspec.protocol.trace import Advantages, Event, Item, Sampled, Trace, UpdatePlan
+from xpspec.protocol.trace import Event, Item, Sampled, Trace
 from xpspec.refimpl.toy_envs.gym_vector import ToyVectorEnv
 
 __all__ = ["SkrlAdapter", "SkrlConfig"]
@@ -339,19 +339,6 @@ class _Value(DeterministicMixin, Model):
         return toy_value(inputs["observations"], self.scale), {}
 
 
-@dataclass(frozen=True)
-class _Row:
-    """One row of PPO's memory after ``compute_gae``: its item, whether it is the row of an
-    episode's final observation (the row after a terminated or truncated one), the
-    advantage (``returns - values``), return and normalised advantage."""
-
-    item: Item
-    final: bool
-    advantage: float
-    target: float
-    normalized: float
-
-
 class _LearnerRun:
     """One ``PPO`` update of skrl 2.1.1 on the toy env, driven by ``SequentialTrainer``.
 
@@ -445,8 +432,8 @@ class _LearnerRun:
             )
             trainer.train()
             rows = self._rows(memory, ended)
-        events: list[Event] = list(self._advantages(rows))
-        events.append(self._plan(rows, batches))
+        events: list[Event] = list(rollout_advantages(rows))
+        events.append(rollout_plan(rows, batches))
         return Trace(tuple(events), {"producer": f"skrl {_VERSION}"})
 
     @staticmethod
@@ -464,17 +451,15 @@ class _LearnerRun:
         env.step = stepped  # type: ignore[method-assign]
         return ended
 
-    def _rows(self, memory: Any, ended: list[np.ndarray]) -> list[list[_Row]]:
-        """Every env's rows in time order, read from the memory after the update. A row
-        follows an episode's end when the memory's ``terminated`` or ``truncated`` says so;
-        skrl 2.0.0's PPO stores no ``truncated`` (``agents/torch/ppo/ppo.py:PPO.init``), and
-        there the env's own endings as the trainer received them (``ended``) say it: they
-        only place the final-observation rows, every value recorded is still skrl's."""
-        b = self.scenario.env.num_envs
-        obs = _as_numpy(memory.get_tensor_by_name("observations"))
+    def _rows(self, memory: Any, ended: list[np.ndarray]) -> list[list[RolloutRow]]:
+        """Every env's rows in time order, read from the memory after the update (the
+        advantage as ``returns - values``). A row follows an episode's end when the memory's
+        ``terminated`` or ``truncated`` says so; skrl 2.0.0's PPO stores no ``truncated``
+        (``agents/torch/ppo/ppo.py:PPO.init``), and there the env's own endings as the trainer
+        received them (``ended``) say it: they only place the final-observation rows, every
+        value recorded is still skrl's."""
         values = _as_numpy(memory.get_tensor_by_name("values"))[..., 0]
         returns = _as_numpy(memory.get_tensor_by_name("returns"))[..., 0]
-        normalized = _as_numpy(memory.get_tensor_by_name("advantages"))[..., 0]
         if "truncated" in memory.get_tensor_names():
             done = (
                 _as_numpy(memory.get_tensor_by_name("terminated"))[..., 0]
@@ -482,59 +467,10 @@ class _LearnerRun:
             )
         else:
             done = np.stack(ended[: self.timesteps]).astype(bool)
-        out: list[list[_Row]] = []
-        for e in range(b):
-            column = []
-            for m in range(self.timesteps):
-                column.append(
-                    _Row(
-                        decode_item(obs[m, e]),
-                        bool(m > 0 and done[m - 1, e]),
-                        float(returns[m, e] - values[m, e]),
-                        float(returns[m, e]),
-                        float(normalized[m, e]),
-                    )
-                )
-            out.append(column)
-        return out
-
-    def _advantages(self, rows: list[list[_Row]]) -> list[Advantages]:
-        """One event per episode, env-major, oldest first: its training rows, then its row
-        ``L`` (the final observation's row skrl stored, or a stand-in)."""
-        out = []
-        for e, column in enumerate(rows):
-            for (_, k), members in episode_rows([r.item for r in column]).items():
-                trained = [column[i] for i in members if not column[i].final]
-                final = [column[i] for i in members if column[i].final]
-                if not trained:
-                    continue
-                ts = [int(r.item[2]) for r in trained]
-                adv = [r.advantage for r in trained]
-                tgt = [r.target for r in trained]
-                nrm = [r.normalized for r in trained]
-                if final:
-                    last = final[0]
-                    ts.append(int(last.item[2]))
-                    adv.append(last.advantage)
-                    tgt.append(last.target)
-                    nrm.append(last.normalized)
-                    mask = (1,) * len(ts)
-                else:
-                    ts.append(ts[-1] + 1)
-                    adv.append(0.0)
-                    tgt.append(0.0)
-                    nrm.append(0.0)
-                    mask = (1,) * (len(ts) - 1) + (0,)
-                out.append(Advantages(e, k, tuple(ts), tuple(adv), tuple(tgt), tuple(nrm), mask))
-        return out
-
-    def _plan(self, rows: list[list[_Row]], batches: list[list[Item]]) -> UpdatePlan:
-        """The mini-batches ``PPO.update`` trained on, named by the observations skrl returned
-        for each (every memory row holds a distinct item), as training rows: ``0 .. N - 1``
-        for the transitions env-major in time order, ``N ..`` for the rows of final
-        observations."""
-        trained = [r for column in rows for r in column if not r.final]
-        finals = [r for column in rows for r in column if r.final]
-        number = {r.item: i for i, r in enumerate([*trained, *finals])}
-        plan = tuple(tuple(number[item] for item in batch) for batch in batches)
-        return UpdatePlan(len(plan), plan)
+        return rollout_rows(
+            _as_numpy(memory.get_tensor_by_name("observations")),
+            done,
+            returns - values,
+            returns,
+            _as_numpy(memory.get_tensor_by_name("advantages"))[..., 0],
+        )
