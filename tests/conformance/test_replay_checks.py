@@ -269,12 +269,9 @@ class DrawsUniformWindows(RefimplAdapter):
         return super().run_replay(replace(scenario, sampling=uniform))
 
 
-@pytest.mark.clause("replay.uniform-windows")
-@pytest.mark.parametrize("variant", ["uniform-episodes", "uniform-episodes-forbid"])
-def test_a_declared_distribution_variant_is_held_to_its_law(variant: str) -> None:
-    # refimpl run as the variant passes the law check on the variant's scenario; a sampler
-    # that ignores the variant's law (uniform over windows instead of over episodes first)
-    # fails it, where before only the windows' validity was checked.
+def _law_check_on_variant(adapter: RefimplAdapter, variant: str) -> Any:
+    """The outcome of replay-uniform for ``adapter`` on replay-uniform's scenario as
+    ``variant`` of ``replay.uniform-windows`` models it (refimpl run as the variant passes)."""
     from xpspec.conformance.checks import ALL_CHECKS
     from xpspec.conformance.engine import Session
     from xpspec.conformance.variants import variant_scenario
@@ -283,7 +280,16 @@ def test_a_declared_distribution_variant_is_held_to_its_law(variant: str) -> Non
     model = variant_scenario("replay.uniform-windows", variant, CATALOG["replay-uniform"])
     assert model is not None and check.applies(model)
     assert Session(RefimplAdapter(), "refimpl").evaluate(check, "m", model).status == "pass"
-    outcome = Session(DrawsUniformWindows(), "x").evaluate(check, "m", model)
+    return Session(adapter, "x").evaluate(check, "m", model)
+
+
+@pytest.mark.clause("replay.uniform-windows")
+@pytest.mark.parametrize("variant", ["uniform-episodes", "uniform-episodes-forbid"])
+def test_a_declared_distribution_variant_is_held_to_its_law(variant: str) -> None:
+    # refimpl run as the variant passes the law check on the variant's scenario; a sampler
+    # that ignores the variant's law (uniform over windows instead of over episodes first)
+    # fails it, where before only the windows' validity was checked.
+    outcome = _law_check_on_variant(DrawsUniformWindows(), variant)
     assert outcome.status == "fail" and "uniform-episodes" in outcome.message
 
 
@@ -302,13 +308,5 @@ def test_a_short_batch_fails_the_law_check_under_every_distribution(variant: str
     # The law check is the only check of a variant's draws (the exact windows check does not
     # run on variant models): a draw of fewer windows than the batch asks for, while valid
     # windows exist, fails it, so a sampler that draws nothing cannot pass it vacuously.
-    from xpspec.conformance.checks import ALL_CHECKS
-    from xpspec.conformance.engine import Session
-    from xpspec.conformance.variants import variant_scenario
-
-    check = next(c for c in ALL_CHECKS if c.name == "replay-uniform")
-    model = variant_scenario("replay.uniform-windows", variant, CATALOG["replay-uniform"])
-    assert model is not None and check.applies(model)
-    assert Session(RefimplAdapter(), "refimpl").evaluate(check, "m", model).status == "pass"
-    outcome = Session(HalfBatches(), "x").evaluate(check, "m", model)
+    outcome = _law_check_on_variant(HalfBatches(), variant)
     assert outcome.status == "fail" and "windows in draw 0" in outcome.message, outcome.message

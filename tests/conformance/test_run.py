@@ -29,6 +29,17 @@ def _xpspec(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str
     )
 
 
+def _pytest(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    """pytest in a process of its own, quiet and without its cache."""
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=240,
+    )
+
+
 def _records(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
@@ -136,23 +147,7 @@ def test_an_interrupt_pytest_fails_to_report_still_marks_the_run_interrupted(
         "    raise TypeError('a report of the interrupt that fails')\n"
     )
     report = tmp_path / "r.jsonl"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "--adapter=refimpl",
-            f"--xpspec-report={report}",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-    )
+    _pytest("--adapter=refimpl", f"--xpspec-report={report}", str(tmp_path), cwd=tmp_path)
     footer = _records(report)[-1]
     assert footer["type"] == "footer" and footer["status"] == "interrupted", footer
 
@@ -160,25 +155,13 @@ def test_an_interrupt_pytest_fails_to_report_still_marks_the_run_interrupted(
 def test_a_falsified_generated_invariant_is_recorded_as_failing(tmp_path: Path) -> None:
     """The recorded outcome is the test's, not the last example's: a shrunk counterexample."""
     report = tmp_path / "r.jsonl"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "--pyargs",
-            "xpspec.conformance.suite",
-            "--adapter=tests.conformance.broken_adapters:LosesStores",
-            f"--xpspec-report={report}",
-            "-k",
-            "test_invariant and conservation",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=240,
+    done = _pytest(
+        "--pyargs",
+        "xpspec.conformance.suite",
+        "--adapter=tests.conformance.broken_adapters:LosesStores",
+        f"--xpspec-report={report}",
+        "-k",
+        "test_invariant and conservation",
     )
     assert done.returncode == 1, done.stdout[-2000:]
     (result,) = [r for r in _records(report) if r["type"] == "result"]
