@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from xpspec.kit.release import ANY_RELEASE, check_release
+from xpspec.kit.release import ANY_RELEASE, check_release, producer
 
 
 def test_the_release_written_for_passes(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -36,3 +36,9 @@ def test_only_the_value_1_lifts_the_check(
     else:
         with pytest.raises(RuntimeError, match=r"expected 2\.0\.1"):
             check_release("tianshou", "2.0.0", "2.0.1")
+
+
+def test_the_producer_names_the_release_installed() -> None:
+    # a sweep installs other releases than the one an adapter was written for: a trace names
+    # the one that produced it
+    assert producer("pytest") == f"pytest {pytest.__version__}"

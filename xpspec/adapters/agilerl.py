@@ -70,7 +70,7 @@ from xpspec.adapters.agilerl_trainer import run_trainer
 from xpspec.kit.events import store
 from xpspec.kit.items import decode_items, single_item_windows
 from xpspec.kit.quiet import seeded_quiet
-from xpspec.kit.release import check_release
+from xpspec.kit.release import check_release, producer
 from xpspec.protocol.adapter import PROTOCOL_VERSION, AdapterInfo, Unsupported
 from xpspec.protocol.env_spec import EnvSpec
 from xpspec.protocol.sampling import SamplingSpec
@@ -172,7 +172,7 @@ def _run_replay(sc: ReplayScenario) -> Trace:
                 continue
             items = decode_items(as_numpy(samples["obs"]))
             events.append(Sampled(draw, single_item_windows(items)))
-    header = {"producer": f"agilerl {_VERSION}", "stored_rows": len(buffer)}
+    header = {"producer": producer("agilerl"), "stored_rows": len(buffer)}
     return Trace(tuple(events), header)
 
 

@@ -41,6 +41,7 @@ from agilerl.rollouts import collect_rollouts
 
 from xpspec.kit.items import decode_items
 from xpspec.kit.quiet import seeded_quiet
+from xpspec.kit.release import producer
 from xpspec.kit.rollout import RolloutRow, rollout_advantages, rollout_plan, rollout_rows
 from xpspec.kit.value import ToyValue
 from xpspec.protocol.adapter import Unsupported
@@ -125,7 +126,7 @@ class _LearnerRun:
             rows = self._rows(agent.rollout_buffer.buffer, batch.advantages)
         events: list[Event] = list(rollout_advantages(rows))
         events.append(rollout_plan(rows, batches))
-        return Trace(tuple(events), {"producer": f"agilerl {_VERSION}"})
+        return Trace(tuple(events), {"producer": producer("agilerl")})
 
     def _rows(self, buffer: Any, normalized: torch.Tensor) -> list[list[RolloutRow]]:
         """Every env's rows in time order, read from the rollout buffer and the normalised

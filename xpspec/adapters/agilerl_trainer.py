@@ -47,6 +47,7 @@ from xpspec.adapters.agilerl_rows import StoredRows
 from xpspec.kit.events import env_step, run_end, store
 from xpspec.kit.items import decode_items, single_item_windows
 from xpspec.kit.quiet import seeded_quiet
+from xpspec.kit.release import producer
 from xpspec.kit.steps import Step, steps_from_columns
 from xpspec.protocol.adapter import Unsupported
 from xpspec.protocol.preprocessors import Identity
@@ -285,7 +286,7 @@ class _Run:
         c = self.config
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             self._train(c)
-        return Trace(tuple(_events(self.log)), {"producer": _SRC})
+        return Trace(tuple(_events(self.log)), {"producer": producer("agilerl")})
 
     def _train(self, c: LoopConfig) -> None:
         """``train_off_policy`` (its progress bar written to a discarded stream)."""

@@ -90,7 +90,7 @@ import torch
 from xpspec.kit.events import env_step, run_end, store
 from xpspec.kit.items import decode_item, decode_items, single_item_windows
 from xpspec.kit.quiet import Generator, seeded_quiet
-from xpspec.kit.release import check_release
+from xpspec.kit.release import check_release, producer
 from xpspec.kit.steps import Step, TransitionRows
 from xpspec.protocol.adapter import PROTOCOL_VERSION, AdapterInfo, Unsupported
 from xpspec.protocol.env_spec import EnvSpec
@@ -386,7 +386,7 @@ class _TrainerRun:
 
     def run(self) -> Trace:
         c = self.config
-        header: dict[str, Any] = {"producer": f"d3rlpy {_VERSION}"}
+        header: dict[str, Any] = {"producer": producer("d3rlpy")}
         try:
             self._fit_online()
         except IndexError as exc:
@@ -475,7 +475,7 @@ def _run_replay(scenario: ReplayScenario) -> Trace:
         try:
             _algo(1).collect(env, buffer, n_steps=scenario.fill_steps, show_progress=False)
         except IndexError as exc:
-            header = {"producer": f"d3rlpy {_VERSION}", "stopped": _stopped(exc, 0)}
+            header = {"producer": producer("d3rlpy"), "stopped": _stopped(exc, 0)}
             return Trace(tuple(events), header)
     for draw in range(scenario.draws):
         try:
@@ -486,7 +486,7 @@ def _run_replay(scenario: ReplayScenario) -> Trace:
             events.append(Sampled(draw, ()))
             continue
         events.append(Sampled(draw, windows))
-    return Trace(tuple(events), {"producer": f"d3rlpy {_VERSION}"})
+    return Trace(tuple(events), {"producer": producer("d3rlpy")})
 
 
 # -- the adapter --------------------------------------------------------------------------------

@@ -66,7 +66,7 @@ from gymnasium.vector import AutoresetMode
 from xpspec.kit.events import env_step, store
 from xpspec.kit.items import decode_item, decode_items, decode_windows
 from xpspec.kit.quiet import seeded_quiet
-from xpspec.kit.release import check_release
+from xpspec.kit.release import check_release, producer
 from xpspec.kit.rollout import RolloutRow, rollout_advantages, rollout_plan, rollout_rows
 from xpspec.kit.steps import Step
 from xpspec.kit.value import toy_value
@@ -202,7 +202,7 @@ class SkrlAdapter:
                     )
                     continue
                 events.extend(self._same_step(obs, reward, terminated, truncated, infos))
-        return Trace(tuple(events), {"producer": f"skrl {_VERSION}"})
+        return Trace(tuple(events), {"producer": producer("skrl")})
 
     @staticmethod
     def _same_step(
@@ -301,7 +301,7 @@ class SkrlAdapter:
                     continue
                 windows = observations.reshape(-1, length, observations.shape[-1])
                 events.append(Sampled(draw, decode_windows(windows)))
-        return Trace(tuple(events), {"producer": f"skrl {_VERSION}"})
+        return Trace(tuple(events), {"producer": producer("skrl")})
 
 
 # -- learner-side preprocessing ---------------------------------------------------------------
@@ -434,7 +434,7 @@ class _LearnerRun:
             rows = self._rows(memory, ended)
         events: list[Event] = list(rollout_advantages(rows))
         events.append(rollout_plan(rows, batches))
-        return Trace(tuple(events), {"producer": f"skrl {_VERSION}"})
+        return Trace(tuple(events), {"producer": producer("skrl")})
 
     @staticmethod
     def _record_endings(env: Wrapper) -> list[np.ndarray]:

@@ -69,6 +69,7 @@ from skrl.trainers.torch import SequentialTrainer
 from xpspec.kit.events import env_step, run_end, store
 from xpspec.kit.items import decode_items, single_item_windows
 from xpspec.kit.quiet import seeded_quiet
+from xpspec.kit.release import producer
 from xpspec.kit.steps import NextStepRows, Step, steps_from_columns
 from xpspec.protocol.adapter import Unsupported
 from xpspec.protocol.preprocessors import Identity, RewardTransform
@@ -416,7 +417,7 @@ class _Run:
             },
         )
         trainer.train()
-        return Trace(tuple(self._events()), {"producer": _SRC})
+        return Trace(tuple(self._events()), {"producer": producer("skrl")})
 
     def _events(self) -> list[Event]:
         """The log as trainer events: an iteration ends with each train call, or with the log."""

@@ -12,9 +12,10 @@ releases on purpose: it sets :data:`ANY_RELEASE` to ``1``, the run records the r
 from __future__ import annotations
 
 import os
+from importlib import metadata
 from typing import Final
 
-__all__ = ["ANY_RELEASE", "check_release"]
+__all__ = ["ANY_RELEASE", "check_release", "producer"]
 
 ANY_RELEASE: Final = "XPSPEC_ANY_FRAMEWORK_VERSION"
 """The environment variable that lets an adapter drive a release it was not written for."""
@@ -30,3 +31,9 @@ def check_release(framework: str, installed: str, written_for: str) -> None:
         f"were written for), got {installed}; {ANY_RELEASE}=1 runs it anyway, as a version "
         "sweep (nox -s sweep) does"
     )
+
+
+def producer(distribution: str) -> str:
+    """A trace header's ``producer``: the distribution and the release installed, which a
+    sweep changes (not the release the adapter was written for)."""
+    return f"{distribution} {metadata.version(distribution)}"
