@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conformance.zoo import MUTANTS, MutantAdapter
-from xpspec.conformance.blame import Failure, cause_of, stage
+from xpspec.conformance.blame import Failure, cause_of, follows, stage
 from xpspec.conformance.catalog import CATALOG
 from xpspec.conformance.checks import ALL_CHECKS
 from xpspec.conformance.engine import Session
@@ -112,3 +112,46 @@ def test_the_matrix_names_the_clause_a_downstream_failure_follows_from(tmp_path:
     md = render_markdown(doc)
     assert "| `x.two` | FAIL |" in md
     assert "| `x.one` | FAIL ↓ x.two |" in md and "| `x.three` | FAIL ↓ x.two |" in md
+
+
+def test_learner_failures_do_not_follow_from_one_another() -> None:
+    # The learner's outputs are computed side by side: the normalisation check standardises
+    # the trace's own advantages, so wrong advantages do not make it fail, nor the reverse.
+    # skrl 2.0.0 under time_limit_bootstrap fails both, each for a reason of its own.
+    stats = _failure("learner.stats-exclude-bootstrap")
+    gae = _failure("learner.gae", exact=True)
+    assert cause_of([gae, stats]) is stats
+    assert not follows(gae, stats) and not follows(stats, gae)
+    assert follows(gae, _failure("preprocess.conservation", iteration=1))
+    assert follows(_failure("train.warmup-gate"), _failure("unroll.num-env-steps"))
+
+
+def test_two_learner_failures_of_one_run_are_each_a_failure_of_its_own() -> None:
+    from dataclasses import replace
+
+    from xpspec.protocol.scenario import LearnerScenario
+    from xpspec.protocol.trace import Advantages, Trace
+    from xpspec.refimpl.adapter import RefimplAdapter
+
+    class ShiftsAndSkewsAdvantages(RefimplAdapter):
+        """Every advantage 1 too high, and normalised values that are not standardised."""
+
+        def run_learner(self, scenario: LearnerScenario) -> Trace:
+            trace = super().run_learner(scenario)
+            events = tuple(
+                replace(
+                    e,
+                    advantage=tuple(a + 1.0 for a in e.advantage),
+                    normalized=tuple(2.0 * n + 0.5 for n in e.normalized),
+                )
+                if isinstance(e, Advantages)
+                else e
+                for e in trace.events
+            )
+            return Trace(events, trace.header)
+
+    session = Session(ShiftsAndSkewsAdvantages(), "x")
+    scenario = CATALOG["learner-single"]
+    for name in ("learner-gae", "learner-stats"):
+        outcome = session.evaluate(CHECKS[name], "learner-single", scenario)
+        assert (outcome.status, outcome.downstream_of) == ("fail", ""), outcome.message

@@ -19,6 +19,12 @@ first in this order:
 A failure of a check that compares the adapter's run with another run of it (e.g. the same
 run without exclusions) is downstream of that other run's cause when the other run fails a
 check of its own.
+
+One stage is not a pipeline: the learner's outputs (advantages and value targets, normalised
+advantages, n-step returns, the update plan, the shards) are computed side by side from the
+same episodes, and each learner check judges one of them on its own terms (the normalisation
+check standardises the trace's own advantages, whatever their values). Two failures there do
+not follow from one another (:func:`follows`): each is its own failure.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["EVENT_STAGE", "STAGE", "Failure", "cause_of", "stage"]
+__all__ = ["EVENT_STAGE", "INDEPENDENT_STAGES", "STAGE", "Failure", "cause_of", "follows", "stage"]
 
 STAGE: Final[dict[str, int]] = {
     "trace": 0,
@@ -41,6 +47,10 @@ STAGE: Final[dict[str, int]] = {
     "relabel": 7,
 }
 """Pipeline stage of a clause's area (unknown areas count as last)."""
+
+INDEPENDENT_STAGES: Final[frozenset[int]] = frozenset({STAGE["learner"]})
+"""Stages whose checks judge outputs computed side by side: no failure there follows from
+another failure of the same stage."""
 
 _LATER_THAN_AREA: Final[dict[str, int]] = {
     # The loss mask is read from the training windows, after they are drawn from replay.
@@ -106,3 +116,12 @@ def cause_of(failures: Sequence[Failure]) -> Failure:
     if not failures:
         raise ValueError("cause_of: expected at least one failure, got none")
     return min(failures, key=Failure.key)
+
+
+def follows(failure: Failure, cause: Failure) -> bool:
+    """Whether ``failure`` is downstream of ``cause``, the scenario's cause (see the module
+    docstring): always, but for two failures of one stage in :data:`INDEPENDENT_STAGES`."""
+    if failure == cause:
+        return False
+    here, there = failure.key()[0], cause.key()[0]
+    return not (here == there and here in INDEPENDENT_STAGES)

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
-from xpspec.conformance.blame import Failure, cause_of
+from xpspec.conformance.blame import Failure, cause_of, follows
 from xpspec.conformance.checks.base import Check, CheckFailure, Context
 from xpspec.conformance.expectations import Deviation, Expectations, Finding
 from xpspec.conformance.frames import where
@@ -468,7 +468,8 @@ class Session:
         if not failures:  # the check fails only with the reruns it made here
             return outcome
         cause = cause_of(failures)
-        if cause.check == check.name:
+        this = next((f for f in failures if f.check == check.name), None)
+        if cause.check == check.name or (this is not None and not follows(this, cause)):
             return outcome
         return self._downstream(outcome, cause, "in this run")
 
