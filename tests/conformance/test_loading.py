@@ -141,3 +141,24 @@ def test_a_module_in_the_current_directory_loads_without_pythonpath(
 def test_expectations_beside_a_module_in_the_current_directory(beside_me: str) -> None:
     toml = _write(Path.cwd() / f"{beside_me}.expectations.toml", "")
     assert expectations_path(f"{beside_me}:Adapter") == toml
+
+
+def test_the_module_the_worker_runs_is_the_one_whose_expectations_apply(
+    beside_me: str, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A module of the same name earlier on the path (a checkout's root, which pytest puts on
+    # the suite's path) must neither be imported by the worker nor lend its (missing)
+    # expectations file: the current directory's module comes first for both.
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    _write(elsewhere / f"{beside_me}.py", "raise RuntimeError('the module elsewhere')\n")
+    monkeypatch.syspath_prepend(str(elsewhere))
+    monkeypatch.setenv("PYTHONPATH", str(elsewhere))
+    toml = _write(Path.cwd() / f"{beside_me}.expectations.toml", "")
+    assert expectations_path(f"{beside_me}:Adapter") == toml
+    adapter = connect(f"{beside_me}:Adapter", "process")
+    try:
+        assert adapter.info().name == "refimpl"
+    finally:
+        close = getattr(adapter, "close", None)
+        if callable(close):
+            close()

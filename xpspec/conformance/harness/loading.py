@@ -146,12 +146,15 @@ def _module_file(name: str) -> Path | None:
         file = getattr(module, "__file__", None)
         return Path(file) if file else None
     top, *rest = name.split(".")
-    try:
-        spec = importlib.util.find_spec(top)  # a top-level name: nothing is imported
-    except (ImportError, ValueError):
-        spec = None
-    if spec is None:  # a module beside the user, importable once the adapter is loaded
-        spec = importlib.machinery.PathFinder.find_spec(top, [os.getcwd()])
+    # The worker imports the adapter as ``python -m`` does, the current directory first; look
+    # there first too, so that a module of the same name elsewhere on this process's path (a
+    # checkout's root, which pytest puts there) is not taken for the one the worker runs.
+    spec = importlib.machinery.PathFinder.find_spec(top, [os.getcwd()])
+    if spec is None:
+        try:
+            spec = importlib.util.find_spec(top)  # a top-level name: nothing is imported
+        except (ImportError, ValueError):
+            spec = None
     for i in range(len(rest)):
         locations = spec.submodule_search_locations if spec is not None else None
         if not locations:
