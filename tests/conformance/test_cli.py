@@ -327,3 +327,25 @@ def test_clauses_format_json_is_the_registry(capsys) -> None:  # type: ignore[no
 
     assert main(["clauses", "--format", "json"]) == 0
     assert capsys.readouterr().out == ClauseRegistry.load().to_json()
+
+
+@pytest.mark.parametrize("command", ["clauses", "scenarios"])
+def test_a_reader_that_stops_early_is_no_error(command: str) -> None:
+    # `xpspec clauses | head`: the pipe closes under the listing, which ends quietly with 0.
+    # The reading end is closed before the listing starts, so its first write meets it.
+    import os
+    import subprocess
+    import sys
+
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "xpspec.conformance", command],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            timeout=60,
+        )
+    finally:
+        os.close(write)
+    assert (done.returncode, done.stderr.decode()) == (0, "")

@@ -90,10 +90,11 @@ def test_an_adapter_that_cannot_be_imported_stops_the_run_at_once(tmp_path: Path
     assert refused.stderr.count("\n") == 1 and "adapter-unavailable" in refused.stderr
 
 
-def test_a_misspelt_adapter_is_one_line(tmp_path: Path) -> None:
+def test_a_misspelt_adapter_is_one_line_and_leaves_no_report(tmp_path: Path) -> None:
     done = _xpspec("run", "--adapter", "tainshou", "--report", str(tmp_path / "r.jsonl"))
     assert done.returncode == ExitCode.ADAPTER_UNAVAILABLE
     assert done.stderr.strip().count("\n") == 0 and "did you mean 'tianshou'?" in done.stderr
+    assert not (tmp_path / "r.jsonl").exists()  # it named no adapter: nothing ran
 
 
 def test_the_run_budget_stops_the_run_and_marks_it(tmp_path: Path) -> None:

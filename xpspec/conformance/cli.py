@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,7 +40,7 @@ def _run(args: argparse.Namespace) -> int:
     import pytest
 
     from xpspec.conformance.expectations import Expectations
-    from xpspec.conformance.harness import connect
+    from xpspec.conformance.harness import check_spec, connect
     from xpspec.conformance.outcomes import AdapterUnavailable
     from xpspec.conformance.pytest_plugin import Handoff
     from xpspec.conformance.report import read_run, should_miss, summarise
@@ -49,12 +50,18 @@ def _run(args: argparse.Namespace) -> int:
     limits = _limits(args)
     if args.expectations:
         Expectations.load(Path(args.expectations))  # a bad file stops the run before it starts
+    try:
+        check_spec(args.adapter)  # a name that names no adapter leaves no report behind
+    except AdapterUnavailable as exc:
+        print(f"xpspec: {exc}", file=sys.stderr)
+        return ExitCode.ADAPTER_UNAVAILABLE
     report = Path(args.report or f"reports/{_safe_name(args.adapter)}.jsonl")
     report.parent.mkdir(parents=True, exist_ok=True)
     report.unlink(missing_ok=True)  # never summarise an earlier run's report
     print(
         f"xpspec: running the conformance suite against {args.adapter!r} "
-        f"(profile {args.profile}, isolation {args.isolation})",
+        f"(profile {args.profile}, isolation {args.isolation}; "
+        f"{_expectations_used(args.adapter, args.expectations)})",
         flush=True,
     )
     try:
@@ -131,6 +138,23 @@ def _run(args: argparse.Namespace) -> int:
     if failed or broke or code not in (0, 5):
         return ExitCode.FINDINGS
     return ExitCode.OK
+
+
+def _expectations_used(adapter: str, given: str | None) -> str:
+    """Which expectations file the run applies, in words (a file beside the module that the
+    suite does not find is the usual reason a declared deviation still fails)."""
+    from xpspec.conformance.harness import expectations_path
+
+    if given:
+        return f"expectations {given}"
+    found = expectations_path(adapter)
+    if found is None:
+        return "no expectations file beside the adapter's module; --expectations names one"
+    try:
+        shown = found.relative_to(Path.cwd())
+    except ValueError:
+        shown = Path(found.name)
+    return f"expectations {shown}"
 
 
 def _close_report(report: Path, status: str, exc: BaseException) -> None:
@@ -855,6 +879,9 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"xpspec: {exc}", file=sys.stderr)
         return ExitCode.ADAPTER_UNAVAILABLE
+    except BrokenPipeError:  # the reader stopped reading (`xpspec clauses | head`): not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return ExitCode.OK
     except (ValueError, OSError) as exc:
         if args.debug:
             raise

@@ -67,6 +67,7 @@ _OUTER = pytest.StashKey["pytest.Config | None"]()
 """The config of the run this one was started inside (a worked example that runs the suite
 from a test), restored when this one ends."""
 _PROFILE = pytest.StashKey[str]()
+_DESELECTED = pytest.StashKey[int]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -422,6 +423,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if removed:
         config.hook.pytest_deselected(items=removed)
         items[:] = [item for item in items if item.get_closest_marker("refimpl_only") is None]
+        config.stash[_DESELECTED] = len(removed)
+
+
+def pytest_report_collectionfinish(config: pytest.Config) -> str | None:
+    """Say what the deselected suite tests are, beside pytest's bare count."""
+    count = config.stash.get(_DESELECTED, 0)
+    if not count:
+        return None
+    return (
+        f"xpspec: {count} suite tests deselected: they check the reference implementation's "
+        "own variant models, not the adapter under test"
+    )
 
 
 def _shows_progress(config: pytest.Config) -> bool:

@@ -13,7 +13,7 @@ limit, so that no adapter can take a run down, hang it, or write into its verdic
 - :class:`~xpspec.conformance.harness.process.WorkerProcess` owns one worker process.
 """
 
-from xpspec.conformance.harness.connect import Isolation, connect, parse_memory
+from xpspec.conformance.harness.connect import Isolation, check_spec, connect, parse_memory
 from xpspec.conformance.harness.loading import (
     ENTRY_POINT_GROUP,
     expectations_path,
@@ -29,6 +29,7 @@ __all__ = [
     "Limits",
     "RemoteAdapter",
     "WorkerProcess",
+    "check_spec",
     "connect",
     "expectations_path",
     "load_adapter",

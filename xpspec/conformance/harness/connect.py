@@ -28,12 +28,12 @@ from xpspec.conformance.harness.remote import RemoteAdapter
 from xpspec.conformance.outcomes import AdapterError, AdapterUnavailable
 from xpspec.protocol.adapter import Adapter
 
-__all__ = ["Isolation", "connect", "parse_memory"]
+__all__ = ["Isolation", "check_spec", "connect", "parse_memory"]
 
 Isolation = Literal["process", "inline"]
 
 
-def _check_spec(spec: str) -> None:
+def check_spec(spec: str) -> None:
     """Raise :class:`AdapterUnavailable` when ``spec`` names no adapter at all (a misspelt
     name: the message lists the registered ones and the closest)."""
     if spec.startswith("exec:"):
@@ -56,11 +56,13 @@ def _fix_for(spec: str, cause: str) -> str:
     if any(word in cause for word in ("ImportError", "ModuleNotFoundError", "No module named")):
         found = registrations().get(spec, ())
         extra = found[0].extra() if found else ""
+        if extra and found[0].distribution == "xpspec":  # not on PyPI: from a checkout
+            return (
+                f"install the framework from your xpspec checkout: pip install -e "
+                f"'.[{extra}]' -c constraints/torch.txt, or run nox -s 'conformance({spec})'"
+            )
         if extra:
-            fix = f"install the framework: pip install '{found[0].distribution}[{extra}]'"
-            if found[0].distribution == "xpspec":
-                fix += f", or run nox -s 'conformance({spec})'"
-            return fix
+            return f"install the framework: pip install '{found[0].distribution}[{extra}]'"
         if found:
             return "install what the adapter's module imports (the error names it)"
         return "make the module importable (install its package, or run from its directory)"
@@ -81,7 +83,7 @@ def connect(
     """The adapter named by ``spec``, handshake (and smoke check) done. Raises
     :class:`AdapterUnavailable` with one line when it cannot be used. ``meanwhile`` runs
     while a worker starts up (e.g. the caller's own imports)."""
-    _check_spec(spec)
+    check_spec(spec)
     if isolation not in ("process", "inline"):
         raise ValueError(f"isolation: expected 'process' or 'inline', got {isolation!r}")
     adapter: Any
