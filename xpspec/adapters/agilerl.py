@@ -56,8 +56,7 @@ try:
     from agilerl.components.sampler import Sampler
 except ImportError as exc:  # pragma: no cover - exercised only without the framework
     raise ImportError(
-        "xpspec.adapters.agilerl drives AgileRL 2.58.0's API, which is not importable here "
-        f"({exc}): install it with `pip install 'xpspec[adapter-agilerl]'`"
+        f"xpspec.adapters.agilerl drives AgileRL 2.58.0's API, which is not importable here ({exc})"
     ) from exc
 
 import gymnasium

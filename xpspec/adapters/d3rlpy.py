@@ -79,8 +79,7 @@ try:
     from d3rlpy.models.encoders import VectorEncoderFactory
 except ImportError as exc:  # pragma: no cover - exercised only without the framework
     raise ImportError(
-        "xpspec.adapters.d3rlpy drives d3rlpy 2.8.0's API, which is not importable here "
-        f"({exc}): install it with `pip install 'xpspec[adapter-d3rlpy]'`"
+        f"xpspec.adapters.d3rlpy drives d3rlpy 2.8.0's API, which is not importable here ({exc})"
     ) from exc
 
 import gymnasium

@@ -90,8 +90,8 @@ try:
     from stable_baselines3.common.vec_env import DummyVecEnv, VecEnvWrapper
 except ImportError as exc:  # pragma: no cover - exercised only without the framework
     raise ImportError(
-        "xpspec.adapters.sb3 drives Stable-Baselines3 2.9.2's API, which is not importable here "
-        f"({exc}): install it with `pip install 'xpspec[adapter-sb3]'`"
+        "xpspec.adapters.sb3 drives Stable-Baselines3 2.9.2's API, which is not importable "
+        f"here ({exc})"
     ) from exc
 
 import gymnasium

@@ -54,8 +54,7 @@ try:
     from xpspec.adapters.skrl_trainer import run_trainer
 except ImportError as exc:  # pragma: no cover - exercised only without the framework
     raise ImportError(
-        "xpspec.adapters.skrl drives skrl 2.1.1's API, which is not importable here "
-        f"({exc}): install it with `pip install 'xpspec[adapter-skrl]'`"
+        f"xpspec.adapters.skrl drives skrl 2.1.1's API, which is not importable here ({exc})"
     ) from exc
 
 import gymnasium
@@ -448,7 +447,7 @@ class _LearnerRun:
             ended.append(_as_numpy(out[2]).reshape(-1) | _as_numpy(out[3]).reshape(-1))
             return out
 
-        env.step = stepped  # type: ignore[method-assign]
+        env.step = stepped
         return ended
 
     def _rows(self, memory: Any, ended: list[np.ndarray]) -> list[list[RolloutRow]]:
