@@ -498,7 +498,7 @@ def _check(args: argparse.Namespace) -> int:
         raise ValueError(f"{args.trace}: malformed trace: {exc}") from None
     with tempfile.TemporaryDirectory(prefix="xpspec-check-") as tmp:
         session = Session(
-            GivenTrace(scenario, trace, args.trace),
+            GivenTrace(scenario, trace, args.trace, validated=True),
             args.trace,
             reproduce="",
             reference=FileReference(Path(tmp)),

@@ -34,8 +34,17 @@ class GivenTrace:
     """The adapter whose only run is ``trace``, of ``scenario``. It declares every capability:
     a trace given without its implementation is held to every check of its scenario's kind."""
 
-    def __init__(self, scenario: Scenario, trace: Trace, source: str = "the given trace") -> None:
+    def __init__(
+        self,
+        scenario: Scenario,
+        trace: Trace,
+        source: str = "the given trace",
+        validated: bool = False,
+    ) -> None:
         self.scenario, self.trace, self.source = scenario, trace, source
+        self.validated = validated
+        """Whether ``trace`` was validated against ``scenario`` already (the engine then does
+        not validate it again)."""
         self._key = scenario_to_json(scenario)
         self._answered = False
 
