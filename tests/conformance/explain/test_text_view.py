@@ -103,3 +103,17 @@ def test_control_characters_from_a_trace_are_escaped() -> None:
     assert "\x1b" not in text and "\r" not in text and "\x07" not in text
     assert "> iteration 99" not in text.splitlines()
     assert "episode\\n> iteration 99\\x1b[2J\\r" in text
+
+
+def test_a_long_trace_shows_the_columns_around_the_divergence_and_says_what_it_left_out() -> None:
+    from xpspec.conformance.explain.text_view import AROUND
+
+    _, trace = reference("delayed-mixed-b3")
+    events = list(trace.events)
+    store_one_iteration_later(events, iteration=4, env=0)
+    lines = _text("delayed-mixed-b3", events).splitlines()
+    shown = [line.strip("> ") for line in lines if line.startswith(("  iteration", "> iteration"))]
+    assert shown == [f"iteration {i}" for i in range(4 - AROUND, 4 + AROUND + 1)]
+    assert "  … iteration 1 left out (1; the page shows every one)" in lines
+    after = [line for line in lines if line.startswith(f"  … iteration {4 + AROUND + 1} to ")]
+    assert len(after) == 1 and after[0].endswith("; the page shows every one)")

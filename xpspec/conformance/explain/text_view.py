@@ -62,17 +62,43 @@ def _caret(timeline: Timeline, column: Column, index: int, width: int) -> str:
     return " " * (2 + width + slot - column.first_slot) + f"^ first divergence (event #{index})"
 
 
+AROUND = 2
+"""Columns (iterations, draws) shown on each side of the divergence's; the page shows all."""
+
+
+def _shown(count: int, here: int | None) -> range:
+    """The columns the text shows: all without a divergence, else those within
+    :data:`AROUND` of the divergence's."""
+    if here is None:
+        return range(count)
+    return range(max(0, here - AROUND), min(count, here + AROUND + 1))
+
+
+def _left_out(t: Timeline, first: int, last: int) -> str:
+    """The line that stands for columns ``first`` .. ``last`` (inclusive) left out."""
+    span = clean(t.columns[first].label)
+    if last > first:
+        span += f" to {clean(t.columns[last].label)}"
+    return f"  … {span} left out ({last - first + 1}; the page shows every one)"
+
+
 def _timeline_lines(x: Explanation, lanes: list[Lane], width: int) -> list[str]:
     d = x.divergence
     t, ref = x.timeline, x.reference_timeline
     here = t.column_of[d.index] if d is not None and d.index < len(t.column_of) else None
+    shown = _shown(len(t.columns), here)
     lines = []
-    for c, column in enumerate(t.columns):
+    if shown and shown.start > 0:
+        lines.append(_left_out(t, 0, shown.start - 1))
+    for c in shown:
+        column = t.columns[c]
         lines.append(f"{'>' if c == here else ' '} {clean(column.label)}")
         lines.extend(_lane_lines(t, column, lanes, width))
         if d is not None and c == here:
             lines.append(_caret(t, column, d.index, width))
             lines.extend(_reference_lines(ref, d.index, lanes, width))
+    if shown and shown.stop < len(t.columns):
+        lines.append(_left_out(t, shown.stop, len(t.columns) - 1))
     if d is not None and here is None:
         lines.append("> (the trace ends here)")
         lines.extend(_reference_lines(ref, d.index, lanes, width))
