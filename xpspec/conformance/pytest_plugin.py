@@ -545,9 +545,10 @@ def _check_deadline(config: pytest.Config) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
     """An interrupt ends the run ``interrupted``, whatever exit status pytest then gives.
-    pytest's own report of an interrupt can fail (a traceback entry without a line number,
-    which a signal arriving at a function's first instruction leaves on Python 3.11): the
-    session then finishes with the exit status it had before, and only this says why."""
+    pytest's own report of an interrupt can raise (it takes each traceback entry's line as
+    ``tb_lineno - 1``, and a signal that arrives at a function's first instruction leaves
+    ``tb_lineno`` None on Python 3.11): the session then finishes with the exit status it had
+    before the interrupt, and only this hook, which runs first, says why it ended."""
     config = _CONFIG.get("config")
     run = config.stash.get(_RUN, None) if config is not None else None
     if (
