@@ -488,47 +488,19 @@ class Session:
         )
 
     def _failures(self, scenario: Scenario) -> list[Failure]:
-        """Every check the adapter can run that fails on ``scenario`` (cached). Checks that
-        run the adapter again from scratch (determinism) are left out: blame never costs more
-        than the runs the suite makes anyway."""
-        from xpspec.conformance.checks import ALL_CHECKS
-        from xpspec.conformance.clauses import ClauseRegistry
+        """Every check the adapter can run that fails on ``scenario`` (cached), as
+        :func:`xpspec.conformance.failing.check_trace` runs them: the determinism checks are
+        left out, so blame never costs more than the runs the suite makes anyway."""
+        from xpspec.conformance.failing import check_trace
 
         key = scenario_to_json(scenario)
-        if key in self._failure_cache:
-            return self._failure_cache[key]
-        if self._registry is None:
-            self._registry = ClauseRegistry.load()
-        order = {c.id: i for i, c in enumerate(self._registry.clauses)}
-        context = Context(self.reference, self.run, self._fresh)
-        found: list[Failure] = []
-        try:
-            trace = self.run(scenario)
-        except (Unsupported, AdapterError):
-            trace = None
-        for check in ALL_CHECKS if trace is not None else ():
-            needed = (check.capability, *check.requires)
-            if (
-                check.name.startswith("deterministic")
-                or not all(n in self.info.capabilities for n in needed)
-                or not check.applies(scenario)
-            ):
-                continue
+        if key not in self._failure_cache:
             try:
-                check.verify(scenario, trace, context)  # type: ignore[arg-type]
-            except CheckFailure as exc:
-                charged = (exc.clause,) if exc.clause in check.clauses else check.clauses
-                found.append(
-                    Failure(
-                        check.name,
-                        charged,
-                        check.kind == "exact",
-                        exc.iteration,
-                        min(order.get(c, len(order)) for c in charged),
-                        exc.diverged,
-                    )
-                )
-            except Exception:
-                continue
-        self._failure_cache[key] = found
-        return found
+                trace = self.run(scenario)
+            except (Unsupported, AdapterError):
+                self._failure_cache[key] = []
+            else:
+                context = Context(self.reference, self.run, self._fresh)
+                checked = check_trace(scenario, trace, context, self.info.capabilities)
+                self._failure_cache[key] = [failure for failure, _ in checked.failures]
+        return self._failure_cache[key]

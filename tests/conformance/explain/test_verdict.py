@@ -77,3 +77,28 @@ def test_checks_of_undeclared_observables_do_not_run() -> None:
     plain = judge(scenario, trace, lambda s: trace, capabilities=("trainer",)).checked
     assert "after-update" in everything and "after-update" not in plain
     assert "global-counter" in everything and "global-counter" not in plain
+
+
+def test_independent_learner_failures_are_each_their_own_as_in_a_run() -> None:
+    # The learner's outputs are computed side by side: wrong advantages and a wrong
+    # normalisation are two failures, neither downstream of the other (as the engine says).
+    from xpspec.conformance.catalog import CATALOG
+    from xpspec.protocol.trace import Advantages, Trace
+    from xpspec.refimpl.adapter import RefimplAdapter
+
+    scenario = CATALOG["learner-single"]
+    good = RefimplAdapter().run_learner(scenario)
+    events = tuple(
+        replace(
+            e,
+            advantage=tuple(a + 1.0 for a in e.advantage),
+            normalized=tuple(2.0 * n + 0.5 for n in e.normalized),
+        )
+        if isinstance(e, Advantages)
+        else e
+        for e in good.events
+    )
+    verdict = judge(scenario, Trace(events, good.header), lambda s: good)
+    failed = {f.check: f.downstream for f in verdict.failures}
+    assert failed.get("learner-gae") is False and failed.get("learner-stats") is False
+    assert verdict.cause is not None and verdict.cause.check == verdict.cause_check

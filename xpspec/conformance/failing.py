@@ -1,0 +1,75 @@
+"""Which of the suite's checks fail on one trace, as blame ranks them (:mod:`.blame`).
+
+Both the engine (to mark a failure downstream of its scenario's cause) and ``xpspec explain``
+(to say which clause a trace breaks) run the checks of a scenario on one trace this way: the
+determinism checks are left out (they run the implementation again from scratch), and so is
+every check of an observable the implementation does not declare, a check that needs a run
+the context cannot make (it raises ``Unsupported``) and a check that itself breaks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from xpspec.conformance.blame import Failure
+from xpspec.conformance.checks import ALL_CHECKS, Check
+from xpspec.conformance.checks.base import CheckFailure, Context
+from xpspec.conformance.clauses import ClauseRegistry
+from xpspec.protocol.scenario import Scenario
+from xpspec.protocol.trace import Trace
+
+__all__ = ["Checked", "check_trace", "runs_on"]
+
+
+@dataclass(frozen=True)
+class Checked:
+    """The checks that judged a trace, in the suite's order, and the failures among them,
+    each with its message."""
+
+    checks: tuple[str, ...]
+    failures: tuple[tuple[Failure, str], ...]
+
+
+def runs_on(check: Check, scenario: Scenario, capabilities: Sequence[str] | None) -> bool:
+    """Whether ``check`` judges a trace of ``scenario`` from an implementation declaring
+    ``capabilities`` (``None``: every one)."""
+    needed = (check.capability, *check.requires)
+    return (
+        check.capability == scenario.kind
+        and check.applies(scenario)
+        and not check.name.startswith("deterministic")
+        and (capabilities is None or all(n in capabilities for n in needed))
+    )
+
+
+def check_trace(
+    scenario: Scenario,
+    trace: Trace,
+    context: Context,
+    capabilities: Sequence[str] | None = None,
+) -> Checked:
+    """Run every check of ``scenario`` that :func:`runs_on` admits on ``trace``."""
+    order = {c.id: i for i, c in enumerate(ClauseRegistry.load().clauses)}
+    checks: list[str] = []
+    failures: list[tuple[Failure, str]] = []
+    for check in ALL_CHECKS:
+        if not runs_on(check, scenario, capabilities):
+            continue
+        try:
+            check.verify(scenario, trace, context)
+        except CheckFailure as exc:
+            charged = (exc.clause,) if exc.clause in check.clauses else check.clauses
+            failure = Failure(
+                check.name,
+                charged,
+                check.kind == "exact",
+                exc.iteration,
+                min(order.get(c, len(order)) for c in charged),
+                exc.diverged,
+            )
+            failures.append((failure, str(exc)))
+        except Exception:  # Unsupported (a run it cannot make), or the check itself broke
+            continue
+        checks.append(check.name)
+    return Checked(tuple(checks), tuple(failures))
