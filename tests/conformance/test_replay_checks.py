@@ -310,3 +310,28 @@ def test_a_short_batch_fails_the_law_check_under_every_distribution(variant: str
     # windows exist, fails it, so a sampler that draws nothing cannot pass it vacuously.
     outcome = _law_check_on_variant(HalfBatches(), variant)
     assert outcome.status == "fail" and "windows in draw 0" in outcome.message, outcome.message
+
+
+@pytest.mark.clause("replay.uniform-windows")
+def test_env_balanced_owes_no_batch_while_an_env_holds_no_valid_window() -> None:
+    # replay.no-window: under env-balanced a full batch is owed only when every env holds a
+    # valid window; refimpl then draws nothing, and the law check must not call that short.
+    from xpspec.conformance.checks import ALL_CHECKS
+    from xpspec.conformance.engine import Session
+    from xpspec.protocol.env_spec import EnvSpec
+    from xpspec.protocol.sampling import SamplingSpec
+    from xpspec.protocol.schedule import FixedSchedule
+
+    scenario = ReplayScenario(
+        EnvSpec(num_envs=2, schedules=(FixedSchedule(9), FixedSchedule(1))),
+        capacity=8,
+        fill_steps=6,
+        batch_size=8,
+        draws=3,
+        sampling=SamplingSpec(window_length=3, boundary="forbid", distribution="env-balanced"),
+    )
+    trace = RefimplAdapter().run_replay(scenario)
+    assert all(not e.windows for e in trace.of_kind("sampled"))  # env 1 has no valid window
+    check = next(c for c in ALL_CHECKS if c.name == "replay-uniform")
+    assert check.applies(scenario)
+    assert Session(RefimplAdapter(), "refimpl").evaluate(check, "s", scenario).status == "pass"
