@@ -123,6 +123,8 @@ def test_learner_failures_do_not_follow_from_one_another() -> None:
     assert cause_of([gae, stats]) is stats
     assert not follows(gae, stats) and not follows(stats, gae)
     assert follows(gae, _failure("preprocess.conservation", iteration=1))
+    # two checks of the same output (GAE's advantages) do follow from one another
+    assert follows(_failure("learner.truncation-bootstraps", exact=True), gae)
     assert follows(_failure("train.warmup-gate"), _failure("unroll.num-env-steps"))
 
 

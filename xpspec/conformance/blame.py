@@ -21,10 +21,12 @@ run without exclusions) is downstream of that other run's cause when the other r
 check of its own.
 
 One stage is not a pipeline: the learner's outputs (advantages and value targets, normalised
-advantages, n-step returns, the update plan, the shards) are computed side by side from the
-same episodes, and each learner check judges one of them on its own terms (the normalisation
-check standardises the trace's own advantages, whatever their values). Two failures there do
-not follow from one another (:func:`follows`): each is its own failure.
+advantages, the loss mask, n-step returns, the update plan, the shards) are computed side by
+side from the same episodes, and each learner check judges one of them on its own terms (the
+normalisation check standardises the trace's own advantages, whatever their values). Two
+failures there follow from one another only when they judge the same output
+(:data:`LEARNER_OUTPUT`: a wrong GAE fails both ``learner.gae`` and
+``learner.truncation-bootstraps``); otherwise each is its own failure (:func:`follows`).
 """
 
 from __future__ import annotations
@@ -33,7 +35,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["EVENT_STAGE", "INDEPENDENT_STAGES", "STAGE", "Failure", "cause_of", "follows", "stage"]
+__all__ = [
+    "EVENT_STAGE",
+    "INDEPENDENT_STAGES",
+    "LEARNER_OUTPUT",
+    "STAGE",
+    "Failure",
+    "cause_of",
+    "follows",
+    "stage",
+]
 
 STAGE: Final[dict[str, int]] = {
     "trace": 0,
@@ -49,8 +60,20 @@ STAGE: Final[dict[str, int]] = {
 """Pipeline stage of a clause's area (unknown areas count as last)."""
 
 INDEPENDENT_STAGES: Final[frozenset[int]] = frozenset({STAGE["learner"]})
-"""Stages whose checks judge outputs computed side by side: no failure there follows from
-another failure of the same stage."""
+"""Stages whose checks judge outputs computed side by side: a failure there follows from
+another of the same stage only when both judge the same output (:data:`LEARNER_OUTPUT`)."""
+
+LEARNER_OUTPUT: Final[dict[str, str]] = {
+    "learner.gae": "advantages",
+    "learner.truncation-bootstraps": "advantages",
+    "learner.stats-exclude-bootstrap": "normalised advantages",
+    "learner.bootstrap-timestep-masked": "loss mask",
+    "learner.episode-unmodified": "episodes handed in",
+    "learner.nstep-episode-end": "n-step returns",
+    "learner.update-count": "update plan",
+    "learner.shard-episodes": "shards",
+}
+"""The output of the learner each learner clause judges (a clause not listed is its own)."""
 
 _LATER_THAN_AREA: Final[dict[str, int]] = {
     # The loss mask is read from the training windows, after they are drawn from replay.
@@ -120,8 +143,12 @@ def cause_of(failures: Sequence[Failure]) -> Failure:
 
 def follows(failure: Failure, cause: Failure) -> bool:
     """Whether ``failure`` is downstream of ``cause``, the scenario's cause (see the module
-    docstring): always, but for two failures of one stage in :data:`INDEPENDENT_STAGES`."""
+    docstring): always, but for two failures of one stage in :data:`INDEPENDENT_STAGES` that
+    judge different outputs."""
     if failure == cause:
         return False
     here, there = failure.key()[0], cause.key()[0]
-    return not (here == there and here in INDEPENDENT_STAGES)
+    if here != there or here not in INDEPENDENT_STAGES:
+        return True
+    judged = {LEARNER_OUTPUT.get(c, c) for c in failure.charged}
+    return bool(judged & {LEARNER_OUTPUT.get(c, c) for c in cause.charged})
