@@ -101,4 +101,14 @@ def test_independent_learner_failures_are_each_their_own_as_in_a_run() -> None:
     verdict = judge(scenario, Trace(events, good.header), lambda s: good)
     failed = {f.check: f.downstream for f in verdict.failures}
     assert failed.get("learner-gae") is False and failed.get("learner-stats") is False
-    assert verdict.cause is not None and verdict.cause.check == verdict.cause_check
+    assert verdict.cause is not None
+    (other,) = [f.check for f in verdict.independent]
+    assert {verdict.cause.check, other} == {"learner-gae", "learner-stats"}
+    # every view names both: the cause, and the failure of its own beside it
+    from xpspec.conformance.explain import explain, render_html, render_text
+
+    x = explain(scenario, Trace(events, good.header), good, name="s", subject="t", against="r")
+    text, page = render_text(x), render_html(x)
+    assert "also failing on its own: " in text and f"(check {other})" in text
+    assert "also, on their own: " in text.splitlines()[-1]
+    assert 'id="independent"' in page and other in page.split('id="independent"')[1]

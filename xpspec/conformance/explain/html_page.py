@@ -68,6 +68,7 @@ def render_html(x: Explanation) -> str:
         "d": d,
         "cause": x.verdict.cause,
         "downstream": [f for f in x.verdict.failures if f.downstream],
+        "independent": list(x.verdict.independent),
         "headline": headline(x),
         "shape_text": shape_text(x),
         "where": f"{x.where}, {envs_text(d.envs)}, event #{d.index}" if d else "",

@@ -59,6 +59,11 @@ def headline(x: Explanation) -> str:
         verdict = f"no check fails ({len(x.verdict.checked)} ran)"
     else:
         verdict = f"clause {', '.join(cause.clauses)} (check {cause.check})"
+        others = x.verdict.independent
+        if others:
+            verdict += "; also, on their own: " + ", ".join(
+                f"{', '.join(f.clauses)} (check {f.check})" for f in others
+            )
     return f"{part}; {verdict}"
 
 

@@ -150,6 +150,9 @@ def _verdict_lines(x: Explanation) -> list[str]:
         names = ", ".join(f"{f.check} [{', '.join(f.clauses)}]" for f in downstream)
         text = f"downstream of it ({len(downstream)}): {names}"
         lines.extend(_wrap(text, "  ", "    "))
+    for f in v.independent:
+        lines.append(f"also failing on its own: {', '.join(f.clauses)} (check {f.check})")
+        lines.extend(f"    {line}" for line in message_lines(f"{f.check}: {f.message}"))
     return lines
 
 

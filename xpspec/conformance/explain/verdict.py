@@ -58,6 +58,12 @@ class Verdict:
         downstream of it, and each is its own."""
         return next((f for f in self.failures if f.check == self.cause_check), None)
 
+    @property
+    def independent(self) -> tuple[FailedCheck, ...]:
+        """The failures that neither are the cause nor follow from it: each is a failure of
+        its own (:func:`xpspec.conformance.blame.follows`)."""
+        return tuple(f for f in self.failures if f.check != self.cause_check and not f.downstream)
+
 
 def judge(
     scenario: Scenario,
