@@ -162,3 +162,18 @@ def test_the_module_the_worker_runs_is_the_one_whose_expectations_apply(
         close = getattr(adapter, "close", None)
         if callable(close):
             close()
+
+
+def test_a_bare_folder_named_like_the_package_does_not_hide_its_expectations(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # an empty folder `xpspec/` where the suite runs is a namespace portion, which the
+    # installed package wins over at import: the expectations come from the package
+    (tmp_path / "xpspec").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert expectations_path("sb3") == ROOT / "xpspec" / "adapters" / "sb3.expectations.toml"
+
+
+def test_an_adapter_name_with_an_underscore_finds_its_normalised_extra() -> None:
+    # extras' names are normalised (adapter-skrl-tlb), adapter names keep their underscore
+    assert registrations()["skrl_tlb"][0].extra() == "adapter-skrl-tlb"

@@ -91,6 +91,7 @@ def test_an_adapter_that_cannot_be_imported_stops_the_run_at_once(tmp_path: Path
 
 
 def test_a_misspelt_adapter_is_one_line_and_leaves_no_report(tmp_path: Path) -> None:
+    (tmp_path / "r.jsonl").write_text("an earlier run's report\n")  # not to be summarised
     done = _xpspec("run", "--adapter", "tainshou", "--report", str(tmp_path / "r.jsonl"))
     assert done.returncode == ExitCode.ADAPTER_UNAVAILABLE
     assert done.stderr.strip().count("\n") == 0 and "did you mean 'tianshou'?" in done.stderr

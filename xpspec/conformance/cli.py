@@ -50,14 +50,14 @@ def _run(args: argparse.Namespace) -> int:
     limits = _limits(args)
     if args.expectations:
         Expectations.load(Path(args.expectations))  # a bad file stops the run before it starts
+    report = Path(args.report or f"reports/{_safe_name(args.adapter)}.jsonl")
+    report.unlink(missing_ok=True)  # never summarise an earlier run's report
     try:
         check_spec(args.adapter)  # a name that names no adapter leaves no report behind
     except AdapterUnavailable as exc:
         print(f"xpspec: {exc}", file=sys.stderr)
         return ExitCode.ADAPTER_UNAVAILABLE
-    report = Path(args.report or f"reports/{_safe_name(args.adapter)}.jsonl")
     report.parent.mkdir(parents=True, exist_ok=True)
-    report.unlink(missing_ok=True)  # never summarise an earlier run's report
     print(
         f"xpspec: running the conformance suite against {args.adapter!r} "
         f"(profile {args.profile}, isolation {args.isolation}; "
@@ -76,7 +76,7 @@ def _run(args: argparse.Namespace) -> int:
         "-p",
         "no:cacheprovider",
         # pytest's log capture swaps handlers around every phase of every test (a few percent
-        # of a run); the adapter runs in its worker, whose logs it would not see anyway
+        # of a run); a worker's logs never reach it, and an inline adapter's go to stderr
         "-p",
         "no:logging",
         f"--adapter={args.adapter}",
@@ -157,7 +157,7 @@ def _expectations_used(adapter: str, given: str | None) -> str:
     try:
         shown = found.relative_to(Path.cwd())
     except ValueError:
-        shown = Path(found.name)
+        shown = found
     return f"expectations {shown}"
 
 
@@ -873,19 +873,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_LISTINGS = (_clauses, _scenarios, _schemas)
+"""Commands that only print a listing: a reader may stop early."""
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args))
+        code = int(args.func(args))
+        sys.stdout.flush()  # here, not at exit, so that a closed pipe is met below
+        return code
     except AdapterUnavailable as exc:
         if args.debug:
             raise
         print(f"xpspec: {exc}", file=sys.stderr)
         return ExitCode.ADAPTER_UNAVAILABLE
-    except BrokenPipeError:  # the reader stopped reading (`xpspec clauses | head`): not an error
+    except BrokenPipeError:  # the reader stopped reading (`xpspec clauses | head`)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return ExitCode.OK
+        # a listing the reader had enough of is no error; a command whose verdict went
+        # unread did not complete
+        return ExitCode.OK if args.func in _LISTINGS else ExitCode.INCOMPLETE
     except (ValueError, OSError) as exc:
         if args.debug:
             raise

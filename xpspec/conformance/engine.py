@@ -54,6 +54,14 @@ class Outcome:
     cause), see :mod:`xpspec.conformance.blame`."""
 
 
+def _validated(adapter: Adapter) -> bool:
+    """Whether ``adapter`` hands over traces validated already: a given trace that
+    ``xpspec check`` validated when it read it."""
+    from xpspec.conformance.given_trace import GivenTrace
+
+    return isinstance(adapter, GivenTrace) and adapter.validated
+
+
 @contextmanager
 def _time_limit(seconds: float) -> Iterator[None]:
     """Interrupt an inline operation after ``seconds`` (main thread only; elsewhere no
@@ -177,7 +185,7 @@ class Session:
                 # The reference implementation's traces are validated where it is the
                 # implementation under test, not each time it serves as the reference; a
                 # given trace (``xpspec check``) was validated when it was read.
-                if who == "adapter" and not getattr(adapter, "validated", False):
+                if who == "adapter" and not _validated(adapter):
                     validate_trace(scenario, trace)
                 self._cache[key] = trace
             except Unsupported as exc:
@@ -472,8 +480,9 @@ class Session:
         if not failures:  # the check fails only with the reruns it made here
             return outcome
         cause = cause_of(failures)
-        this = next((f for f in failures if f.check == check.name), None)
-        if cause.check == check.name or (this is not None and not follows(this, cause)):
+        from xpspec.conformance.failing import failure_of
+
+        if cause.check == check.name or not follows(failure_of(check, exc), cause):
             return outcome
         return self._downstream(outcome, cause, "in this run")
 

@@ -19,7 +19,7 @@ from xpspec.conformance.clauses import ClauseRegistry
 from xpspec.protocol.scenario import Scenario
 from xpspec.protocol.trace import Trace
 
-__all__ = ["Checked", "check_trace", "runs_on"]
+__all__ = ["Checked", "check_trace", "failure_of", "runs_on"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,21 @@ def runs_on(check: Check, scenario: Scenario, capabilities: Sequence[str] | None
     )
 
 
+def failure_of(check: Check, exc: CheckFailure) -> Failure:
+    """``check``'s failure ``exc`` as blame ranks it: charged to the clause of its first
+    violation (all the check's clauses when it names none of them)."""
+    order = {c.id: i for i, c in enumerate(ClauseRegistry.load().clauses)}
+    charged = (exc.clause,) if exc.clause in check.clauses else check.clauses
+    return Failure(
+        check.name,
+        charged,
+        check.kind == "exact",
+        exc.iteration,
+        min(order.get(c, len(order)) for c in charged),
+        exc.diverged,
+    )
+
+
 def check_trace(
     scenario: Scenario,
     trace: Trace,
@@ -50,7 +65,6 @@ def check_trace(
     capabilities: Sequence[str] | None = None,
 ) -> Checked:
     """Run every check of ``scenario`` that :func:`runs_on` admits on ``trace``."""
-    order = {c.id: i for i, c in enumerate(ClauseRegistry.load().clauses)}
     checks: list[str] = []
     failures: list[tuple[Failure, str]] = []
     for check in ALL_CHECKS:
@@ -59,16 +73,7 @@ def check_trace(
         try:
             check.verify(scenario, trace, context)
         except CheckFailure as exc:
-            charged = (exc.clause,) if exc.clause in check.clauses else check.clauses
-            failure = Failure(
-                check.name,
-                charged,
-                check.kind == "exact",
-                exc.iteration,
-                min(order.get(c, len(order)) for c in charged),
-                exc.diverged,
-            )
-            failures.append((failure, str(exc)))
+            failures.append((failure_of(check, exc), str(exc)))
         except Exception:  # Unsupported (a run it cannot make), or the check itself broke
             continue
         checks.append(check.name)

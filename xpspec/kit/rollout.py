@@ -47,10 +47,12 @@ def rollout_rows(
     trailing identity-encoding axis); ``ended[m, e]`` says row ``m`` of env ``e`` ended an
     episode (terminated or truncated), so row ``m + 1`` is that episode's final observation."""
     steps, envs = ended.shape[:2]
-    if not (advantages.shape[:2] == targets.shape[:2] == normalized.shape[:2] == (steps, envs)):
+    arrays = (observations, advantages, targets, normalized)
+    if any(a.shape[:2] != (steps, envs) for a in arrays):
         raise ValueError(
             f"rollout arrays: expected [time, env] = {[steps, envs]} for every array, got "
-            f"{[list(a.shape[:2]) for a in (advantages, targets, normalized)]}"
+            f"{[list(a.shape[:2]) for a in arrays]} (observations, advantages, targets, "
+            "normalised)"
         )
     return [
         [

@@ -117,3 +117,15 @@ def test_a_long_trace_shows_the_columns_around_the_divergence_and_says_what_it_l
     assert "  … iteration 1 left out (1; the page shows every one)" in lines
     after = [line for line in lines if line.startswith(f"  … iteration {4 + AROUND + 1} to ")]
     assert len(after) == 1 and after[0].endswith("; the page shows every one)")
+
+
+def test_a_trace_that_ends_early_shows_its_last_columns() -> None:
+    from xpspec.conformance.explain.text_view import AROUND
+
+    _, trace = reference("delayed-mixed-b3")
+    cut = [e for e in trace.events if getattr(e, "iteration", 0) <= 6 and e.kind != "run_end"]
+    lines = _text("delayed-mixed-b3", cut).splitlines()
+    shown = [line.strip() for line in lines if line.startswith("  iteration")]
+    assert shown == [f"iteration {i}" for i in range(7 - AROUND, 7)]
+    assert "> (the trace ends here)" in lines
+    assert f"  … iteration 1 to iteration {6 - AROUND} left out" in "\n".join(lines)

@@ -23,7 +23,7 @@ from xpspec.conformance.explain.summary import (
 )
 from xpspec.conformance.explain.timeline import TRAINER, Column, Lane, Timeline
 
-__all__ = ["WIDTH", "render_text"]
+__all__ = ["AROUND", "WIDTH", "render_text"]
 
 WIDTH = 100
 """The width prose (a clause's statement) is wrapped to."""
@@ -66,11 +66,13 @@ AROUND = 2
 """Columns (iterations, draws) shown on each side of the divergence's; the page shows all."""
 
 
-def _shown(count: int, here: int | None) -> range:
-    """The columns the text shows: all without a divergence, else those within
-    :data:`AROUND` of the divergence's."""
-    if here is None:
+def _shown(count: int, here: int | None, diverged: bool) -> range:
+    """The columns the text shows: all without a divergence, those within :data:`AROUND` of
+    the divergence's column, or the last ones when the trace ends before the divergence."""
+    if not diverged:
         return range(count)
+    if here is None:
+        return range(max(0, count - AROUND), count)
     return range(max(0, here - AROUND), min(count, here + AROUND + 1))
 
 
@@ -86,7 +88,7 @@ def _timeline_lines(x: Explanation, lanes: list[Lane], width: int) -> list[str]:
     d = x.divergence
     t, ref = x.timeline, x.reference_timeline
     here = t.column_of[d.index] if d is not None and d.index < len(t.column_of) else None
-    shown = _shown(len(t.columns), here)
+    shown = _shown(len(t.columns), here, d is not None)
     lines = []
     if shown and shown.start > 0:
         lines.append(_left_out(t, 0, shown.start - 1))

@@ -5,8 +5,9 @@ The checks that concern the scenario run on the trace as a run's blame runs them
 the adapter again from scratch), and so is every check that needs another run of the adapter
 when there is none to ask. The failures are ranked by :func:`xpspec.conformance.blame.cause_of`:
 the first is the cause, the clause to fix; those that follow from it
-(:func:`xpspec.conformance.blame.follows`) are downstream of it. A malformed trace (:func:`xpspec.conformance.validate.validate_trace`)
-is not checked: the checks assume a well-formed one.
+(:func:`xpspec.conformance.blame.follows`) are downstream of it. A malformed trace
+(:func:`xpspec.conformance.validate.validate_trace`) is not checked: the checks assume a
+well-formed one.
 """
 
 from __future__ import annotations

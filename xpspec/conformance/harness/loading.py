@@ -57,7 +57,7 @@ class Registration:
             extras = importlib.metadata.metadata(self.distribution).get_all("Provides-Extra")
         except importlib.metadata.PackageNotFoundError:
             return ""
-        wanted = f"adapter-{self.name}"
+        wanted = f"adapter-{self.name}".replace("_", "-")  # extras' names are normalised
         return wanted if wanted in (extras or ()) else ""
 
 
@@ -150,6 +150,8 @@ def _module_file(name: str) -> Path | None:
     # there first too, so that a module of the same name elsewhere on this process's path (a
     # checkout's root, which pytest puts there) is not taken for the one the worker runs.
     spec = importlib.machinery.PathFinder.find_spec(top, [os.getcwd()])
+    if spec is not None and spec.origin is None:  # a bare folder (a namespace portion): a
+        spec = None  # regular package of that name elsewhere on the path wins the import
     if spec is None:
         try:
             spec = importlib.util.find_spec(top)  # a top-level name: nothing is imported
