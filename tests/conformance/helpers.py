@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 from xpspec.conformance.catalog import CATALOG
 from xpspec.conformance.checks import ALL_CHECKS, Check
 from xpspec.conformance.engine import Outcome, Session
 from xpspec.protocol.adapter import Adapter
+from xpspec.protocol.trace import Advantages, Trace
 
 
 def _failing(adapter: Adapter, kind: str) -> Iterator[tuple[str, Check, Outcome]]:
@@ -57,3 +59,20 @@ def assert_breaks(adapter: Adapter, kind: str, breaks: str, also: set[str]) -> N
     assert set(failed) <= {breaks, *also}, (
         f"{name} also failed {sorted(set(failed) - {breaks, *also})}"
     )
+
+
+def skew_advantages(trace: Trace) -> Trace:
+    """``trace`` with every advantage 1 too high and normalised values that are not
+    standardised: two learner failures of different outputs (learner.gae and
+    learner.stats-exclude-bootstrap), neither a consequence of the other."""
+    events = tuple(
+        replace(
+            e,
+            advantage=tuple(a + 1.0 for a in e.advantage),
+            normalized=tuple(2.0 * n + 0.5 for n in e.normalized),
+        )
+        if isinstance(e, Advantages)
+        else e
+        for e in trace.events
+    )
+    return Trace(events, trace.header)

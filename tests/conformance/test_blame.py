@@ -129,28 +129,16 @@ def test_learner_failures_do_not_follow_from_one_another() -> None:
 
 
 def test_two_learner_failures_of_one_run_are_each_a_failure_of_its_own() -> None:
-    from dataclasses import replace
-
+    from tests.conformance.helpers import skew_advantages
     from xpspec.protocol.scenario import LearnerScenario
-    from xpspec.protocol.trace import Advantages, Trace
+    from xpspec.protocol.trace import Trace
     from xpspec.refimpl.adapter import RefimplAdapter
 
     class ShiftsAndSkewsAdvantages(RefimplAdapter):
         """Every advantage 1 too high, and normalised values that are not standardised."""
 
         def run_learner(self, scenario: LearnerScenario) -> Trace:
-            trace = super().run_learner(scenario)
-            events = tuple(
-                replace(
-                    e,
-                    advantage=tuple(a + 1.0 for a in e.advantage),
-                    normalized=tuple(2.0 * n + 0.5 for n in e.normalized),
-                )
-                if isinstance(e, Advantages)
-                else e
-                for e in trace.events
-            )
-            return Trace(events, trace.header)
+            return skew_advantages(super().run_learner(scenario))
 
     session = Session(ShiftsAndSkewsAdvantages(), "x")
     scenario = CATALOG["learner-single"]

@@ -125,17 +125,22 @@ def beside_me(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     return name
 
 
-@pytest.mark.parametrize("isolation", ["inline", "process"])
-def test_a_module_in_the_current_directory_loads_without_pythonpath(
-    beside_me: str, isolation: str
-) -> None:
-    adapter = connect(f"{beside_me}:Adapter", isolation)  # type: ignore[arg-type]
+def _connected_name(spec: str, isolation: str) -> str:
+    """The name the adapter ``spec`` gives once connected (its worker then stopped)."""
+    adapter = connect(spec, isolation)  # type: ignore[arg-type]
     try:
-        assert adapter.info().name == "refimpl"
+        return adapter.info().name
     finally:
         close = getattr(adapter, "close", None)
         if callable(close):
             close()
+
+
+@pytest.mark.parametrize("isolation", ["inline", "process"])
+def test_a_module_in_the_current_directory_loads_without_pythonpath(
+    beside_me: str, isolation: str
+) -> None:
+    assert _connected_name(f"{beside_me}:Adapter", isolation) == "refimpl"
 
 
 def test_expectations_beside_a_module_in_the_current_directory(beside_me: str) -> None:
@@ -155,13 +160,7 @@ def test_the_module_the_worker_runs_is_the_one_whose_expectations_apply(
     monkeypatch.setenv("PYTHONPATH", str(elsewhere))
     toml = _write(Path.cwd() / f"{beside_me}.expectations.toml", "")
     assert expectations_path(f"{beside_me}:Adapter") == toml
-    adapter = connect(f"{beside_me}:Adapter", "process")
-    try:
-        assert adapter.info().name == "refimpl"
-    finally:
-        close = getattr(adapter, "close", None)
-        if callable(close):
-            close()
+    assert _connected_name(f"{beside_me}:Adapter", "process") == "refimpl"
 
 
 def test_a_bare_folder_named_like_the_package_does_not_hide_its_expectations(

@@ -82,23 +82,14 @@ def test_checks_of_undeclared_observables_do_not_run() -> None:
 def test_independent_learner_failures_are_each_their_own_as_in_a_run() -> None:
     # The learner's outputs are computed side by side: wrong advantages and a wrong
     # normalisation are two failures, neither downstream of the other (as the engine says).
+    from tests.conformance.helpers import skew_advantages
     from xpspec.conformance.catalog import CATALOG
-    from xpspec.protocol.trace import Advantages, Trace
     from xpspec.refimpl.adapter import RefimplAdapter
 
     scenario = CATALOG["learner-single"]
     good = RefimplAdapter().run_learner(scenario)
-    events = tuple(
-        replace(
-            e,
-            advantage=tuple(a + 1.0 for a in e.advantage),
-            normalized=tuple(2.0 * n + 0.5 for n in e.normalized),
-        )
-        if isinstance(e, Advantages)
-        else e
-        for e in good.events
-    )
-    verdict = judge(scenario, Trace(events, good.header), lambda s: good)
+    bad = skew_advantages(good)
+    verdict = judge(scenario, bad, lambda s: good)
     failed = {f.check: f.downstream for f in verdict.failures}
     assert failed.get("learner-gae") is False and failed.get("learner-stats") is False
     assert verdict.cause is not None
@@ -107,7 +98,7 @@ def test_independent_learner_failures_are_each_their_own_as_in_a_run() -> None:
     # every view names both: the cause, and the failure of its own beside it
     from xpspec.conformance.explain import explain, render_html, render_text
 
-    x = explain(scenario, Trace(events, good.header), good, name="s", subject="t", against="r")
+    x = explain(scenario, bad, good, name="s", subject="t", against="r")
     text, page = render_text(x), render_html(x)
     assert "also failing on its own: " in text and f"(check {other})" in text
     assert "also, on their own: " in text.splitlines()[-1]
