@@ -126,3 +126,21 @@ def test_events_hold_every_column_with_json_types() -> None:
     assert hold(1, [(0, 0, 2), (0, 0, 3)]) == Hold(1, (0, 0), (0, 0), (2, 3))
     assert run_end(3, 12, "report") == RunEnd(3, 12, "report", (), (), ())
     assert run_end(3, 12, "flush", [(1, 2, 3)]) == RunEnd(3, 12, "flush", (1,), (2,), (3,))
+
+
+def test_logged_rows_become_the_iterations_events_in_log_order_with_their_counts() -> None:
+    from dataclasses import dataclass
+
+    from xpspec.kit.events import logged_rows
+
+    @dataclass(frozen=True)
+    class Entry:
+        kind: str
+        steps: tuple[Step, ...]
+
+    a = (Step((0, 0, 0), StepType.FIRST, 0.0, 1.0), Step((1, 0, 0), StepType.FIRST, 0.0, 1.0))
+    b = (Step((0, 0, 1), StepType.MID, 1.0, 1.0),)
+    events, unrolled, stored = logged_rows(3, [Entry("env", a), Entry("store", a), Entry("env", b)])
+    assert [type(e) for e in events] == [EnvStep, Store, EnvStep]
+    assert events == [env_step(3, a), store(3, a), env_step(3, b)]
+    assert (unrolled, stored) == (3, 2)

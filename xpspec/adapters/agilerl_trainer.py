@@ -44,7 +44,7 @@ from agilerl.components.replay_buffer import ReplayBuffer
 from agilerl.training.train_off_policy import train_off_policy
 
 from xpspec.adapters.agilerl_rows import StoredRows
-from xpspec.kit.events import env_step, run_end, store
+from xpspec.kit.events import logged_rows, run_end
 from xpspec.kit.items import decode_items, single_item_windows
 from xpspec.kit.quiet import seeded_quiet
 from xpspec.kit.release import producer
@@ -316,13 +316,10 @@ def _events(log: list[_Entry]) -> list[Event]:
         iteration += 1
         unrolled = sum(1 for e in body if e.kind == "env")
         events.append(IterationStart(iteration, updates, unrolled))
-        for entry in body:
-            if entry.kind == "env":
-                events.append(env_step(iteration, entry.steps))
-                env_steps += len(entry.steps)
-            else:
-                events.append(store(iteration, entry.steps))
-                stored += len(entry.steps)
+        rows, unrolled_steps, stored_steps = logged_rows(iteration, body)
+        events.extend(rows)
+        env_steps += unrolled_steps
+        stored += stored_steps
         for event in train:
             events.append(_renumber(event, iteration))
         events.append(IterationEnd(iteration, updates, env_steps, stored, 0))

@@ -90,10 +90,10 @@ from xpspec.kit.events import env_step, run_end, store
 from xpspec.kit.items import decode_item, decode_items, single_item_windows
 from xpspec.kit.quiet import Generator, seeded_quiet
 from xpspec.kit.release import check_release, producer
+from xpspec.kit.rewards import affine_reward
 from xpspec.kit.steps import Step, TransitionRows
 from xpspec.protocol.adapter import PROTOCOL_VERSION, AdapterInfo, Unsupported
 from xpspec.protocol.env_spec import EnvSpec
-from xpspec.protocol.preprocessors import Identity, RewardTransform
 from xpspec.protocol.scenario import ReplayScenario, TrainerScenario
 from xpspec.protocol.step_type import StepType
 from xpspec.protocol.trace import (
@@ -290,17 +290,15 @@ def _online_config(scenario: TrainerScenario) -> _OnlineConfig:
 
 
 def _reward_transform(scenario: TrainerScenario) -> tuple[float, float] | None:
-    p = scenario.preprocess
-    if isinstance(p, Identity):
-        return None
-    if isinstance(p, RewardTransform):
-        return (float(p.scale), float(p.shift))
-    raise _unsupported(
-        f"preprocessing {type(p).__name__}: d3rlpy's only write-side hook is a "
-        "WriterPreprocessProtocol mapping each observation, action and reward to one value; "
-        "it cannot leave out, hold back or retype a step",
-        "dataset/writers.py",
-    )
+    try:
+        return affine_reward(scenario.preprocess)
+    except TypeError as exc:
+        raise _unsupported(
+            f"{exc}: d3rlpy's only write-side hook is a WriterPreprocessProtocol mapping each "
+            "observation, action and reward to one value; it cannot leave out, hold back or "
+            "retype a step",
+            "dataset/writers.py",
+        ) from None
 
 
 class _TrainerRun:

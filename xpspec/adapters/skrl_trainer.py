@@ -66,13 +66,13 @@ from skrl.memories.torch import RandomMemory
 from skrl.models.torch import DeterministicMixin, Model
 from skrl.trainers.torch import SequentialTrainer
 
-from xpspec.kit.events import env_step, run_end, store
+from xpspec.kit.events import logged_rows, run_end
 from xpspec.kit.items import decode_items, single_item_windows
 from xpspec.kit.quiet import seeded_quiet
 from xpspec.kit.release import producer
+from xpspec.kit.rewards import affine_reward
 from xpspec.kit.steps import NextStepRows, Step, steps_from_columns
 from xpspec.protocol.adapter import Unsupported
-from xpspec.protocol.preprocessors import Identity, RewardTransform
 from xpspec.protocol.scenario import TrainerScenario
 from xpspec.protocol.trace import (
     Event,
@@ -202,18 +202,16 @@ def dqn_plan(scenario: TrainerScenario) -> DQNPlan:
 
 
 def _shaping(scenario: TrainerScenario) -> tuple[float, float] | None:
-    p = scenario.preprocess
-    if isinstance(p, Identity):
-        return None
-    if isinstance(p, RewardTransform):
-        return (float(p.scale), float(p.shift))
-    raise _unsupported(
-        f"preprocessing {type(p).__name__}: skrl's one store-time hook is DQN_CFG's "
-        "rewards_shaper, which maps the rewards of a vector step; record_transition adds every "
-        "env's transition in one memory row (memories/torch/base.py:Memory.add_samples) and the "
-        "memory stores no step type, so nothing leaves out, holds back or retypes a time step",
-        f"{_DQN}:DQN.record_transition",
-    )
+    try:
+        return affine_reward(scenario.preprocess)
+    except TypeError as exc:
+        raise _unsupported(
+            f"{exc}: skrl's one store-time hook is DQN_CFG's rewards_shaper, which maps the "
+            "rewards of a vector step; record_transition adds every env's transition in one "
+            "memory row (memories/torch/base.py:Memory.add_samples) and the memory stores no "
+            "step type, so nothing leaves out, holds back or retypes a time step",
+            f"{_DQN}:DQN.record_transition",
+        ) from None
 
 
 # -- skrl's objects -------------------------------------------------------------------------------
@@ -431,13 +429,10 @@ class _Run:
             unrolled = sum(1 for r in body if r.kind == "env")
             start = body[0].counter if body else (call.counter if call else self.counter())
             events.append(IterationStart(iteration, start, unrolled))
-            for rows in body:
-                if rows.kind == "env":
-                    events.append(env_step(iteration, rows.steps))
-                    env_steps += len(rows.steps)
-                else:
-                    events.append(store(iteration, rows.steps))
-                    stored += len(rows.steps)
+            rows, unrolled_steps, stored_steps = logged_rows(iteration, body)
+            events.extend(rows)
+            env_steps += unrolled_steps
+            stored += stored_steps
             end = self.counter()
             if call is not None:
                 events.append(TrainCall(iteration, calls, call.counter, call.status, call.stored))

@@ -5,12 +5,13 @@ columnar ``EnvStep``, ``Store``, ``Exclude``, ``Hold`` and ``RunEnd`` of
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 from xpspec.kit.items import item_columns
 from xpspec.kit.steps import Step
 from xpspec.protocol.trace import EnvStep, Exclude, Hold, Item, RunEnd, Store
 
-__all__ = ["env_step", "exclude", "hold", "run_end", "store"]
+__all__ = ["LoggedRows", "env_step", "exclude", "hold", "logged_rows", "run_end", "store"]
 
 
 _Ints = tuple[int, ...]
@@ -59,3 +60,31 @@ def hold(iteration: int, items: Sequence[Item]) -> Hold:
 def run_end(iterations: int, env_steps: int, policy: str, held: Sequence[Item] = ()) -> RunEnd:
     """The end of a run: the items still held meet the pending policy ``policy``."""
     return RunEnd(iterations, env_steps, policy, *item_columns(held))
+
+
+class LoggedRows(Protocol):
+    """One entry of a training loop's log, as an adapter recorded it at its seams: a vector
+    step (``env``) or a write to the buffer (``store``), with its time steps."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def steps(self) -> Sequence[Step]: ...
+
+
+def logged_rows(
+    iteration: int, rows: Sequence[LoggedRows]
+) -> tuple[list[EnvStep | Store], int, int]:
+    """The ``env_step`` and ``store`` events of one iteration's logged rows, in log order,
+    with how many time steps they unrolled and stored."""
+    events: list[EnvStep | Store] = []
+    unrolled = stored = 0
+    for entry in rows:
+        if entry.kind == "env":
+            events.append(env_step(iteration, entry.steps))
+            unrolled += len(entry.steps)
+        else:
+            events.append(store(iteration, entry.steps))
+            stored += len(entry.steps)
+    return events, unrolled, stored
