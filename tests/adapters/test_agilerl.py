@@ -4,20 +4,20 @@ installed."""
 
 from __future__ import annotations
 
-from fractions import Fraction
-from typing import Any, Literal
+from typing import Any
 
 import pytest
 
 pytest.importorskip("agilerl")
 
+from tests.adapters.learner_scenarios import two_step_episodes
 from xpspec.adapters.agilerl import AgileRLAdapter
 from xpspec.adapters.agilerl_trainer import LoopConfig, loop_config
 from xpspec.protocol.adapter import Unsupported
 from xpspec.protocol.config import TrainerConfig
 from xpspec.protocol.env_spec import EnvSpec
 from xpspec.protocol.sampling import SamplingSpec
-from xpspec.protocol.scenario import LearnerScenario, ReplayScenario, TrainerScenario
+from xpspec.protocol.scenario import ReplayScenario, TrainerScenario
 from xpspec.protocol.schedule import FixedSchedule
 from xpspec.protocol.trace import Trace
 
@@ -211,25 +211,11 @@ def test_stored_step_types_are_read_from_the_buffer_alone() -> None:
 
 
 # -- learner: one collect_rollouts and PPO.learn ------------------------------------------------
-def _learner(
-    num_envs: int = 2, learners: int = 1, ending: Literal["terminated", "truncated"] = "terminated"
-) -> LearnerScenario:
-    """Episodes of 2 transitions (rewards 1, 2 into t = 1, 2), 6 time steps per env, V = 0."""
-    return LearnerScenario(
-        EnvSpec(num_envs, (FixedSchedule(2, ending),)),
-        steps=6,
-        value_scale=Fraction(0),
-        gamma=Fraction(1, 2),
-        lam=Fraction(1),
-        minibatch_size=4,
-        num_epochs=1,
-        num_learners=learners,
-    )
 
 
 def test_learner_refuses_several_learners() -> None:
     with pytest.raises(Unsupported, match="learners"):
-        ADAPTER.run_learner(_learner(learners=2))
+        ADAPTER.run_learner(two_step_episodes(learners=2))
 
 
 def test_learner_records_rollout_buffer_gae() -> None:
@@ -238,7 +224,7 @@ def test_learner_records_rollout_buffer_gae() -> None:
     # RolloutBuffer gates row t by dones[t + 1] (gamma 1/2, lambda 1, V = 0): row 4: 2; row 3
     # cut by row 4's flag: 1; row 2 (final obs): 0 + 1/2 * 1; row 1: 2 + 1/2 * 0.5 = 2.25;
     # row 0 cut by row 1's flag: 1.
-    trace = ADAPTER.run_learner(_learner())
+    trace = ADAPTER.run_learner(two_step_episodes())
     episodes = {(e.env, e.episode): e for e in trace.of_kind("advantages")}
     assert set(episodes) == {(0, 0), (0, 1), (1, 0), (1, 1)}
     first = episodes[(0, 0)]
@@ -252,7 +238,7 @@ def test_learner_records_rollout_buffer_gae() -> None:
 
 def test_learner_normalises_over_every_buffer_row() -> None:
     # PPO.learn standardises all 10 rows (finals included) with the Bessel-corrected std.
-    trace = ADAPTER.run_learner(_learner())
+    trace = ADAPTER.run_learner(two_step_episodes())
     rows = [
         (a, n)
         for e in trace.of_kind("advantages")
@@ -268,7 +254,7 @@ def test_learner_normalises_over_every_buffer_row() -> None:
 
 def test_learner_plan_is_minibatches_of_batch_size_over_every_row() -> None:
     # 10 rows (8 transitions, 2 final observations), batch_size 4, 1 epoch: 4, 4, 2.
-    trace = ADAPTER.run_learner(_learner())
+    trace = ADAPTER.run_learner(two_step_episodes())
     (plan,) = trace.of_kind("update_plan")
     assert plan.num_updates == 3
     assert [len(b) for b in plan.minibatch_rows] == [4, 4, 2]
@@ -276,7 +262,7 @@ def test_learner_plan_is_minibatches_of_batch_size_over_every_row() -> None:
 
 
 def test_learner_runs_one_env_and_is_deterministic() -> None:
-    scenario = _learner(num_envs=1, ending="truncated")
+    scenario = two_step_episodes(num_envs=1, ending="truncated")
     first, second = ADAPTER.run_learner(scenario), ADAPTER.run_learner(scenario)
     assert first == second
     assert {e.env for e in first.of_kind("advantages")} == {0}

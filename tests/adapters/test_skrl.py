@@ -10,6 +10,7 @@ import pytest
 
 pytest.importorskip("skrl")
 
+from tests.adapters.learner_scenarios import two_step_episodes
 from xpspec.adapters.skrl import SkrlAdapter, SkrlConfig
 from xpspec.adapters.skrl_tlb import SkrlTlbAdapter
 from xpspec.protocol.adapter import Unsupported
@@ -19,7 +20,6 @@ from xpspec.protocol.preprocessors import ExcludeSteps, PreprocessorSpec, Reward
 from xpspec.protocol.sampling import SamplingSpec
 from xpspec.protocol.scenario import (
     EnvScenario,
-    LearnerScenario,
     ReplayScenario,
     TrainerScenario,
 )
@@ -103,30 +103,15 @@ def test_replay_too_short_is_an_empty_draw() -> None:
         assert [d.windows for d in trace.of_kind("sampled")] == [(), (), ()]
 
 
-def _learner(
-    num_envs: int = 2, learners: int = 1, ending: Ending = "terminated"
-) -> LearnerScenario:
-    return LearnerScenario(
-        EnvSpec(num_envs, (FixedSchedule(2, ending),)),
-        steps=6,
-        value_scale=Fraction(0),
-        gamma=Fraction(1, 2),
-        lam=Fraction(1),
-        minibatch_size=4,
-        num_epochs=1,
-        num_learners=learners,
-    )
-
-
 def test_learner_refuses_what_skrl_cannot_run() -> None:
     with pytest.raises(Unsupported, match="learners"):
-        ADAPTER.run_learner(_learner(learners=2))
+        ADAPTER.run_learner(two_step_episodes(learners=2))
 
 
 def test_learner_runs_one_env() -> None:
     # SequentialTrainer's "not supported for single environment" error is on its multi-agent
     # path only (trainers/torch/sequential.py): one PPO agent trains on one env.
-    trace = ADAPTER.run_learner(_learner(num_envs=1))
+    trace = ADAPTER.run_learner(two_step_episodes(num_envs=1))
     assert {e.env for e in trace.of_kind("advantages")} == {0}
     assert len(list(trace.of_kind("update_plan"))) == 1
 
@@ -137,7 +122,7 @@ def test_learner_trains_on_the_final_observation_rows() -> None:
     # 5 rows per env: 10 rows in ceil(10 / 4) = 3 mini-batches of 4, 3, 3 (np.array_split).
     # With V = 0, gamma 1/2, lambda 1: episode 0's returns are 1 + 2/2 = 2 and 2; its
     # final-observation row continues into episode 1 (reward 0, then 1 + 2/2 discounted).
-    trace = SkrlTlbAdapter().run_learner(_learner())
+    trace = SkrlTlbAdapter().run_learner(two_step_episodes())
     (plan,) = trace.of_kind("update_plan")
     assert [len(b) for b in plan.minibatch_rows] == [4, 3, 3]
     assert sorted(r for b in plan.minibatch_rows for r in b) == list(range(10))
