@@ -253,6 +253,7 @@ class ALFAdapter:
                 "replay",
                 "relabel",
                 "counter",
+                "update-counter",
                 "hooks",
                 "state",
                 "loss-mask",  # the valid_masks ALF passes to update_with_gradient

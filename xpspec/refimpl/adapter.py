@@ -157,6 +157,7 @@ class RefimplAdapter:
                 "learner",
                 "relabel",
                 "counter",
+                "update-counter",
                 "hooks",
                 "state",
                 "bootstrap",
