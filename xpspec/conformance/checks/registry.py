@@ -218,7 +218,7 @@ TRAINER_CHECKS: tuple[Check, ...] = (
         "trainer",
         "invariant",
         check_global_counter,
-        _cfg(lambda s: s.trainer.counter_mode == "per-mini-batch"),
+        _cfg(lambda s: s.trainer.counter_mode != "per-iteration"),
         requires=("update-counter",),
     ),
     Check(
