@@ -7,8 +7,10 @@ is the adapter's; each registered configuration has its own module and expectati
 (``skrl``: skrl's defaults; ``skrl_tlb``: the other settings).
 
 Offered: ``env``, ``trainer`` (:mod:`xpspec.adapters.skrl_trainer`: DQN's collect/update
-accounting, ``update_interval``, ``gradient_steps``, ``batch_size``, ``learning_starts`` and
-``rewards_shaper``), ``replay`` and ``learner``. Not offered: ``relabel`` (skrl has no
+accounting, ``update_interval``, ``gradient_steps``, ``batch_size``, ``learning_starts``,
+``rewards_shaper`` and, for exclusion and episode-delayed preprocessing, a user's
+``RandomMemory`` subclass as the agent's memory: :mod:`xpspec.adapters.skrl_preprocess`),
+``replay`` and ``learner``. Not offered: ``relabel`` (skrl has no
 hindsight relabeling). The observables ``counter``, ``hooks``, ``state``, ``bootstrap``,
 ``loss-mask`` and ``caller-episodes`` are not declared: skrl keys schedules on its timestep and
 DQN's ``_update_counter`` (neither the spec's counter), has no ``after_update`` /

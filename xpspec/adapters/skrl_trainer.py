@@ -23,7 +23,10 @@ env was in before it (its step type from the Gymnasium flags the wrapper returne
 observation) and the action. ``store``: each ``memory.add_samples``, the row read back from the
 memory's tensors and named by :class:`~xpspec.kit.steps.NextStepRows` from the env's previous
 row: its reward, and its ``terminated`` flag (DQN's memory has no ``truncated`` tensor, so a
-truncated LAST and the FIRST after it are stored as MID). ``train_call`` ``trained``: each
+truncated LAST and the FIRST after it are stored as MID). With a user's memory (below) one
+``store`` event holds the rows that one ``add_samples`` call wrote, each read back at the
+``(memory_index, env_index)`` it was written to, after that call's ``hold`` and ``exclude``
+events. ``train_call`` ``trained``: each
 ``DQN.update``; ``update``: each ``memory.sample`` in it, its sampled ``observations`` as windows
 of one item. An iteration ends at the ``post_interaction`` of each timestep that
 ``update_interval`` admits (``timestep % update_interval == 0``, counted from 0): there
@@ -46,7 +49,19 @@ max(ceil(n / B) - 1, 0)`` opens the gate once ``n`` items are stored (gate ``sto
 ``num_iterations`` ``I`` -> ``timesteps = I * u``; ``num_env_steps`` ``N`` alone ->
 ``timesteps = ceil(N / B)`` (skrl's one budget, in vector steps). ``RewardTransform`` ->
 ``rewards_shaper`` (``r * scale + shift``, applied by ``DQN.record_transition`` before the
-memory's ``add_samples``). ``random_timesteps`` and ``exploration_scheduler`` only choose
+memory's ``add_samples``). ``ExcludeSteps``, ``ExcludeEpisodes`` and ``EpisodeDelayed`` ->
+the agent's ``memory`` is a user's ``RandomMemory`` subclass whose ``add_samples`` leaves out
+or holds back rows (:mod:`xpspec.adapters.skrl_preprocess`; clauses
+``preprocess.exclusion``, ``preprocess.delayed-per-env``, ``preprocess.pending-at-end``):
+what it decides is recorded as it decides it, what it stored is read back from skrl's
+tensors, the ``run_end``'s pending items are the rows it still holds, and under
+``pending_at_end`` ``flush`` its ``flush`` adds them after ``train``. It adds rows one at a
+time, which works with several envs as long as nothing is evicted (the memory is then one ring
+in write order, not a ring per env). DQN updates at every admitted timestep whatever was
+stored (the ``plain`` accounting), and an update on a memory that has stored nothing raises
+in skrl: the run stops there (header ``stopped``). Refused: ``ExcludeTasks`` (the memory gets
+no ``infos``), ``OverwriteStepType`` (it stores no step type), eviction with several envs,
+and a warm-up with such a memory (``learning_starts`` counts timesteps, not stored rows). ``random_timesteps`` and ``exploration_scheduler`` only choose
 actions and ``target_update_interval`` only when the target network follows the Q-network
 (every that many gradient steps): no spec knob maps onto them, and skrl's defaults stay. What
 skrl cannot express raises ``Unsupported``.
