@@ -46,7 +46,7 @@ def _items(trace: Trace, kind: str) -> list[list[tuple[int, int, int]]]:
 def test_info_names_the_installed_version_and_configuration() -> None:
     info = ADAPTER.info()
     assert (info.name, info.framework_version) == ("skrl", "2.1.1")
-    assert set(info.capabilities) == {"env", "trainer", "replay", "learner"}
+    assert set(info.capabilities) == {"env", "trainer", "replay", "learner", "update-counter"}
     assert "replacement=False" in info.notes and "time_limit_bootstrap=False" in info.notes
     tlb = SkrlTlbAdapter().info()
     assert tlb.name == "skrl_tlb"
@@ -218,6 +218,16 @@ def test_update_interval_trains_after_the_first_timestep() -> None:
     ]
     (end,) = trace.of_kind("run_end")
     assert (end.iterations, end.env_steps) == (3, 8)
+
+
+def test_each_update_carries_the_update_counter_after_its_gradient_step() -> None:
+    """update-counter: skrl's _update_counter after each gradient step (1, 2, ...), the value
+    its target-network schedule reads; iterations start with every earlier step counted."""
+    trace = ADAPTER.run_trainer(
+        _trainer(num_iterations=3, num_updates_per_train_iter=2, counter_mode="per-mini-batch")
+    )
+    assert [u.counter for u in trace.of_kind("update")] == [1, 2, 3, 4, 5, 6]
+    assert [i.counter for i in trace.of_kind("iteration")] == [0, 2, 4]
 
 
 @pytest.mark.parametrize(

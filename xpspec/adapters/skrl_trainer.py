@@ -33,8 +33,10 @@ of one item. An iteration ends at the ``post_interaction`` of each timestep that
 skrl updates once ``learning_starts`` is reached, and a timestep it admits without an update is
 a ``warmup`` call; an update at any other timestep is an adapter error. Timesteps after the
 last such one form a last iteration with no train call. The counter is the agent's
-``_update_counter`` (gradient steps so far, which keys its target-network updates), not
-declared as the ``counter`` observable; skrl has no ``after_update`` / ``after_train_iter``
+``_update_counter`` (gradient steps so far, which keys its target-network updates), declared as
+the ``update-counter`` observable and not as ``counter`` (skrl counts no iterations): an
+update carries the value after its gradient step, which that step's target-network schedule
+reads; skrl has no ``after_update`` / ``after_train_iter``
 hook (no hook event) and its Q-network policy is stateless (``policy_state`` is ``t``).
 DQN's loss weighs every sampled row alike: the update's loss masks are ones the adapter
 writes, and ``loss-mask`` is not declared.
@@ -121,6 +123,8 @@ _SRC = f"skrl {_VERSION}"
 _LINK = "https://github.com/Toni-SM/skrl/tree/2.1.1/skrl"
 _DQN = "agents/torch/dqn/dqn.py"
 _LOGGERS = ("skrl",)
+_UNSETTLED = -1
+"""The counter of an update whose gradient step has not finished yet."""
 _EMPTY_MEMORY = (
     # DQN.update's track_data of torch.max over the targets of an empty batch (replacement=False)
     "Expected reduction dim to be specified for input.numel() == 0",
@@ -396,6 +400,15 @@ class _Run:
     def counter(self) -> int:
         return int(getattr(self.agent, "_update_counter", 0))
 
+    def _settle(self) -> None:
+        """Give the call's newest update the counter after its gradient step: skrl increments
+        ``_update_counter`` at the end of each gradient step and keys that step's
+        target-network update on the new value (``dqn.py:DQN.update``), so it is read at the
+        next ``memory.sample`` or when ``update`` returns."""
+        call = self.call
+        if call is not None and call.updates and call.updates[-1][1] == _UNSETTLED:
+            call.updates[-1] = (call.updates[-1][0], self.counter())
+
     def held(self) -> list[Item]:
         """The items the user's memory holds back now."""
         memory = self.memory
@@ -442,12 +455,16 @@ class _Run:
                 raise AssertionError("memory.sample outside DQN.update")
             observations = _as_numpy(out[0][names.index("observations")])
             windows = single_item_windows(decode_items(observations))
-            self.call.updates.append((windows, self.counter()))
+            self._settle()
+            self.call.updates.append((windows, _UNSETTLED))
             return out
 
         def update_agent(*, timestep: int, timesteps: int) -> None:
             self.call = _Call("trained", self.stored, self.counter())
-            update(timestep=timestep, timesteps=timesteps)
+            try:
+                update(timestep=timestep, timesteps=timesteps)
+            finally:
+                self._settle()
 
         def post_interaction(*, timestep: int, timesteps: int) -> None:
             self.call = None
