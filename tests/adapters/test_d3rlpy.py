@@ -167,9 +167,7 @@ def _fates(trace: Trace) -> list[tuple[str, int, list[tuple[int, int]]]]:
     """Hold, store and exclude events as ``(kind, iteration, [(episode, t), ...])``."""
     kinds = ("hold", "store", "exclude")
     return [
-        (e.kind, e.iteration, list(zip(e.episode, e.t)))
-        for e in trace.events
-        if e.kind in kinds
+        (e.kind, e.iteration, list(zip(e.episode, e.t))) for e in trace.events if e.kind in kinds
     ]
 
 
@@ -219,7 +217,9 @@ def test_an_outcome_the_user_buffer_rejects_is_excluded() -> None:
         THREE, TrainerConfig(num_iterations=6), EpisodeDelayed(keep="failure")
     )
     trace = ADAPTER.run_trainer(scenario)
-    excluded = [(e.iteration, e.reason, list(zip(e.episode, e.t))) for e in trace.of_kind("exclude")]
+    excluded = [
+        (e.iteration, e.reason, list(zip(e.episode, e.t))) for e in trace.of_kind("exclude")
+    ]
     assert excluded == [
         (3, "outcome", [(0, 0), (0, 1), (0, 2)]),
         (6, "outcome", [(1, 0), (1, 1), (1, 2)]),

@@ -226,3 +226,42 @@ def test_a_one_step_episode_is_not_clipped_and_joins_the_next() -> None:
     _, buffer = _delayed_fit_online(_Counting(1), n_steps=4)
     assert [len(e.observations) for e in buffer.episodes] == [2, 2]
     assert _entries(buffer) == [(0.0, True)] * 4
+
+
+class _Recording(FIFOBuffer):
+    """A user's BufferProtocol noting the observation ``t`` of every entry handed to it."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(limit)
+        self.handed: list[int] = []
+
+    def append(self, episode: Any, index: int) -> None:
+        self.handed.append(int(episode.observations[index][0]))
+        super().append(episode, index)
+
+
+def test_a_step_without_an_entry_never_reaches_the_users_buffer() -> None:
+    # Truncated episodes of 3 steps, 4 loop steps: the writer hands the buffer o_0 and o_1 of
+    # the first episode, never o_2 (clip_episode(False)), nor o_0 of the second, the step in
+    # progress when fit_online ends.
+    algo = DQNConfig(batch_size=1, encoder_factory=VectorEncoderFactory(hidden_units=[8])).create(
+        device="cpu:0"
+    )
+    fifo = _Recording(100)
+    buffer = ReplayBuffer(
+        fifo,
+        observation_signature=Signature(dtype=[np.float32], shape=[(1,)]),
+        action_signature=Signature(dtype=[np.int64], shape=[(1,)]),
+        reward_signature=Signature(dtype=[np.float32], shape=[(1,)]),
+        action_space=ActionSpace.DISCRETE,
+        action_size=2,
+    )
+    algo.fit_online(
+        _Counting(3, truncate=True),
+        buffer,
+        n_steps=4,
+        n_steps_per_epoch=4,
+        logger_adapter=NoopAdapterFactory(),
+        show_progress=False,
+    )
+    assert fifo.handed == [0, 1]

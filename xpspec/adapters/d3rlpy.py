@@ -1,7 +1,8 @@
 """Adapter over d3rlpy 2.8.0: its online loop ``QLearningAlgoBase.fit_online``, its collection
 loop ``collect``, its ``ReplayBuffer`` on a ``FIFOBuffer`` and its transition pickers, driven on
 the toy env and recorded at their seams (the gym env's ``step``, the buffer's ``append``, the
-replay buffer's ``sample_transition_batch``, ``fit_online``'s per-step ``callback``). Nothing of
+replay buffer's ``append``, ``clip_episode`` and ``sample_transition_batch``, ``fit_online``'s
+per-step ``callback``). Nothing of
 d3rlpy is re-implemented; sources are cited as ``file:function`` of the installed ``d3rlpy``
 package.
 
@@ -39,11 +40,28 @@ counter and no ``after_update`` / ``after_train_iter`` hook: the trace's counter
 algorithm's ``grad_step`` (not declared as the ``counter`` observable) and no hook event is
 recorded. The Q-network's policy is stateless.
 
-**Preprocessing.** d3rlpy's own hook is the ``WriterPreprocessProtocol`` a ``ReplayBuffer``
-applies to each appended observation, action and reward (``dataset/writers.py``):
-``RewardTransform`` is a writer preprocess whose ``process_reward`` scales and shifts. The
-writer's hook maps one value to one value and cannot leave out, hold back or retype a step, so
-the exclusion, delaying and step-type preprocessors raise ``Unsupported``.
+**Preprocessing** (clauses ``preprocess.*``). ``fit_online`` takes any replay buffer; the
+user's objects are in :mod:`xpspec.adapters.d3rlpy_preprocess`, over a ``FilteringFIFO`` (a
+``FIFOBuffer`` as the ``BufferProtocol``) whose ``keep`` and ``drop`` the adapter wraps: every
+entry d3rlpy's writer hands the buffer is recorded from the entry's own episode, as stored
+(Store) or left out with the rule's reason (Exclude). ``RewardTransform``: the
+``WriterPreprocessProtocol`` a ``ReplayBuffer`` applies to each appended step
+(``dataset/writers.py``), whose ``process_reward`` scales and shifts. ``ExcludeSteps`` and
+``ExcludeEpisodes``: the buffer's ``append(episode, index)`` leaves out an entry whose
+observation the rule selects. ``EpisodeDelayed``: ``ReplayBuffer(write_at_termination=True)``,
+whose writer holds every step in its active episode and hands the buffer the episode's entries
+at ``clip_episode`` (``ExperienceWriter.clip_episode``); with ``keep`` ``success`` or
+``failure`` the ``ReplayBuffer`` subclass's ``clip_episode(terminated)`` makes its buffer leave
+out an episode of the other outcome (reason ``outcome``). An ``append`` that gave the buffer no
+entry is recorded as a Hold of the step the writer's active episode took; what one
+``clip_episode`` hands over is one release, its stores annotated with the episode's
+``terminated`` flag, which ``clip_episode`` sets; ``pending`` and the run end's items are the
+steps the writer's active episode still holds (``ReplayBuffer._writer._active_episode``).
+``fit_online`` closes the run with ``clip_episode(False)``, whose entries are recorded after
+the last iteration. Refused: ``ExcludeTasks`` (a buffer sees an entry's observations, actions
+and rewards; ``fit_online`` drops the env's ``info``, which alone holds the task id) and
+``OverwriteStepType`` (a ``ReplayBuffer`` stores no step type, only an episode's
+``terminated`` flag).
 
 **Replay.** ``run_replay`` fills the buffer with d3rlpy's ``collect`` for ``fill_steps`` steps
 and draws ``sample_transition_batch(batch_size)`` for windows of one item, else
