@@ -254,3 +254,42 @@ def test_preprocessing_d3rlpy_cannot_express_is_refused() -> None:
         ADAPTER.run_trainer(
             TrainerScenario(THREE, TrainerConfig(num_iterations=2), OverwriteStepType())
         )
+
+
+def _trainer_outcomes(name: str) -> dict[str, str]:
+    """The suite's preprocessing checks on the catalogue scenario ``name``, with the
+    adapter's expectations file."""
+    from pathlib import Path
+
+    import xpspec.adapters.d3rlpy as module
+    from xpspec.conformance.catalog import CATALOG
+    from xpspec.conformance.checks import ALL_CHECKS
+    from xpspec.conformance.engine import Session
+    from xpspec.conformance.expectations import Expectations
+
+    path = Path(module.__file__).with_suffix(".expectations.toml")
+    session = Session(ADAPTER, "d3rlpy", Expectations.load(path))
+    scenario = CATALOG[name]
+    return {
+        check.name: session.evaluate(check, name, scenario).status
+        for check in ALL_CHECKS
+        if check.capability == "trainer"
+        and check.applies(scenario)
+        and check.name in ("conservation", "exclusion", "delayed-per-env", "pending-at-end")
+    }
+
+
+def test_exclusion_through_the_user_buffer_passes_where_every_step_gets_an_entry() -> None:
+    # exclude-episodes-b1: terminated episodes of 4 steps and a run of 4 whole episodes, so
+    # d3rlpy's writer hands the user's buffer an entry for every step.
+    outcomes = _trainer_outcomes("exclude-episodes-b1")
+    assert outcomes == {"conservation": "pass", "exclusion": "pass", "pending-at-end": "pass"}
+
+
+def test_write_at_termination_runs_are_the_declared_findings() -> None:
+    outcomes = _trainer_outcomes("delayed-b1")
+    assert outcomes == {
+        "conservation": "pass",
+        "delayed-per-env": "deviation",
+        "pending-at-end": "deviation",
+    }
