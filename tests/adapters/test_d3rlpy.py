@@ -293,3 +293,20 @@ def test_write_at_termination_runs_are_the_declared_findings() -> None:
         "delayed-per-env": "deviation",
         "pending-at-end": "deviation",
     }
+
+
+def test_the_closing_release_follows_the_last_partial_iteration() -> None:
+    # update_interval 3, n_steps 8: the third iteration (steps 7, 8) is cut by the budget and
+    # ends at fit_online's callback of step 8; the closing clip_episode(False) then writes
+    # (2,0) and discards (2,1).
+    scenario = TrainerScenario(
+        THREE,
+        TrainerConfig(num_iterations=0, num_env_steps=8, unroll_length=3),
+        EpisodeDelayed(),
+    )
+    trace = ADAPTER.run_trainer(scenario)
+    kinds = [e.kind for e in trace.events]
+    assert kinds[-3:] == ["iteration_end", "store", "run_end"]
+    end = trace.events[-3]
+    assert (end.iteration, end.env_steps, end.pending) == (3, 8, 2)
+    assert list(zip(trace.events[-2].episode, trace.events[-2].t)) == [(2, 0)]

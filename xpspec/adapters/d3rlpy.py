@@ -2,9 +2,8 @@
 loop ``collect``, its ``ReplayBuffer`` on a ``FIFOBuffer`` and its transition pickers, driven on
 the toy env and recorded at their seams (the gym env's ``step``, the buffer's ``append``, the
 replay buffer's ``append``, ``clip_episode`` and ``sample_transition_batch``, ``fit_online``'s
-per-step ``callback``). Nothing of
-d3rlpy is re-implemented; sources are cited as ``file:function`` of the installed ``d3rlpy``
-package.
+per-step ``callback``). Nothing of d3rlpy is re-implemented; sources are cited as
+``file:function`` of the installed ``d3rlpy`` package.
 
 **Why 2.8.0.** d3rlpy 2.8.1, the newest release, requires ``gymnasium==1.0.0``, and xpspec
 requires ``gymnasium>=1.1``: pip refuses to install them together. 2.8.0 requires
@@ -498,6 +497,10 @@ class _TrainerRun:
         """``fit_online``'s callback, after every loop step: the iteration ends at the step
         that is a multiple of ``update_interval``, where fit_online makes its train call."""
         if total_step % self.config.update_interval:
+            # a last, partial iteration (num_env_steps): fit_online evaluates no train gate
+            # there (it trains only when total_step % update_interval == 0), so no TrainCall
+            if total_step == self.config.n_steps:
+                self._end_iteration()
             return
         if self.trained:
             self.calls += 1
@@ -507,28 +510,21 @@ class _TrainerRun:
             )
             self.calls += 1
         self.trained = False
+        self._end_iteration()
+
+    def _end_iteration(self) -> None:
+        """The iteration's end, with the steps the writer still holds as its ``pending``."""
         pending = len(self._pending())
         self.events.append(
             IterationEnd(self.iteration, self._counter(), self.env_steps, self.stored, pending)
         )
 
     def run(self) -> Trace:
-        c = self.config
         header: dict[str, Any] = {"producer": producer("d3rlpy")}
         try:
             self._fit_online()
         except IndexError as exc:
             header["stopped"] = _stopped(exc, self.iteration)
-        else:
-            # a last, partial iteration (num_env_steps): fit_online evaluates no train gate
-            # there (it trains only when total_step % update_interval == 0), so no TrainCall
-            if self.env_steps % c.update_interval:
-                pending = len(self._pending())
-                self.events.append(
-                    IterationEnd(
-                        self.iteration, self._counter(), self.env_steps, self.stored, pending
-                    )
-                )
         policy = self.scenario.trainer.pending_at_end
         self.events.append(run_end(self.iteration, self.env_steps, policy, self._pending()))
         return Trace(tuple(self.events), header)
