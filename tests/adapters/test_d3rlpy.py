@@ -4,6 +4,8 @@ installed."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 pytest.importorskip("d3rlpy")
@@ -40,7 +42,7 @@ def _stored(trace: Trace) -> list[tuple[tuple[int, int, int], int, float]]:
 def test_info_names_the_installed_version() -> None:
     info = ADAPTER.info()
     assert (info.name, info.framework_version) == ("d3rlpy", "2.8.0")
-    assert info.capabilities == ("trainer", "replay")
+    assert info.capabilities == ("trainer", "replay", "update-counter")
     ADAPTER.smoke()
 
 
@@ -93,6 +95,25 @@ def test_train_calls_follow_fit_online_gate() -> None:
     updates = list(trace.of_kind("update"))
     assert [(u.call, len(u.windows)) for u in updates] == [(1, 2), (2, 2)]
     assert [e.env_steps for e in trace.of_kind("iteration_end")] == [2, 4, 6]
+
+
+def test_each_update_runs_with_the_updates_made_before_it() -> None:
+    """update-counter, variant count-before: grad_step is handed to update k as k - 1."""
+    scenario = TrainerScenario(
+        THREE,
+        TrainerConfig(
+            num_iterations=4,
+            unroll_length=2,
+            num_updates_per_train_iter=2,
+            capacity=8,
+            counter_mode="per-mini-batch",
+        ),
+    )
+    trace = ADAPTER.run_trainer(scenario)
+    counters = [u.counter for u in trace.of_kind("update")]
+    assert counters == list(range(len(counters))) and len(counters) >= 4
+    outcome = _check_outcome("update-counter", scenario)
+    assert outcome.status == "deviation" and outcome.variant == "count-before", outcome.message
 
 
 def test_windows_end_at_the_drawn_entry_and_are_padded_in_front() -> None:
@@ -254,6 +275,21 @@ def test_preprocessing_d3rlpy_cannot_express_is_refused() -> None:
         ADAPTER.run_trainer(
             TrainerScenario(THREE, TrainerConfig(num_iterations=2), OverwriteStepType())
         )
+
+
+def _check_outcome(check_name: str, scenario: TrainerScenario) -> Any:
+    """The suite's ``check_name`` on ``scenario``, with the adapter's expectations file."""
+    from pathlib import Path
+
+    import xpspec.adapters.d3rlpy as module
+    from xpspec.conformance.checks import ALL_CHECKS
+    from xpspec.conformance.engine import Session
+    from xpspec.conformance.expectations import Expectations
+
+    path = Path(module.__file__).with_suffix(".expectations.toml")
+    session = Session(ADAPTER, "d3rlpy", Expectations.load(path))
+    check = next(c for c in ALL_CHECKS if c.name == check_name)
+    return session.evaluate(check, "counted", scenario)
 
 
 def _trainer_outcomes(name: str) -> dict[str, str]:

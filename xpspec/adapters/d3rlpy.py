@@ -36,8 +36,9 @@ only), ``num_updates_per_train_iter`` -> ``n_updates``, ``mini_batch_size`` -> t
 ``FIFOBuffer(limit=capacity)`` (a limit in transitions), ``num_iterations`` ->
 ``n_steps = num_iterations * u``, ``num_env_steps`` -> ``n_steps``. d3rlpy has no iteration
 counter and no ``after_update`` / ``after_train_iter`` hook: the trace's counter is the
-algorithm's ``grad_step`` (not declared as the ``counter`` observable) and no hook event is
-recorded. The Q-network's policy is stateless.
+algorithm's ``grad_step``, declared as the ``update-counter`` observable (not ``counter``): an
+update carries the value ``QLearningAlgoBase.update`` hands to it, read when the update
+samples its batch, before d3rlpy increments it; no hook event is recorded. The Q-network's policy is stateless.
 
 **Preprocessing** (clauses ``preprocess.*``). ``fit_online`` takes any replay buffer; the
 user's objects are in :mod:`xpspec.adapters.d3rlpy_preprocess`, over a ``FilteringFIFO`` (a
@@ -626,7 +627,7 @@ class D3rlpyAdapter:
             framework="d3rlpy",
             framework_version=d3rlpy.__version__,
             protocol_version=PROTOCOL_VERSION,
-            capabilities=("trainer", "replay"),
+            capabilities=("trainer", "replay", "update-counter"),
             issue_tracker="https://github.com/takuseno/d3rlpy/issues",
             notes="DQN with a tiny encoder; fit_online on one env; FIFOBuffer replay",
             extra_versions={
