@@ -30,8 +30,6 @@ instance to record what happened. The loop's learn gate reads ``len(memory)`` an
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from agilerl.components.replay_buffer import ReplayBuffer
 from tensordict import TensorDict
@@ -48,6 +46,7 @@ __all__ = [
     "HookedBuffer",
     "RewardScalingBuffer",
 ]
+
 
 class HookedBuffer(ReplayBuffer):
     """A ``ReplayBuffer`` whose ``add`` goes through three seams: :meth:`store_rows`
@@ -78,7 +77,7 @@ class RewardScalingBuffer(HookedBuffer):
         super().__init__(max_size=max_size)
         self.scale, self.shift = scale, shift
 
-    def add(self, data: TensorDict) -> None:  # type: ignore[override]
+    def add(self, data: TensorDict) -> None:
         scaled = data.clone()
         scaled["reward"] = data["reward"] * self.scale + self.shift
         self.store_rows(scaled)
@@ -92,7 +91,7 @@ class ExcludingBuffer(HookedBuffer):
         super().__init__(max_size=max_size)
         self.rule = rule
 
-    def add(self, data: TensorDict) -> None:  # type: ignore[override]
+    def add(self, data: TensorDict) -> None:
         items = decode_items(as_numpy(data["obs"]))
         mask = torch.tensor(selected(self.rule, items), dtype=torch.bool)
         if bool(mask.any()):
@@ -113,7 +112,7 @@ class EpisodeDelayedBuffer(HookedBuffer):
         self._done: dict[int, bool] = {}
         self.annotations = torch.zeros(max_size, dtype=torch.float32)
 
-    def add(self, data: TensorDict) -> None:  # type: ignore[override]
+    def add(self, data: TensorDict) -> None:
         rows = data.clone()
         self.hold(rows)
         ended = []
@@ -149,4 +148,3 @@ class EpisodeDelayedBuffer(HookedBuffer):
             k = int(chunk.shape[0])
             self.annotations[(self._cursor + torch.arange(k)) % self.max_size] = annotation
             self.store_rows(chunk)
-

@@ -10,15 +10,36 @@ memory.size > learning_delay`` and makes ``B // learn_step`` updates. An update 
 ``memory.sample(batch_size)`` and ``agent.learn``.
 
 **Where the trace comes from.** The env is a recording ``VectorWrapper`` (one ``env_step`` per
-vector step, the time step each env was in before it); ``memory`` is a ``ReplayBuffer``
-whose instance ``add`` and ``sample`` are wrapped (``store`` events read back from the
-storage; one ``update`` per sample, its rows as windows of one item), and whose ``__len__``
--- read only by the loop's learn condition, and only when ``idx_step % learn_step`` let it
-be evaluated -- marks a train call: the loop evaluated its learn condition there, so an
-iteration ends at each such evaluation, ``trained`` when updates followed it, ``warmup``
-when its data gate was shut. Vector steps after the last evaluation form a final iteration
-with no train call. ``agent.finalize_training_step`` ends the recording (the loop's
-evaluation episodes after it are not training).
+vector step, the time step each env was in before it); ``memory`` is a ``ReplayBuffer`` (or
+the user's subclass below) whose instance ``add`` and ``sample`` are wrapped (``store`` events
+read back from the storage at the rows ``ReplayBuffer.add`` wrote, as many as its ``counter``
+grew by from its cursor on; one ``update`` per sample, its rows as windows of one item), and
+whose ``__len__`` -- read only by the loop's learn condition, and only when ``idx_step %
+learn_step`` let it be evaluated -- marks a train call: the loop evaluated its learn condition
+there, so an iteration ends at each such evaluation, ``trained`` when updates followed it,
+else ``no-data`` when the buffer's ``size`` was 0 and ``warmup`` when its gate was shut.
+Vector steps after the last evaluation form a final iteration with no train call.
+``agent.finalize_training_step`` ends the recording (the loop's evaluation episodes after it
+are not training).
+
+**Preprocessing** (clauses ``preprocess.*``). AgileRL's route is a ``ReplayBuffer`` subclass
+passed as ``memory`` whose ``add`` does the work (:mod:`xpspec.adapters.agilerl_preprocess`):
+``RewardTransform`` scales and shifts the rewards of the rows (each holds the reward out of its
+step, so the transformed reward shows as the next item's); ``ExcludeSteps`` and
+``ExcludeEpisodes`` add the rows their rule does not select, with any number of envs
+(``ReplayBuffer.add`` writes the rows of whatever TensorDict it is given); ``EpisodeDelayed``
+holds each env's rows until the row after its ``done`` row and adds them annotated in the
+subclass's ``annotations`` array, or leaves them out when ``keep`` rejects the outcome. What
+the user's ``add`` decides is recorded as it decides it (``exclude`` with the rule's reason,
+``hold`` with the rows of the vector step); each ``ReplayBuffer.add`` the subclass makes is
+one ``store`` event read back from the buffer, its annotation from the subclass's array. An
+iteration's ``pending`` and the run end's pending items are the rows the subclass still holds;
+with ``pending_at_end = "flush"`` the subclass's ``flush`` adds them after ``train_off_policy``
+returns, stored after the last iteration. The learn gate reads ``len(memory)`` and
+``memory.size``, i.e. the rows the subclass wrote, while the learn steps follow the vector
+steps whatever was stored (the ``plain`` accounting). Unsupported: ``ExcludeTasks`` (``add``
+is handed ``Transition(obs, action, reward, next_obs, done)``, never the env's info holding
+the task id) and ``OverwriteStepType`` (the buffer stores no step type).
 
 **Knobs.** ``unroll_length`` ``U`` and ``num_updates_per_train_iter`` ``N`` -> ``learn_step``:
 ``U * B`` when ``U > 1`` and ``N = 1``; ``B // N`` when ``U = 1`` and ``B // (B // N) = N``.
@@ -34,8 +55,8 @@ from __future__ import annotations
 
 import contextlib
 import io
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import gymnasium
@@ -51,7 +72,7 @@ from xpspec.adapters.agilerl_preprocess import (
     RewardScalingBuffer,
 )
 from xpspec.adapters.agilerl_rows import StoredRows, as_numpy
-from xpspec.kit.events import env_step, exclude, hold, run_end, store
+from xpspec.kit.events import exclude, hold, logged_rows, run_end, store
 from xpspec.kit.items import decode_items, single_item_windows
 from xpspec.kit.quiet import seeded_quiet
 from xpspec.kit.release import producer
@@ -70,9 +91,9 @@ from xpspec.protocol.preprocessors import (
 from xpspec.protocol.scenario import TrainerScenario
 from xpspec.protocol.trace import (
     Event,
+    Item,
     IterationEnd,
     IterationStart,
-    Item,
     Trace,
     TrainCall,
     Update,
@@ -345,10 +366,8 @@ class _Run:
         hooked = isinstance(memory, HookedBuffer)
 
         def add_rows(data: Any) -> Any:
-            if hooked:  # the user's add: its store_rows, drop and hold record themselves
-                result = add(data)
-            else:
-                result = self._write(lambda: add(data))
+            # the user's add records itself through store_rows, drop and hold
+            result = add(data) if hooked else self._write(lambda: add(data))
             self._flush_written()
             return result
 
@@ -432,11 +451,15 @@ def _events(log: list[_Entry], pending: int, policy: str, held: list[Item]) -> l
         unrolled = sum(1 for e in body if e.kind == "env")
         events.append(IterationStart(iteration, updates, unrolled))
         for e in body:
-            events.append(_row_event(iteration, e))
-            if e.kind == "env":
-                env_steps += len(e.steps)
-            elif e.kind == "store":
-                stored += len(e.steps)
+            if e.kind == "exclude":
+                events.append(exclude(iteration, e.items, e.reason))
+            elif e.kind == "hold":
+                events.append(hold(iteration, e.items))
+            else:
+                rows, unrolled_steps, stored_steps = logged_rows(iteration, [e])
+                events.extend(rows)
+                env_steps += unrolled_steps
+                stored += stored_steps
         for event in train:
             events.append(_renumber(event, iteration))
         events.append(IterationEnd(iteration, updates, env_steps, stored, held_now))
@@ -479,17 +502,6 @@ def _events(log: list[_Entry], pending: int, policy: str, held: list[Item]) -> l
     events.extend(store(iteration, e.steps) for e in flushed)
     events.append(run_end(iteration, env_steps, policy, held))
     return events
-
-
-def _row_event(iteration: int, entry: _Entry) -> Event:
-    """The event of one logged vector step, write, exclusion or hold."""
-    if entry.kind == "env":
-        return env_step(iteration, entry.steps)
-    if entry.kind == "store":
-        return store(iteration, entry.steps)
-    if entry.kind == "exclude":
-        return exclude(iteration, entry.items, entry.reason)
-    return hold(iteration, entry.items)
 
 
 def _renumber(event: Event, iteration: int) -> Event:
