@@ -24,8 +24,12 @@ rows and leave out or hold back the others, with any number of envs. Clauses
 Every row a subclass writes goes through :meth:`HookedBuffer.store_rows`
 (``ReplayBuffer.add``), every row the user's rule drops through :meth:`HookedBuffer.drop`,
 every row it holds through :meth:`HookedBuffer.hold`: the adapter wraps those three on the
-instance to record what happened. The loop's learn gate reads ``len(memory)`` and
-``memory.size``, both ``ReplayBuffer._size``, so it counts the rows the subclass wrote.
+instance to record what happened. Nothing else in ``train_off_policy`` reads what ``add`` was
+handed: its learn gate reads ``len(memory)`` and ``memory.size``, both ``ReplayBuffer._size``,
+so it counts the rows the subclass wrote, and its updates ``memory.sample`` them (through
+``Sampler``); the ``n_step_memory`` that would add first and hand ``memory.add`` its one-step
+transitions is not passed (a ``DQN`` takes none), ``memory`` is no ``PrioritizedReplayBuffer``
+and no ``accelerator`` wraps it in a ``ReplayDataset``.
 """
 
 from __future__ import annotations
