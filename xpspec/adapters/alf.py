@@ -75,6 +75,13 @@ assigned round-robin, starts stratified within each env; windows cross episodes)
 ``get_batch`` refuses (``AssertionError: Not all environments have enough data``, also from an
 empty buffer) is recorded as an empty draw (``replay.no-window``).
 
+**Learner** (``run_learner``, :mod:`xpspec.adapters.alf_learner`): one ``train_iter`` of ALF's
+``PPOAlgorithm`` with ``PPOLoss`` on its whole replay buffer, holding every env's first
+``steps`` time steps; advantages and returns are what ``preprocess_experience`` computed, the
+normalised advantages what ``PPOLoss`` trained on, the loss mask ALF's ``valid_masks`` and
+the update plan the mini-batches ``Algorithm._train_experience`` made. ALF's row ``L`` is an
+ordinary buffer row (``bootstrap`` is declared); several learners are not applicable.
+
 **Relabel** (``run_relabel``): a ``ReplayBuffer(keep_episodic_info=True)`` of ``Experience``
 with dict observations (``observation``, ``achieved_goal``, ``desired_goal``), drawn by
 ``get_batch(batch_size, 2)`` (ALF asserts windows of 2) and relabeled by
@@ -109,6 +116,7 @@ if importlib.util.find_spec("alf") is None:  # pragma: no cover - exercised with
 
 import torch
 
+from xpspec.adapters.alf_learner import learner_problem, run_learner
 from xpspec.adapters.alf_preprocess import preprocessing_algorithm
 from xpspec.kit.arrays import floats, ints
 from xpspec.kit.events import env_step, run_end, store
@@ -119,6 +127,7 @@ from xpspec.kit.steps import steps_from_columns
 from xpspec.protocol.adapter import PROTOCOL_VERSION, AdapterInfo, Unsupported
 from xpspec.protocol.env_spec import EnvSpec
 from xpspec.protocol.scenario import (
+    LearnerScenario,
     RelabelScenario,
     ReplayScenario,
     TrainerScenario,
@@ -234,7 +243,8 @@ def _dist_version(name: str) -> str:
 
 class ALFAdapter:
     """Adapter over ALF (see the module docstring): capabilities trainer (with its global
-    counter and its ``after_update``/``after_train_iter`` hooks), replay and relabel."""
+    counter and its ``after_update``/``after_train_iter`` hooks), replay, learner (PPO) and
+    relabel."""
 
     fresh_process_per_operation = True
     """ALF's configuration, global counter, env and trainer progress are process-wide."""
@@ -251,12 +261,14 @@ class ALFAdapter:
             capabilities=(
                 "trainer",
                 "replay",
+                "learner",
                 "relabel",
                 "counter",
                 "update-counter",
                 "hooks",
                 "state",
                 "loss-mask",  # the valid_masks ALF passes to update_with_gradient
+                "bootstrap",  # PPO's row L: the LAST (or newest) row ALF values and masks
             ),
             issue_tracker="https://github.com/HorizonRobotics/alf/issues",
             notes=(
@@ -303,6 +315,15 @@ class ALFAdapter:
             raise Unsupported(problem, _LINK)
         return _operation(partial(_run_replay, scenario))
 
+    def run_learner(self, scenario: LearnerScenario) -> Trace:
+        problem = learner_problem(scenario)
+        if problem is not None:
+            raise problem
+        with tempfile.TemporaryDirectory(
+            prefix="xpspec-alf-", ignore_cleanup_errors=True
+        ) as workdir:
+            return _operation(partial(run_learner, scenario, _learner_env, workdir))
+
     def run_relabel(self, scenario: RelabelScenario) -> Trace:
         problem = relabel_problem(scenario)
         if problem:
@@ -316,6 +337,7 @@ _PRELOAD = (
     "torch._inductor",
     "alf",
     "alf.algorithms.data_transformer",
+    "alf.algorithms.ppo_algorithm",
     "alf.algorithms.rl_algorithm",
     "alf.experience_replayers.replay_buffer",
     "alf.trainers.policy_trainer",
@@ -536,6 +558,11 @@ def _load_toy_env(env_name: str, spec_json: str, seed: int, batch_size: int = 1)
 
 
 _load_toy_env.batched = True  # type: ignore[attr-defined]
+
+
+def _learner_env(spec: EnvSpec, seed: int) -> Any:
+    """The toy env as an ALF environment, for :mod:`xpspec.adapters.alf_learner`."""
+    return _classes()["env"](spec, seed)
 
 
 def _wrap(owner: Any, name: str, before: Callable[..., Any]) -> None:
