@@ -74,6 +74,7 @@ def test_info_and_smoke(adapter: Any) -> None:
         "state",
         "loss-mask",
         "bootstrap",
+        "nstep",
     } == set(info.capabilities)
     assert info.framework_version == "unknown" or len(info.framework_version) == 8
     adapter.smoke()
@@ -444,11 +445,21 @@ def test_learner_records_ppo_rows_as_alf_computed_them(adapter: Any) -> None:
     assert (done.advantage[2], done.value_target[2]) == (0.0, 1.0)
     assert (running.advantage[1], running.value_target[1]) == (0.0, 0.5)
     # the transitions' advantages and targets are GAE's, as refimpl computes them
-    want = {(e.episode, t): (a, v) for e in RefimplAdapter().run_learner(_LEARNER).of_kind(
-        "advantages") for t, a, v in zip(e.t, e.advantage, e.value_target)}
+    want = {
+        (e.episode, t): (a, v)
+        for e in RefimplAdapter().run_learner(_LEARNER).of_kind("advantages")
+        for t, a, v in zip(e.t, e.advantage, e.value_target)
+    }
     for e in (done, running):
         for t, a, v in list(zip(e.t, e.advantage, e.value_target))[:-1]:
             assert (a, v) == pytest.approx(want[(e.episode, t)], abs=1e-5)
+    # n = 3 with TDLoss(td_lambda=1): cut at the LAST (row 2, no bootstrap: discount 0) and at
+    # the newest row (bootstrap gamma * V(o_1) = 0.9 * 0.5)
+    (nstep,) = trace.of_kind("nstep")
+    assert list(zip(nstep.episode, nstep.t, nstep.steps)) == [(0, 0, 2), (0, 1, 1), (1, 0, 1)]
+    reward = _LEARNER.env.reward
+    assert nstep.target[1] == pytest.approx(reward(0, 0, 0, 2))
+    assert nstep.target[2] == pytest.approx(reward(0, 0, 1, 1) + 0.9 * 0.5)
     # 5 buffer rows (3 transitions numbered 0..2, then the rows L 3 and 4), mini-batch 2
     # resized to ceil(5 / 2) = 3: per epoch a mini-batch of 3 and one of 2, every row once
     (plan,) = trace.of_kind("update_plan")

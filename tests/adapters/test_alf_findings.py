@@ -20,13 +20,13 @@ import pytest
 
 pytest.importorskip("alf")
 
-import alf  # noqa: E402
-import torch  # noqa: E402
-from alf.algorithms.config import TrainerConfig  # noqa: E402
-from alf.algorithms.ppo_algorithm import PPOAlgorithm  # noqa: E402
-from alf.algorithms.ppo_loss import PPOLoss  # noqa: E402
-from alf.data_structures import StepType, TimeStep  # noqa: E402
-from alf.networks import ActorDistributionNetwork, ValueNetwork  # noqa: E402
+import alf
+import torch
+from alf.algorithms.config import TrainerConfig
+from alf.algorithms.ppo_algorithm import PPOAlgorithm
+from alf.algorithms.ppo_loss import PPOLoss
+from alf.data_structures import StepType, TimeStep
+from alf.networks import ActorDistributionNetwork, ValueNetwork
 
 ROWS = 5
 CYCLE = (StepType.FIRST, StepType.MID, StepType.LAST)
@@ -143,7 +143,9 @@ def _train_once(root: Path, mini_batch_size: int) -> _Run:
     return run
 
 
-def test_the_newest_row_of_an_in_progress_episode_is_trained_with_advantage_zero(tmp_path: Path) -> None:
+def test_the_newest_row_of_an_in_progress_episode_is_trained_with_advantage_zero(
+    tmp_path: Path,
+) -> None:
     """PPOAlgorithm.preprocess_experience zeroes the advantage of each env's newest row
     (tensor_extend_zero, alf/algorithms/ppo_algorithm.py), the row carrying an in-progress
     episode's final observation, and Algorithm._update masks only LAST rows
@@ -165,7 +167,9 @@ def test_advantages_are_normalised_per_mini_batch_over_every_row(tmp_path: Path)
     (rows,), (normalized,) = whole.minibatches, whole.pg_advantages
     assert sorted(rows) == list(range(ROWS))  # every row, the LAST and the newest included
     assert abs(normalized[rows.index(2)]) > 0.1  # the LAST row's advantage 0, normalised
-    split = _train_once(tmp_path, mini_batch_size=2)  # 5 rows: resized to 3, mini-batches of 3 and 2
+    split = _train_once(
+        tmp_path, mini_batch_size=2
+    )  # 5 rows: resized to 3, mini-batches of 3 and 2
     assert [len(r) for r in split.minibatches] == [3, 2]
     for values in split.pg_advantages:
         assert abs(sum(values)) < 1e-5  # each mini-batch centred on its own mean

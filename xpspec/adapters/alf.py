@@ -41,7 +41,7 @@ buffer exists it makes no call at all, and with too few items it raises), ``_upd
 ``update_with_gradient`` (``Update``: the mini-batch's observations and the loss mask ALF
 passes), ``after_update`` and ``after_train_iter`` (hooks; with the global counter, declared as
 the ``counter`` and ``hooks`` capabilities). An exception raised inside ALF's own code during
-training ends the run as it ends a real one: the trace keeps the iterations that completed and
+training, or as the user's end-of-run flush stores, ends the run as it ends a real one: the trace keeps the iterations that completed and
 its header's ``stopped`` names the exception and the ALF source line, so the checks see the
 missing iterations (the expectations declare the known ones as findings). An exception from
 the adapter itself, or while ALF builds the trainer, is raised as :class:`ALFRaised` and
@@ -79,7 +79,8 @@ empty buffer) is recorded as an empty draw (``replay.no-window``).
 ``PPOAlgorithm`` with ``PPOLoss`` on its whole replay buffer, holding every env's first
 ``steps`` time steps; advantages and returns are what ``preprocess_experience`` computed, the
 normalised advantages what ``PPOLoss`` trained on, the loss mask ALF's ``valid_masks`` and
-the update plan the mini-batches ``Algorithm._train_experience`` made. ALF's row ``L`` is an
+the update plan the mini-batches ``Algorithm._train_experience`` made; n-step targets are
+``TDLoss(td_lambda=1).compute_td_target`` on windows of the same buffer. ALF's row ``L`` is an
 ordinary buffer row (``bootstrap`` is declared); several learners are not applicable.
 
 **Relabel** (``run_relabel``): a ``ReplayBuffer(keep_episodic_info=True)`` of ``Experience``
@@ -269,6 +270,7 @@ class ALFAdapter:
                 "state",
                 "loss-mask",  # the valid_masks ALF passes to update_with_gradient
                 "bootstrap",  # PPO's row L: the LAST (or newest) row ALF values and masks
+                "nstep",  # TDLoss(td_lambda=1).compute_td_target over windows of n + 1 rows
             ),
             issue_tracker="https://github.com/HorizonRobotics/alf/issues",
             notes=(
@@ -679,7 +681,14 @@ class _TrainerRun:
             return self._stopped(described)
         env_steps = self._env_steps()
         if cfg.pending_at_end == "flush" and hasattr(self.alg, "flush_pending"):
-            self.alg.flush_pending()  # the user's script, once RLTrainer.train has returned
+            try:  # the user's script, once RLTrainer.train has returned
+                self.alg.flush_pending()
+            except Exception as exc:
+                # ALF raising as the flush stores (e.g. creating its buffer) ends the script
+                described = _describe(exc, " in the end-of-run flush")
+                if not _origin(exc)[1]:
+                    raise ALFRaised(described) from exc
+                return self._stopped(described)
         held = decode_items(self._pending()) if cfg.pending_at_end == "report" else []
         self.events.append(run_end(self.iteration, env_steps, cfg.pending_at_end, held))
         events = tuple(e for e in self.events if e is not None)

@@ -33,18 +33,24 @@ update plan names the mini-batches ``Algorithm._update`` trained on by their obs
 training rows ``0 .. N - 1`` (the transitions, env-major in time order), then the rows ``L``
 and lone FIRSTs, which ALF also trains on, from ``N`` on.
 
+**n-step targets.** ALF's critics train on multi-step returns over the windows of
+``mini_batch_length`` rows they sample (``TDLoss``, ``alf/algorithms/td_loss.py``; with
+``td_lambda=1`` its ``compute_td_target`` is ``value_ops.discounted_return``): each
+transition's ``n``-step target is what ``compute_td_target`` gives its row of a window of
+``n + 1`` buffer rows (see :meth:`_LearnerRun._nstep`), with ALF's rollout values.
+
 Not applicable: several learners (ALF's multi-GPU training, ``Algorithm.activate_ddp``, runs
 one process per device, each on its own environments and replay buffer: nothing splits one
 batch's episodes among learners), fewer than two time steps (``value_ops`` asserts a sequence
 of at least 2). Not declared: ``caller-episodes`` (ALF's learner is handed no episode objects,
-only its replay buffer), ``nstep`` and ``shards``.
+only its replay buffer) and ``shards``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -54,7 +60,7 @@ from xpspec.kit.value import toy_value
 from xpspec.protocol.adapter import Unsupported
 from xpspec.protocol.scenario import LearnerScenario
 from xpspec.protocol.step_type import StepType
-from xpspec.protocol.trace import Advantages, Event, Item, Trace, UpdatePlan
+from xpspec.protocol.trace import Advantages, Event, Item, NStep, Trace, UpdatePlan
 
 __all__ = ["learner_problem", "run_learner"]
 
@@ -91,7 +97,7 @@ def run_learner(sc: LearnerScenario, env_cls: Callable[..., Any], root_dir: str)
 def _value_network(scale: float) -> Callable[..., Any]:
     from alf.networks import Network
 
-    class ToyValueNetwork(Network):  # type: ignore[misc]
+    class ToyValueNetwork(Network):
         """``V(o) = value_scale * t(o)`` as an ALF value network (output ``[B]``)."""
 
         def __init__(self, input_tensor_spec: Any) -> None:
@@ -103,6 +109,24 @@ def _value_network(scale: float) -> Callable[..., Any]:
     return ToyValueNetwork
 
 
+class _Rows(NamedTuple):
+    """The buffer's rows as ``preprocess_experience`` received them, ``[B, T]`` each: step
+    types, rewards, discounts and the values ALF's rollout computed."""
+
+    step_type: torch.Tensor
+    reward: torch.Tensor
+    discount: torch.Tensor
+    value: torch.Tensor
+
+
+class _TDInfo(NamedTuple):
+    """The fields ``TDLoss.compute_td_target`` reads of its ``info``, time-major ``[W, 1]``."""
+
+    reward: torch.Tensor
+    step_type: torch.Tensor
+    discount: torch.Tensor
+
+
 class _LearnerRun:
     def __init__(self, sc: LearnerScenario, env_cls: Callable[..., Any], root_dir: str) -> None:
         self.sc = sc
@@ -112,6 +136,7 @@ class _LearnerRun:
         self.batches: list[list[Item]] = []  # the items of each mini-batch, in ALF's order
         self.masks: list[list[int]] = []  # the valid_masks of each mini-batch
         self.normalized: list[list[float]] = []  # the advantages _pg_loss received
+        self.rows: _Rows | None = None
 
     def _algorithm(self) -> Any:
         import alf
@@ -140,9 +165,7 @@ class _LearnerRun:
             value_network_ctor=_value_network(float(sc.value_scale)),
             env=env,
             config=config,
-            loss=PPOLoss(
-                gamma=float(sc.gamma), td_lambda=float(sc.lam), normalize_advantages=True
-            ),
+            loss=PPOLoss(gamma=float(sc.gamma), td_lambda=float(sc.lam), normalize_advantages=True),
             optimizer=alf.optimizers.Adam(lr=1e-3),
         )
 
@@ -156,7 +179,7 @@ class _LearnerRun:
                 f"PPOAlgorithm.preprocess_experience calls in one train_iter: expected 1, got "
                 f"{len(self.preprocessed)}"
             )
-        events: list[Event] = [*self._advantages(), self._plan()]
+        events: list[Event] = [*self._advantages(), self._nstep(), self._plan()]
         return Trace(tuple(events), {"producer": "alf", "seed": self.sc.seed})
 
     # -- recording at ALF's seams ---------------------------------------------------------
@@ -173,6 +196,12 @@ class _LearnerRun:
                     info.returns.detach().clone(),
                 )
             )
+            self.rows = _Rows(
+                root_inputs.step_type.detach().clone(),
+                root_inputs.reward.detach().clone(),
+                root_inputs.discount.detach().clone(),
+                rollout_info.value.detach().clone(),
+            )
             return out
 
         update = alg._update
@@ -183,8 +212,9 @@ class _LearnerRun:
 
         update_with_gradient = alg.update_with_gradient
 
-        def recorded_update_with_gradient(loss_info: Any, valid_masks: Any = None, *a: Any,
-                                          **k: Any) -> Any:
+        def recorded_update_with_gradient(
+            loss_info: Any, valid_masks: Any = None, *a: Any, **k: Any
+        ) -> Any:
             n = len(self.batches[-1])
             mask = [1] * n if valid_masks is None else [int(v) for v in valid_masks.reshape(-1)]
             self.masks.append(mask)
@@ -238,6 +268,56 @@ class _LearnerRun:
                     )
                 )
         return out
+
+    def _nstep(self) -> NStep:
+        """n-step targets of every transition by ``TDLoss(gamma, td_lambda=1)``
+        (``compute_td_target``: ``value_ops.discounted_return``), the multi-step return ALF's
+        critics train on over a window of ``mini_batch_length`` rows: row ``i`` of a window
+        gets the discounted rewards up to the window's last row or the first LAST, whichever
+        comes first, and bootstraps from that row's value times its discount. Transition
+        ``t`` is read from the window of ``n + 1`` rows starting at ``t``, or from the last
+        such window of the buffer when fewer rows follow ``t`` (a window ``get_batch`` could
+        draw; the whole buffer if shorter). The rewards summed, ``k``, are read off the same
+        code on the window with rewards 0, discounts 1, ``gamma`` 1 and each row's index as
+        its value: the target is then the index of the row ALF bootstrapped from."""
+        from alf.algorithms.td_loss import TDLoss
+
+        assert self.rows is not None
+        rows = self.rows
+        observation = self.preprocessed[0][0]
+        target = TDLoss(gamma=float(self.sc.gamma), td_lambda=1.0)
+        probe = TDLoss(gamma=1.0, td_lambda=1.0)
+        n = self.sc.nstep
+        starts: list[Item] = []
+        targets: list[float] = []
+        steps: list[int] = []
+        length = observation.shape[1]
+        for e in range(observation.shape[0]):
+            items = decode_items(observation[e])
+            for members in episode_rows(items).values():
+                for t in members[:-1]:  # the transitions: every row but the row L
+                    first = max(0, min(t, length - 1 - n))
+                    window = slice(first, min(first + n, length - 1) + 1)
+                    info = _TDInfo(
+                        rows.reward[e, window, None],
+                        rows.step_type[e, window, None],
+                        rows.discount[e, window, None],
+                    )
+                    g = target.compute_td_target(info, rows.value[e, window, None])
+                    index = torch.arange(window.start, window.stop, dtype=torch.float32)[:, None]
+                    marker = probe.compute_td_target(
+                        _TDInfo(
+                            torch.zeros_like(info.reward),
+                            info.step_type,
+                            torch.ones_like(info.discount),
+                        ),
+                        index,
+                    )
+                    starts.append(items[t])
+                    targets.append(float(g[t - first, 0]))
+                    steps.append(round(float(marker[t - first, 0])) - t)
+        env, episode, t_ = (tuple(int(item[c]) for item in starts) for c in range(3))
+        return NStep(env, episode, t_, tuple(targets), tuple(steps))
 
     def _plan(self) -> UpdatePlan:
         """The mini-batches ALF trained on, rows named as the module docstring says."""
