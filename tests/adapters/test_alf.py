@@ -247,6 +247,25 @@ def test_alf_raising_ends_the_run_with_its_source_line(adapter: Any) -> None:
     )
     assert "TypeError" in trace.header["stopped"] and "tensor_specs.py" in trace.header["stopped"]
     assert [e.iteration for e in trace.of_kind("iteration")] == [1]
+    # The same buffer created by the user's end-of-run flush: an episode-delaying hook holds
+    # every step of the unfinished episode through the run, so nothing is stored until the
+    # flush, where ALF raises; every iteration completed.
+    trace = adapter.run_trainer(
+        TrainerScenario(
+            EnvSpec(1, (FixedSchedule(6, "truncated"),)),
+            TrainerConfig(
+                unroll_length=Fraction(1, 2),
+                num_iterations=4,
+                whole_buffer=True,
+                clear="all",
+                pending_at_end="flush",
+            ),
+            EpisodeDelayed(),
+        )
+    )
+    assert "in the end-of-run flush" in trace.header["stopped"]
+    assert "tensor_specs.py" in trace.header["stopped"]
+    assert [e.iteration for e in trace.of_kind("iteration_end")] == [1, 2, 3, 4]
 
 
 @pytest.mark.parametrize(

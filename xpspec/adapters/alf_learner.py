@@ -9,7 +9,10 @@ re-implemented; what is recorded is read from ALF's own objects.
 whole_replay_buffer_training=True, clear_replay_buffer=False, mini_batch_length=1,
 mini_batch_size=minibatch_size, num_updates_per_train_iter=num_epochs)`` with ALF's defaults
 otherwise (``mask_out_loss_for_last_step=True``); ``PPOLoss(gamma, td_lambda=lam,
-normalize_advantages=True)`` (its default). One ``train_iter`` unrolls ``steps`` time steps
+normalize_advantages=True)`` (its default). ``clear_replay_buffer`` is off: with one
+``train_iter`` there is nothing to clear, and with it ALF would size the ring
+``unroll_length + 1`` and wait for it to fill (the trainer's deviation ``replay.clear``
+``alf-fixed-length``). One ``train_iter`` unrolls ``steps`` time steps
 of every env into the buffer (``RLAlgorithm.unroll`` stores each time step before stepping,
 so the buffer holds exactly every env's first ``steps`` time steps, as rows: FIRST, MID, ...,
 LAST, FIRST, ...), then ``Algorithm.train_from_replay_buffer`` gathers it
