@@ -5,6 +5,7 @@ RLlib is not installed."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import statistics
 from fractions import Fraction
 from typing import Any, Literal
@@ -497,6 +498,18 @@ def test_trainer_hooks_follow_each_update_and_end_each_train(trainer_trace: Trac
         if e.kind in ("hook", "update", "iteration_end")
     ]
     assert kinds == ["update", "after_update", "after_train_iter", "iteration_end"] * 5
+
+
+def test_trainer_reads_rllibs_counter_whatever_convention_is_asked(trainer_trace: Trace) -> None:
+    # A variant model's scenario (counter_mode per-iteration-after) asks for the same
+    # counter: when it grows is RLlib's.
+    scenario = dataclasses.replace(
+        TRAINER, trainer=dataclasses.replace(TRAINER.trainer, counter_mode="per-iteration-after")
+    )
+    trace = ADAPTER.run_trainer(scenario)
+    for kind in ("iteration", "train_call", "update", "iteration_end"):
+        got = [e.counter for e in trace.of_kind(kind)]
+        assert got == [e.counter for e in trainer_trace.of_kind(kind)]
 
 
 def test_trainer_update_counter_is_the_learners_weights_seq_no() -> None:

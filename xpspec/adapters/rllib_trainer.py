@@ -435,13 +435,10 @@ class _Run:
         # the learner's log, so hook and update calls stay in the order RLlib makes them.
         (train_result,) = algo.config.callbacks_on_train_result
         train_result.log = self.learner.log
-        if sc.trainer.counter_mode == "per-iteration":
+        # The counter_mode picks RLlib's counter of that unit; when RLlib counts is RLlib's
+        # (the "-after" modes of the spec's variants ask for the same counter).
+        if sc.trainer.counter_mode.startswith("per-iteration"):
             self.learner.read_counter = self._iteration_counter
-        elif sc.trainer.counter_mode != "per-mini-batch":
-            raise ValueError(
-                "counter_mode: expected 'per-iteration' or 'per-mini-batch', "
-                f"got {sc.trainer.counter_mode!r}"
-            )
         self.events: list[Event] = []
         self.env_stream: dict[int, list[Any]] = {e: [] for e in range(sc.env.num_envs)}
         self.open: dict[str, tuple[int, int]] = {}
