@@ -435,8 +435,8 @@ class _Run:
         # the learner's log, so hook and update calls stay in the order RLlib makes them.
         (train_result,) = algo.config.callbacks_on_train_result
         train_result.log = self.learner.log
-        # The counter_mode picks RLlib's counter of that unit; when RLlib counts is RLlib's
-        # (the "-after" modes of the spec's variants ask for the same counter).
+        # counter_mode chooses which of RLlib's counters is read (iterations or updates);
+        # when it grows is RLlib's doing, so a variant model's "-after" mode reads the same.
         if sc.trainer.counter_mode.startswith("per-iteration"):
             self.learner.read_counter = self._iteration_counter
         self.events: list[Event] = []
