@@ -5,6 +5,7 @@ RLlib is not installed."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import statistics
 from fractions import Fraction
 from typing import Any, Literal
@@ -85,6 +86,9 @@ def test_info_names_the_installed_versions() -> None:
         "trainer",
         "replay",
         "learner",
+        "counter",
+        "update-counter",
+        "hooks",
         "bootstrap",
         "caller-episodes",
         "nstep",
@@ -458,14 +462,18 @@ def test_trainer_stores_each_chunk_with_its_newest_observation(trainer_trace: Tr
 
 
 def test_trainer_updates_on_stored_transition_starts(trainer_trace: Trace) -> None:
+    # The counter is Algorithm.iteration as RLlib holds it during the k-th train(): k - 1.
     calls = list(trainer_trace.of_kind("train_call"))
     assert [(c.status, c.counter, c.stored_total) for c in calls] == [
-        ("trained", 1, 2),
-        ("trained", 2, 3),
-        ("trained", 3, 5),
-        ("trained", 4, 6),
-        ("trained", 5, 8),
+        ("trained", 0, 2),
+        ("trained", 1, 3),
+        ("trained", 2, 5),
+        ("trained", 3, 6),
+        ("trained", 4, 8),
     ]
+    assert [e.counter for e in trainer_trace.of_kind("iteration")] == [0, 1, 2, 3, 4]
+    assert [e.counter for e in trainer_trace.of_kind("update")] == [0, 1, 2, 3, 4]
+    assert [e.counter for e in trainer_trace.of_kind("iteration_end")] == [1, 2, 3, 4, 5]
     stored: set[tuple[int, int, int]] = set()
     for event in trainer_trace.events:
         if event.kind == "store":
@@ -479,6 +487,56 @@ def test_trainer_updates_on_stored_transition_starts(trainer_trace: Trace) -> No
             assert window[0] in stored
     assert sum(1 for _ in trainer_trace.of_kind("update")) == 5
     assert trainer_trace.events[-1].kind == "run_end"
+
+
+def test_trainer_hooks_follow_each_update_and_end_each_train(trainer_trace: Trace) -> None:
+    # after_gradient_based_update right after each _update, on_train_result after the
+    # iteration's updates: the order RLlib called them in.
+    kinds = [
+        e.name if e.kind == "hook" else e.kind
+        for e in trainer_trace.events
+        if e.kind in ("hook", "update", "iteration_end")
+    ]
+    assert kinds == ["update", "after_update", "after_train_iter", "iteration_end"] * 5
+
+
+def test_trainer_reads_rllibs_counter_whatever_convention_is_asked(trainer_trace: Trace) -> None:
+    # A variant model's scenario (counter_mode per-iteration-after) asks for the same
+    # counter: when it grows is RLlib's.
+    scenario = dataclasses.replace(
+        TRAINER, trainer=dataclasses.replace(TRAINER.trainer, counter_mode="per-iteration-after")
+    )
+    trace = ADAPTER.run_trainer(scenario)
+    for kind in ("iteration", "train_call", "update", "iteration_end"):
+        got = [e.counter for e in trace.of_kind(kind)]
+        assert got == [e.counter for e in trainer_trace.of_kind(kind)]
+
+
+def test_trainer_update_counter_is_the_learners_weights_seq_no() -> None:
+    # Two updates per train() (training_intensity twice the native ratio), a warm-up of 2
+    # sampled steps: Learner.update increments WEIGHTS_SEQ_NO before its one _update.
+    scenario = TrainerScenario(
+        EnvSpec(1, (FixedSchedule(2),)),
+        TrainerConfig(
+            num_iterations=3,
+            num_updates_per_train_iter=2,
+            initial_collect_steps=2,
+            counter_mode="per-mini-batch",
+        ),
+    )
+    trace = ADAPTER.run_trainer(scenario)
+    assert [e.counter for e in trace.of_kind("iteration")] == [0, 0, 2]
+    assert [(c.status, c.counter) for c in trace.of_kind("train_call")] == [
+        ("warmup", 0),
+        ("trained", 0),
+        ("trained", 2),
+    ]
+    assert [(e.iteration, e.counter) for e in trace.of_kind("update")] == [
+        (2, 1),
+        (2, 2),
+        (3, 3),
+        (3, 4),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -683,3 +741,74 @@ def test_finding_iterations_train_whatever_on_sample_end_leaves_to_store() -> No
         ray.shutdown()
     assert stored == 4
     assert per_iteration == [0, 1, 1, 1, 1, 1, 1, 1]
+
+
+def test_dqn_iteration_counts_after_the_step_and_hooks_once_per_update() -> None:
+    """Deviation unroll.global-counter (variant iteration-count-before), and the hooks the
+    adapter records: in RLlib 2.60.0's DQN, the k-th Algorithm.train() runs training_step with
+    Algorithm.iteration == k - 1 (Trainable.train increments it after Algorithm.step), and
+    on_train_result, called after the step, sees k; Learner.update makes one _update per call
+    (LearnerGroup.update passes no minibatch_size) and calls after_gradient_based_update once
+    after it, incrementing WEIGHTS_SEQ_NO before it."""
+    import ray
+    from ray.rllib.algorithms.dqn import DQN, DQNConfig
+    from ray.rllib.algorithms.dqn.torch.dqn_torch_learner import DQNTorchLearner
+    from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
+
+    calls: list[tuple[str, int]] = []
+
+    class Learner(DQNTorchLearner):
+        def _update(self, batch: Any) -> Any:
+            calls.append(("update", int(self.get_state(components=[])[WEIGHTS_SEQ_NO])))
+            return super()._update(batch)
+
+        def after_gradient_based_update(self, *, timesteps: Any) -> None:
+            super().after_gradient_based_update(timesteps=timesteps)
+            calls.append(("after_gradient_based_update", 0))
+
+    class Algo(DQN):
+        def training_step(self) -> Any:
+            calls.append(("training_step", self.iteration))
+            return super().training_step()
+
+    def on_train_result(*, algorithm: Any, **_: Any) -> None:
+        calls.append(("on_train_result", algorithm.iteration))
+
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        config = (
+            DQNConfig(algo_class=Algo)
+            .environment("CartPole-v1")
+            .env_runners(num_env_runners=0, rollout_fragment_length=1)
+            .training(
+                train_batch_size_per_learner=2,
+                num_steps_sampled_before_learning_starts=2,
+                learner_class=Learner,
+            )
+            .rl_module(model_config={"fcnet_hiddens": [8], "head_fcnet_hiddens": [8]})
+            .reporting(
+                min_time_s_per_iteration=0,
+                min_sample_timesteps_per_iteration=0,
+                min_train_timesteps_per_iteration=0,
+            )
+            .learners(num_learners=0)
+            .callbacks(on_train_result=on_train_result)
+        )
+        algo = config.build_algo()
+        for _ in range(3):
+            algo.train()
+        algo.stop()
+    finally:
+        ray.shutdown()
+    assert calls == [
+        ("training_step", 0),
+        ("on_train_result", 1),
+        ("training_step", 1),
+        ("update", 1),
+        ("after_gradient_based_update", 0),
+        ("on_train_result", 2),
+        ("training_step", 2),
+        ("update", 2),
+        ("after_gradient_based_update", 0),
+        ("on_train_result", 3),
+    ]

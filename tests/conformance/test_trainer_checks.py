@@ -245,3 +245,22 @@ def test_identity_is_plain_compares_with_the_plain_accounting_run() -> None:
         CheckFailure, match=f"event #{hook} vs the same run with train accounting plain"
     ):
         _check("identity-is-plain").verify(scenario, trace, context)
+
+
+@pytest.mark.parametrize(
+    ("ran", "judged"),
+    [("per-iteration", "per-iteration-after"), ("per-iteration-after", "per-iteration")],
+)
+def test_global_counter_tells_counting_at_the_start_from_counting_after(
+    ran: str, judged: str
+) -> None:
+    """unroll.global-counter, variant iteration-count-before: a trace counted at the start of
+    each iteration fails the check of the count-after mode, and the other way round."""
+    plain = CATALOG["plain-u1-b1"]
+    assert isinstance(plain, TrainerScenario)
+    run = replace(plain, trainer=replace(plain.trainer, counter_mode=ran))
+    model = replace(plain, trainer=replace(plain.trainer, counter_mode=judged))
+    check = next(c for c in ALL_CHECKS if c.name == "global-counter")
+    check.verify(run, _reference(run), _context())
+    with pytest.raises(CheckFailure, match="counter at the start of iteration 1"):
+        check.verify(model, _reference(run), _context())

@@ -138,6 +138,20 @@ def test_counter_after_each_update_runs_the_update_with_the_count_before_it() ->
     assert [i.counter for i in r.trace.of_kind("iteration")] == [0, 2, 4]
 
 
+def test_counter_after_each_iteration_runs_iteration_k_with_k_minus_one() -> None:
+    """unroll.global-counter variant iteration-count-before: iteration k and its updates carry
+    k - 1, its end (and its after_train_iter) comes after the increment."""
+    r = train(
+        ENV2,
+        TrainerConfig(
+            num_iterations=3, num_updates_per_train_iter=2, counter_mode="per-iteration-after"
+        ),
+    )
+    assert [i.counter for i in r.trace.of_kind("iteration")] == [0, 1, 2]
+    assert [u.counter for u in r.trace.of_kind("update")] == [0, 0, 1, 1, 2, 2]
+    assert [i.counter for i in r.trace.of_kind("iteration_end")] == [1, 2, 3]
+
+
 def test_whole_buffer_keep_one_step() -> None:
     # u = 2, B = 2, chunks of 1: call 1 sees 2 items per env; later calls 1 kept + 2 new.
     r = train(

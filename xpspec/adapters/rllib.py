@@ -86,11 +86,30 @@ what that copy holds before and after the call (``caller_episode``).
   each chunk added to the stored episode, and seeds RLlib's ``default_rng(seed=None)``);
   updates from the learner class of ``config.training(learner_class=...)`` (a
   ``DQNTorchLearner`` whose ``_update`` keeps its batch's observations: a window of one item
-  per sampled transition); the counter is ``Algorithm.iteration``. A train call without an
-  update is ``warmup``. A sampler that raises on an empty buffer ends the run (header
-  ``stopped``). RLlib has no ``after_update`` / ``after_train_iter`` hook calls recorded
-  here (capability ``hooks`` not declared) and holds no item back at the end (``pending``
-  empty).
+  per sampled transition). A train call without an update is ``warmup``. A sampler that
+  raises on an empty buffer ends the run (header ``stopped``). RLlib holds no item back at
+  the end (``pending`` empty).
+- Hooks (observable ``hooks``), recorded where RLlib calls the user's code, in call order:
+  ``after_update`` is the learner's ``after_gradient_based_update`` (the documented
+  override point of ``core/learner/learner.py``, where DQN's own ``DQNLearner`` updates its
+  target network): ``Learner.update`` calls it once after its minibatch loop, and DQN's
+  ``LearnerGroup.update(episodes=...)`` passes no ``minibatch_size`` or ``num_epochs``, so
+  the loop is ``MiniBatchDummyIterator``'s single ``_update``: one hook call per gradient
+  update. ``after_train_iter`` is an ``on_train_result`` callback
+  (``config.callbacks(on_train_result=...)``), which ``Algorithm.log_result`` calls once per
+  ``Algorithm.train()``, after ``Algorithm.step``. (``on_learn_on_batch`` belongs to the old
+  API stack and is not called here.)
+- Counters, read inside the learner's ``_update`` at each update and around each
+  ``train()``: per-iteration (observable ``counter``) ``Algorithm.iteration``, which
+  ``Trainable.train`` increments after ``Algorithm.step``, so iteration ``k`` runs with
+  ``k - 1`` (declared deviation: variant ``iteration-count-before``); per-mini-batch
+  (observable ``update-counter``) the learner's ``WEIGHTS_SEQ_NO`` (``Learner.get_state``),
+  which ``Learner.update`` increments before its minibatch loop and RLlib counts gradient
+  updates by (``DIFF_NUM_GRAD_UPDATES_VS_SAMPLER_POLICY`` is its difference,
+  ``core/learner/torch/torch_learner.py``); with one ``_update`` per ``Learner.update`` it is
+  the number of updates made so far. DQN's own schedules key on neither: its target-network
+  update and learning-rate schedules read ``NUM_ENV_STEPS_SAMPLED_LIFETIME``, the env steps
+  sampled (``algorithms/dqn/dqn_learner.py``, ``after_gradient_based_update``).
 - Preprocessing is the user's ``on_sample_end`` callback (``env/single_agent_env_runner.py:
   sample`` calls it with the list it then returns; ``config.callbacks(on_sample_end=...)``):
   ``RewardTransform`` rescales each chunk's rewards (``SingleAgentEpisode.set_rewards``; a
@@ -685,12 +704,17 @@ class RLlibAdapter:
             framework="RLlib (ray[rllib], new API stack)",
             framework_version=_version("ray"),
             protocol_version=PROTOCOL_VERSION,
-            # AddOneTsToEpisodesAndTruncate appends a real bootstrap timestep: "bootstrap".
+            # AddOneTsToEpisodesAndTruncate appends a real bootstrap timestep: "bootstrap";
+            # Algorithm.iteration, the learner's WEIGHTS_SEQ_NO, after_gradient_based_update
+            # and on_train_result: "counter", "update-counter", "hooks".
             capabilities=(
                 "env",
                 "trainer",
                 "replay",
                 "learner",
+                "counter",
+                "update-counter",
+                "hooks",
                 "bootstrap",
                 "caller-episodes",
                 "nstep",

@@ -9,6 +9,12 @@ The run (see :func:`run_trainer`): ``ray.init(num_cpus=1)`` with no dashboard, t
 ``num_learners=0`` (the local learner updates), ``num_iterations`` calls of
 ``Algorithm.train()`` (``min_*_per_iteration = 0``: one ``training_step`` per call), and
 ``ray.shutdown()`` in a ``finally``. One spec iteration is one ``train()`` call.
+
+Hooks and counters are read where RLlib calls the user's code: the learner's
+``after_gradient_based_update`` (``after_update``), an ``on_train_result`` callback
+(``after_train_iter``), and, inside the learner's ``_update``, the counter the scenario's
+``counter_mode`` names: ``Algorithm.iteration`` (per-iteration) or the learner's
+``WEIGHTS_SEQ_NO`` (per-mini-batch), both as RLlib holds them at that moment.
 """
 
 from __future__ import annotations
@@ -17,9 +23,10 @@ import copy
 import dataclasses
 import traceback
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -29,6 +36,7 @@ with warnings.catch_warnings():  # RLlib's import warns of its own deprecated mo
     from ray.rllib.algorithms.dqn import DQNConfig
     from ray.rllib.algorithms.dqn.torch.dqn_torch_learner import DQNTorchLearner
     from ray.rllib.core.columns import Columns
+    from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
     from ray.rllib.utils.replay_buffers.episode_replay_buffer import EpisodeReplayBuffer
     from ray.tune.registry import register_env
 
@@ -49,6 +57,7 @@ from xpspec.protocol.preprocessors import (
 from xpspec.protocol.scenario import TrainerScenario
 from xpspec.protocol.trace import (
     Event,
+    Hook,
     Item,
     IterationEnd,
     IterationStart,
@@ -58,7 +67,13 @@ from xpspec.protocol.trace import (
 )
 from xpspec.refimpl.toy_envs.gym_env import toy_action_space, toy_observation_space
 
-__all__ = ["RecordingDQNLearner", "RecordingEpisodeReplayBuffer", "run_trainer"]
+__all__ = [
+    "Called",
+    "RecordingDQNLearner",
+    "RecordingEpisodeReplayBuffer",
+    "TrainResultRecorder",
+    "run_trainer",
+]
 
 _SOURCE = "https://github.com/ray-project/ray/blob/b7f4259e944bf6959f721b106adc366ddfa0c356/rllib"
 _ENV_NAME = "xpspec-toy"
@@ -99,17 +114,55 @@ class RecordingEpisodeReplayBuffer(EpisodeReplayBuffer):
         self.added.append(steps)
 
 
+@dataclass(frozen=True)
+class Called:
+    """One call RLlib made into the user's code, in call order: a gradient update (``update``,
+    with its batch's observations and the counter read when RLlib made it) or a hook
+    (``after_update``, ``after_train_iter``)."""
+
+    name: Literal["update", "after_update", "after_train_iter"]
+    items: tuple[Item, ...] = ()
+    counter: int = 0
+
+
 class RecordingDQNLearner(DQNTorchLearner):
-    """DQN's torch learner that keeps the observations of every gradient update's batch
-    (``TorchLearner._update`` is one optimizer step)."""
+    """DQN's torch learner that logs, in the order RLlib calls them, every gradient update
+    (``TorchLearner._update`` is one optimizer step) with its batch's observations and the
+    counter ``read_counter`` returns at that moment, and every call of the documented hook
+    ``Learner.after_gradient_based_update`` (``core/learner/learner.py``; ``Learner.update``
+    calls it once, after its minibatch loop)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.updates: list[list[Item]] = []
+        self.log: list[Called] = []
+        self.read_counter: Callable[[], int] = self.weights_seq_no
+
+    def weights_seq_no(self) -> int:
+        """RLlib's count of this learner's ``update`` calls, as its state reports it
+        (``Learner.get_state()[WEIGHTS_SEQ_NO]``; ``Learner.update`` increments it before its
+        minibatch loop)."""
+        return int(self.get_state(components=[])[WEIGHTS_SEQ_NO])
 
     def _update(self, batch: dict[str, Any]) -> Any:
-        self.updates.append(decode_items(batch[_MODULE_ID][Columns.OBS]))
+        items = tuple(decode_items(batch[_MODULE_ID][Columns.OBS]))
+        self.log.append(Called("update", items, self.read_counter()))
         return super()._update(batch)
+
+    def after_gradient_based_update(self, *, timesteps: dict[str, Any]) -> None:
+        super().after_gradient_based_update(timesteps=timesteps)
+        self.log.append(Called("after_update"))
+
+
+class TrainResultRecorder:
+    """The user's ``on_train_result`` callback (``Algorithm.log_result`` calls it once per
+    ``Algorithm.train()``, after ``Algorithm.step``): logs ``after_train_iter`` into the log it
+    is given (the learner's, so that the order of all calls is kept)."""
+
+    def __init__(self) -> None:
+        self.log: list[Called] = []
+
+    def __call__(self, *, algorithm: Any, **_: Any) -> None:
+        self.log.append(Called("after_train_iter"))
 
 
 # -- the user's on_sample_end hook -------------------------------------------------------------
@@ -330,7 +383,7 @@ def _config(sc: TrainerScenario, u: int, hook: _SampleHook, recorder: _SampleRec
     hooks: list[Any] = [recorder]
     if not isinstance(sc.preprocess, Identity):
         hooks.append(hook)
-    return config.callbacks(on_sample_end=hooks)
+    return config.callbacks(on_sample_end=hooks, on_train_result=[TrainResultRecorder()])
 
 
 # -- recording ---------------------------------------------------------------------------------
@@ -378,6 +431,14 @@ class _Run:
         self.recorder = recorder
         self.buffer: RecordingEpisodeReplayBuffer = algo.local_replay_buffer
         self.learner: RecordingDQNLearner = algo.learner_group._learner
+        # The config is copied into the algorithm: its on_train_result callback writes into
+        # the learner's log, so hook and update calls stay in the order RLlib makes them.
+        (train_result,) = algo.config.callbacks_on_train_result
+        train_result.log = self.learner.log
+        # counter_mode chooses which of RLlib's counters is read (iterations or updates);
+        # when it grows is RLlib's doing, so a variant model's "-after" mode reads the same.
+        if sc.trainer.counter_mode.startswith("per-iteration"):
+            self.learner.read_counter = self._iteration_counter
         self.events: list[Event] = []
         self.env_stream: dict[int, list[Any]] = {e: [] for e in range(sc.env.num_envs)}
         self.open: dict[str, tuple[int, int]] = {}
@@ -421,16 +482,23 @@ class _Run:
         self.events.append(run_end(iterations, self.env_steps, policy, pending))
         return Trace(tuple(self.events), header)
 
+    def _iteration_counter(self) -> int:
+        """``Algorithm.iteration``: ``Trainable.train`` increments it after
+        ``Algorithm.step``, so the ``k``-th ``train()`` runs with ``k - 1``."""
+        return int(self.algo.iteration)
+
     def _iteration(self, iteration: int) -> None:
-        """One ``Algorithm.train()`` call and what RLlib did in it; the counter is RLlib's
-        ``Algorithm.iteration`` (``Trainable.train`` increments it after the step)."""
+        """One ``Algorithm.train()`` call and what RLlib did in it, the updates and hooks in
+        the order RLlib called them. The counter of the iteration's start and of its train
+        call is read before ``train()``: neither ``Algorithm.iteration`` nor the learner's
+        update count changes before ``training_step``'s first ``Learner.update``."""
         self._started = len(self.events)
         u = int(self.sc.trainer.unroll_length)
-        self.events.append(IterationStart(iteration, int(self.algo.iteration), u))
-        seen_adds, seen_updates = len(self.buffer.added), len(self.learner.updates)
+        counter = self.learner.read_counter()
+        self.events.append(IterationStart(iteration, counter, u))
+        seen_adds, seen_log = len(self.buffer.added), len(self.learner.log)
         seen_excluded, seen_holds = len(self.hook.excluded), len(self.hook.holds)
         self.algo.train()
-        counter = int(self.algo.iteration)
         self._env_steps(iteration)
         for items in self.hook.holds[seen_holds:]:
             if items:
@@ -442,19 +510,23 @@ class _Run:
         for reason, items in self.hook.excluded[seen_excluded:]:
             if items:
                 self.events.append(exclude(iteration, items, reason))
-        updates = self.learner.updates[seen_updates:]
-        self.events.append(
-            TrainCall(
-                iteration, self.calls, counter, "trained" if updates else "warmup", self.stored
-            )
-        )
-        for index, rows in enumerate(updates):
-            windows = single_item_windows(rows)
+        called = self.learner.log[seen_log:]
+        trained = any(c.name == "update" for c in called)
+        status: Literal["trained", "warmup"] = "trained" if trained else "warmup"
+        self.events.append(TrainCall(iteration, self.calls, counter, status, self.stored))
+        index = 0
+        for c in called:
+            if c.name == "after_update" or c.name == "after_train_iter":
+                self.events.append(Hook(iteration, c.name))
+                continue
+            windows = single_item_windows(list(c.items))
             self.events.append(
-                Update(iteration, self.calls, index, counter, windows, ((1,),) * len(rows))
+                Update(iteration, self.calls, index, c.counter, windows, ((1,),) * len(c.items))
             )
+            index += 1
         self.calls += 1
-        self.events.append(IterationEnd(iteration, counter, self.env_steps, self.stored, 0))
+        end = self.learner.read_counter()
+        self.events.append(IterationEnd(iteration, end, self.env_steps, self.stored, 0))
 
     def _env_steps(self, iteration: int) -> None:
         """The vector steps of this ``train()`` call: every env's stream (the chunks the local

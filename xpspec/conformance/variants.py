@@ -142,6 +142,17 @@ def _count_before(s: Scenario) -> Scenario | None:
     return replace(s, trainer=replace(s.trainer, counter_mode="per-mini-batch-after"))
 
 
+def _iteration_count_before(s: Scenario) -> Scenario | None:
+    """unroll.global-counter ``iteration-count-before``: a per-iteration counter grows at the
+    end of each iteration, not at its start (``counter_mode="per-iteration-after"``); a
+    per-mini-batch counter is left as it is."""
+    if not isinstance(s, TrainerScenario):
+        return None
+    if s.trainer.counter_mode != "per-iteration":
+        return s
+    return replace(s, trainer=replace(s.trainer, counter_mode="per-iteration-after"))
+
+
 VARIANTS: dict[tuple[str, str], VariantModel] = {
     ("timestep.auto-reset", "same-step"): _env(autoreset="same-step"),
     # SB3 2.9.2, Tianshou 2.0.1, TorchRL 0.14.1: a row is a transition holding the reward out
@@ -155,6 +166,11 @@ VARIANTS: dict[tuple[str, str], VariantModel] = {
     ("unroll.global-counter", "count-before"): VariantModel(
         'trainer.counter_mode = "per-mini-batch-after" (where it was "per-mini-batch")',
         _count_before,
+    ),
+    # RLlib 2.60.0 Trainable.train increments Algorithm.iteration after Algorithm.step.
+    ("unroll.global-counter", "iteration-count-before"): VariantModel(
+        'trainer.counter_mode = "per-iteration-after" (where it was "per-iteration")',
+        _iteration_count_before,
     ),
     ("train.synced-schedule", "plain"): _trainer(train_accounting="plain"),
     ("train.synced-schedule", "alf-pr1768-floor"): _trainer(train_accounting="alf-pr1768-floor"),

@@ -69,10 +69,12 @@ class TrainerConfig:
     warmup_gate: Literal["stored>=", "stored>", "size>=", "unrolled>="] = "stored>="
     # "per-mini-batch-after" increments after each update instead of before it, so an update
     # runs with the number of updates made before it (unroll.global-counter, variant
-    # count-before: d3rlpy 2.8.0's grad_step).
-    counter_mode: Literal["per-iteration", "per-mini-batch", "per-mini-batch-after"] = (
-        "per-iteration"
-    )
+    # count-before: d3rlpy 2.8.0's grad_step); "per-iteration-after" increments after each
+    # iteration's train calls instead of at its start, so iteration k runs with k - 1 (variant
+    # iteration-count-before: RLlib 2.60.0's Algorithm.iteration).
+    counter_mode: Literal[
+        "per-iteration", "per-mini-batch", "per-mini-batch-after", "per-iteration-after"
+    ] = "per-iteration"
     # train.idle-calls: "lazy" makes no train call (and no after_train_iter) while
     # nothing has been stored yet; the calls owed then are dropped, not deferred (variant
     # alf-lazy-buffer).
@@ -142,7 +144,7 @@ class TrainerConfig:
         _literal(
             "counter_mode",
             self.counter_mode,
-            ("per-iteration", "per-mini-batch", "per-mini-batch-after"),
+            ("per-iteration", "per-mini-batch", "per-mini-batch-after", "per-iteration-after"),
         )
         _literal("replay_creation", self.replay_creation, ("eager", "lazy"))
         _literal("hook_gate", self.hook_gate, ("unrolled", "unroll-gate"))

@@ -2,7 +2,8 @@
 
 One :class:`Trainer` run is a sequence of iterations (clauses ``iteration.*``):
 
-1. the global counter is incremented (``counter_mode='per-iteration'``);
+1. the global counter is incremented (``counter_mode='per-iteration'``; under
+   ``'per-iteration-after'`` it is incremented after step 3 instead);
 2. the unroll length ``n_k`` of this iteration is computed (``unroll.*``); if interaction is
    still allowed (``num_env_steps``), ``n_k`` vector steps are taken. For each step: the
    policy state is reset where the time step is FIRST (``timestep.state-reset``), the policy
@@ -200,6 +201,10 @@ class Trainer:
             buffer_exists = cfg.replay_creation == "eager" or self.stored_total > 0
             for _ in range(calls if buffer_exists else 0):
                 self._train_call(iteration)
+            # unroll.global-counter, variant iteration-count-before: counted once the
+            # iteration has trained, before its after_train_iter.
+            if cfg.counter_mode == "per-iteration-after":
+                self.counter += 1
             # ALF's unroll gate passes on every drain-mode iteration within the env-step budget
             # (train.after-train-iter, variant alf-drain-empty).
             gate = n > 0 or (cfg.hook_gate == "unroll-gate" and cfg.drain is not None and within)

@@ -209,7 +209,7 @@ TRAINER_CHECKS: tuple[Check, ...] = (
         "trainer",
         "invariant",
         check_global_counter,
-        _cfg(lambda s: s.trainer.counter_mode == "per-iteration"),
+        _cfg(lambda s: s.trainer.counter_mode in ("per-iteration", "per-iteration-after")),
         requires=("counter",),
     ),
     Check(
@@ -218,7 +218,7 @@ TRAINER_CHECKS: tuple[Check, ...] = (
         "trainer",
         "invariant",
         check_global_counter,
-        _cfg(lambda s: s.trainer.counter_mode != "per-iteration"),
+        _cfg(lambda s: s.trainer.counter_mode in ("per-mini-batch", "per-mini-batch-after")),
         requires=("update-counter",),
     ),
     Check(

@@ -214,11 +214,15 @@ def check_global_counter(scenario: Scenario, trace: Trace, ctx: Context) -> None
     iteration (``counter_mode="per-iteration"``) or before every update
     (``"per-mini-batch"``), never otherwise; each ``iteration`` and ``update`` event carries
     its value after that increment. Under ``"per-mini-batch-after"`` (variant count-before)
-    it grows right after every update, whose event carries the value before."""
+    it grows right after every update, whose event carries the value before; under
+    ``"per-iteration-after"`` (variant iteration-count-before) it grows at the end of every
+    iteration, so the ``iteration`` and ``update`` events of iteration ``k`` carry ``k - 1``."""
     sc = trainer_scenario(scenario)
     counter = 0
     for e in trace.events:
-        if e.kind == "iteration":
+        if e.kind == "iteration_end" and sc.trainer.counter_mode == "per-iteration-after":
+            counter += 1
+        elif e.kind == "iteration":
             if sc.trainer.counter_mode == "per-iteration":
                 counter += 1
             if e.counter != counter:
