@@ -45,9 +45,11 @@ CAPABILITIES = (
     "caller-episodes",
     "nstep",
     "shards",
+    "priorities",
+    "importance-weights",
 )
 """The closed vocabulary of capabilities: five operation families (one operation each), and
-eight observables that not every framework has: ``counter`` (a global counter the trainer
+ten observables that not every framework has: ``counter`` (a global counter the trainer
 increments per iteration or per mini-batch), ``hooks`` (``after_update`` /
 ``after_train_iter`` calls), ``state`` (a policy state the trainer resets at FIRST),
 ``bootstrap`` (a bootstrap timestep the learner appends to each episode, row ``L``) and
@@ -55,7 +57,10 @@ increments per iteration or per mini-batch), ``hooks`` (``after_update`` /
 read from the framework's code path) and ``caller-episodes`` (each episode object handed to
 the learner, read before and after the learner call), ``nstep`` (the n-step targets the
 framework's learner computes) and ``shards`` (how the framework splits the episodes of one
-update among several learners). A framework without one records a stand-in (an empty
+update among several learners), ``priorities`` (prioritized replay: the adapter drives the
+framework's prioritized buffer with a replay scenario's priority spec and records the
+priorities and probabilities the framework holds) and ``importance-weights`` (the importance
+weights the framework's prioritized sampler returns). A framework without one records a stand-in (an empty
 state, a zero row ``L`` with loss mask 0, a mask the adapter computes itself) that would make
 its check pass by construction, so the checks of an observable the adapter does not declare
 are not applicable, with that reason."""

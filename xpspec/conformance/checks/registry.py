@@ -29,6 +29,12 @@ from xpspec.conformance.checks.preprocessing import (
     check_store_order,
     check_transform,
 )
+from xpspec.conformance.checks.priority import (
+    check_priority_law,
+    check_priority_masses,
+    check_priority_probabilities,
+    check_priority_weights,
+)
 from xpspec.conformance.checks.relabel import (
     check_eligible,
     check_placement,
@@ -428,9 +434,15 @@ def _windows_law(s: Scenario) -> bool:
     grids change which windows exist and are left to replay-windows)."""
     return (
         isinstance(s, ReplayScenario)
+        and s.priority is None
         and s.sampling.boundary in ("cross", "forbid")
         and s.sampling.period == 1
     )
+
+
+def _prioritized(s: Scenario) -> bool:
+    """Replay scenarios with a priority spec (clauses ``priority.*``)."""
+    return isinstance(s, ReplayScenario) and s.priority is not None
 
 
 ENV_CHECKS: tuple[Check, ...] = (
@@ -466,6 +478,42 @@ REPLAY_CHECKS: tuple[Check, ...] = (
         "statistical",
         check_uniform,
         _windows_law,
+    ),
+    Check(
+        "priority-masses",
+        ("priority.new-at-max", "priority.update-sampled", "priority.eviction"),
+        "replay",
+        "invariant",
+        check_priority_masses,
+        _prioritized,
+        requires=("priorities",),
+    ),
+    Check(
+        "priority-probabilities",
+        ("priority.sampling-law",),
+        "replay",
+        "invariant",
+        check_priority_probabilities,
+        _prioritized,
+        requires=("priorities",),
+    ),
+    Check(
+        "priority-law",
+        ("priority.sampling-law",),
+        "replay",
+        "statistical",
+        check_priority_law,
+        _prioritized,
+        requires=("priorities",),
+    ),
+    Check(
+        "priority-weights",
+        ("priority.importance-weights",),
+        "replay",
+        "invariant",
+        check_priority_weights,
+        _prioritized,
+        requires=("priorities", "importance-weights"),
     ),
 )
 
