@@ -40,8 +40,8 @@ from xpspec.protocol.trace import (
 )
 from xpspec.refimpl import EnvSpec, TrainerConfig
 from xpspec.refimpl import learner as lrn
-from xpspec.refimpl.recorder import Recorder, windows_of
 from xpspec.refimpl.priority import PriorityModel, run_prioritized
+from xpspec.refimpl.recorder import Recorder, windows_of
 from xpspec.refimpl.relabel import Relabeled, SampledTransitions, StoredEpisode, relabel
 from xpspec.refimpl.replay import NoValidWindow, ReplayBuffer
 from xpspec.refimpl.toy_envs.batched import TimeStep, ToyBatchEnv

@@ -20,7 +20,7 @@ import torch
 from xpspec.protocol.priority import PrioritySpec
 from xpspec.protocol.scenario import ReplayScenario
 from xpspec.protocol.step_type import StepType
-from xpspec.protocol.trace import Event, Prioritized, Priorities, Sampled, Store, Trace, Window
+from xpspec.protocol.trace import Event, Priorities, Prioritized, Sampled, Store, Trace, Window
 from xpspec.refimpl.recorder import Recorder
 from xpspec.refimpl.toy_envs.batched import ToyBatchEnv
 

@@ -12,13 +12,13 @@ the statistical check tests the draws themselves against the model's law.
 from __future__ import annotations
 
 import math
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from xpspec.conformance.checks.base import CheckFailure, Context
 from xpspec.protocol.scenario import ReplayScenario, Scenario
-from xpspec.protocol.trace import Prioritized, Priorities, Sampled, Trace
+from xpspec.protocol.trace import Priorities, Prioritized, Sampled, Trace
 from xpspec.refimpl.priority import Item, PriorityModel, StoredItems
 
 __all__ = [
@@ -222,8 +222,8 @@ def check_priority_law(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     that samples by ``p`` instead of ``p^alpha`` in every one of 200 simulated runs, while
     refimpl passes all of them."""
     assert isinstance(scenario, ReplayScenario)
-    expected: Counter[Item] = Counter()
-    variance: Counter[Item] = Counter()
+    expected: defaultdict[Item, float] = defaultdict(float)
+    variance: defaultdict[Item, float] = defaultdict(float)
     counts: Counter[Item] = Counter()
     for d in _draws(scenario, trace):
         b = len(d.batch)
