@@ -111,6 +111,7 @@ try:
         CachedReplayBuffer,
         Collector,
         HERVectorReplayBuffer,
+        PrioritizedVectorReplayBuffer,
         ReplayBuffer,
         VectorReplayBuffer,
     )
@@ -165,6 +166,8 @@ from xpspec.protocol.trace import (
     IterationEnd,
     IterationStart,
     NStep,
+    Priorities,
+    Prioritized,
     Relabel,
     RunEnd,
     Sampled,
@@ -528,6 +531,72 @@ def _record_stores(
         return out
 
     setattr(buffer, method, recorded_add)
+
+
+# -- prioritized replay -----------------------------------------------------------------------
+def _run_prioritized(scenario: ReplayScenario) -> Trace:
+    """Prioritized replay by ``PrioritizedVectorReplayBuffer(capacity * B, B, alpha, beta)``
+    (``data/buffer/prio.py``, ``data/buffer/vecbuf.py``; ``weight_norm=True``, its default),
+    filled by a ``Collector`` as in ``run_replay`` and by ``add_steps`` more vector steps of
+    the same collector after every draw but the last. Before each draw the masses are read
+    from the buffer's ``SegmentTree`` (``buffer.weight``) at every stored index; a draw is
+    ``buffer.sample(batch_size)``, whose ``batch.weight`` is the importance weight Tianshou
+    computed and whose probabilities are the tree's masses at the sampled indices over its
+    total (``weight.reduce()``, what ``sample_indices`` draws by); then
+    ``buffer.update_weight(indices, |td| + eps)`` with the scenario's TD error of each sampled
+    transition, to which Tianshou adds its own float32 eps (1.2e-7). Windows longer than one
+    transition are unsupported."""
+    spec, priority = scenario.env, scenario.priority
+    assert priority is not None
+    if scenario.sampling.window_length != 1:
+        raise _unsupported(
+            f"windows of {scenario.sampling.window_length} items under priorities: "
+            "PrioritizedReplayBuffer draws single indices, and a frame stack is keyed by its "
+            "last frame, not its first (spec: a window's priority is its first item's)",
+            "data/buffer/prio.py",
+        )
+    events: list[Event] = []
+    with _seeded(scenario.seed):
+        policy = _CountingPolicy(spec)
+        envs = _vector_env(spec, scenario.seed)
+        buffer = PrioritizedVectorReplayBuffer(
+            scenario.capacity * spec.num_envs,
+            spec.num_envs,
+            alpha=float(priority.alpha),
+            beta=float(priority.beta),
+        )
+        _record_stores(buffer, False, lambda rows: events.append(store(0, rows)))
+        collector = Collector(policy, envs, buffer)
+        collector.reset()
+        if scenario.fill_steps:
+            collector.collect(n_step=scenario.fill_steps * spec.num_envs)
+        for draw in range(scenario.draws):
+            indices = buffer.sample_indices(0) if len(buffer) else np.zeros(0, dtype=int)
+            items = _items(buffer.get(indices, "obs", stack_num=1)) if len(indices) else []
+            masses = [float(m) for m in np.atleast_1d(buffer.weight[indices])] if items else []
+            events.append(Priorities(draw, *item_columns(items), tuple(masses)))
+            try:
+                batch, sampled = buffer.sample(scenario.batch_size)
+            except ValueError as exc:  # an empty buffer: NaN sub-buffer weights
+                if _NAN_WEIGHTS not in str(exc):
+                    raise
+                events.extend((Sampled(draw, ()), Prioritized(draw, (), ())))
+            else:
+                total = float(buffer.weight.reduce())
+                chosen = _items(buffer.get(sampled, "obs", stack_num=1))
+                events.append(Sampled(draw, tuple((item,) for item in chosen)))
+                events.append(
+                    Prioritized(
+                        draw,
+                        tuple(float(m) / total for m in buffer.weight[sampled]),
+                        tuple(float(w) for w in batch.weight),
+                    )
+                )
+                new = np.array([float(priority.priority(item, draw)) for item in chosen])
+                buffer.update_weight(sampled, new)
+            if draw < scenario.draws - 1 and priority.add_steps:
+                collector.collect(n_step=priority.add_steps * spec.num_envs)
+    return Trace(tuple(events), {"producer": f"tianshou {tianshou.__version__}"})
 
 
 # -- trainer ----------------------------------------------------------------------------------
@@ -1141,6 +1210,8 @@ class TianshouAdapter:
                 "counter",
                 "state",
                 "nstep",
+                "priorities",
+                "importance-weights",
             ),
             issue_tracker="https://github.com/thu-ml/tianshou/issues",
             notes=(
@@ -1190,7 +1261,11 @@ class TianshouAdapter:
         windows longer than one item are frame stacks (see :func:`_stacking`). A draw Tianshou
         refuses with ``ValueError`` is recorded as an empty draw (``replay.no-window``): from an
         empty buffer ``sample_indices`` divides by the total length 0 and numpy rejects the NaN
-        probabilities; with frame stacks and no valid window it draws from an empty array."""
+        probabilities; with frame stacks and no valid window it draws from an empty array.
+        A scenario with a priority spec runs ``PrioritizedVectorReplayBuffer`` (see
+        :func:`_run_prioritized`)."""
+        if scenario.priority is not None:
+            return _run_prioritized(scenario)
         stacking = _stacking(scenario.sampling)
         spec = scenario.env
         events: list[Event] = []
