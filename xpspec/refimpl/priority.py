@@ -91,6 +91,11 @@ class PriorityModel:
         """``p^alpha`` of the window starting at ``start``."""
         return float(self.priority[start]) ** float(self.spec.alpha)
 
+    def sampling_masses(self, valid: Sequence[Item]) -> list[float]:
+        """The masses a draw samples ``valid`` by: their ``p^alpha`` (a mutant samples by
+        other ones)."""
+        return [self.mass(s) for s in valid]
+
     def probabilities(self) -> dict[Item, float]:
         """``P(w) = p_w^alpha / Σ_v p_v^alpha`` of every valid window (``priority.sampling-law``)."""
         masses = {s: self.mass(s) for s in self.priority}
@@ -172,7 +177,7 @@ def run_prioritized(
         )
         if valid:
             picks = torch.multinomial(
-                torch.tensor(masses, dtype=torch.float64),
+                torch.tensor(model.sampling_masses(valid), dtype=torch.float64),
                 scenario.batch_size,
                 replacement=True,
                 generator=generator,
