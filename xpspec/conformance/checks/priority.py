@@ -133,7 +133,9 @@ def check_priority_masses(scenario: Scenario, trace: Trace, ctx: Context) -> Non
     for d in _draws(scenario, trace):
         seen += 1
         if d.reported is None:
-            raise CheckFailure(f"priorities reported before draw {d.draw}", "an event", None)
+            raise CheckFailure(
+                f"priorities reported before draw {d.draw}", "an event", None, iteration=d.draw
+            )
         got = {
             (e, k, t): m
             for e, k, t, m in zip(d.reported.env, d.reported.episode, d.reported.t, d.reported.mass)
@@ -146,6 +148,7 @@ def check_priority_masses(scenario: Scenario, trace: Trace, ctx: Context) -> Non
                 [],
                 [_name(s) for s in extra[:5]],
                 clause="priority.eviction",
+                iteration=d.draw,
             )
         missing = sorted(set(d.expected) - set(got))
         if missing:
@@ -154,6 +157,7 @@ def check_priority_masses(scenario: Scenario, trace: Trace, ctx: Context) -> Non
                 [],
                 [_name(s) for s in missing[:5]],
                 clause="priority.new-at-max" if set(missing) & d.new else "priority.eviction",
+                iteration=d.draw,
             )
         for start, mass in d.expected.items():
             if _close(got[start], mass):
@@ -169,6 +173,7 @@ def check_priority_masses(scenario: Scenario, trace: Trace, ctx: Context) -> Non
                 mass,
                 got[start],
                 clause=f"priority.{clause}",
+                iteration=d.draw,
             )
     if seen != getattr(scenario, "draws", seen):
         raise CheckFailure("sampled batches", getattr(scenario, "draws", seen), seen)
@@ -176,12 +181,15 @@ def check_priority_masses(scenario: Scenario, trace: Trace, ctx: Context) -> Non
 
 def _computed(d: _Draw) -> Prioritized:
     if d.computed is None:
-        raise CheckFailure(f"probabilities reported for draw {d.draw}", "an event", None)
+        raise CheckFailure(
+            f"probabilities reported for draw {d.draw}", "an event", None, iteration=d.draw
+        )
     if len(d.computed.probability) != len(d.batch):
         raise CheckFailure(
             f"probabilities reported for the windows of draw {d.draw}",
             len(d.batch),
             len(d.computed.probability),
+            iteration=d.draw,
         )
     return d.computed
 
@@ -194,11 +202,17 @@ def check_priority_probabilities(scenario: Scenario, trace: Trace, ctx: Context)
         for start, p in zip(d.batch, computed.probability):
             if start not in d.law:
                 raise CheckFailure(
-                    f"window {_name(start)} of draw {d.draw}", "a valid window", "not valid"
+                    f"window {_name(start)} of draw {d.draw}",
+                    "a valid window",
+                    "not valid",
+                    iteration=d.draw,
                 )
             if not _close(p, d.law[start]):
                 raise CheckFailure(
-                    f"probability of window {_name(start)} in draw {d.draw}", d.law[start], p
+                    f"probability of window {_name(start)} in draw {d.draw}",
+                    d.law[start],
+                    p,
+                    iteration=d.draw,
                 )
 
 
@@ -214,6 +228,7 @@ def check_priority_weights(scenario: Scenario, trace: Trace, ctx: Context) -> No
                 f"importance weights reported for the windows of draw {d.draw}",
                 len(d.batch),
                 len(computed.weight),
+                iteration=d.draw,
             )
         for start, want, got in zip(d.batch, d.weights, computed.weight):
             if not _close(got, want):
@@ -223,6 +238,7 @@ def check_priority_weights(scenario: Scenario, trace: Trace, ctx: Context) -> No
                     f"{scenario.priority.weights} weight)",
                     want,
                     got,
+                    iteration=d.draw,
                 )
 
 
@@ -252,11 +268,15 @@ def check_priority_law(scenario: Scenario, trace: Trace, ctx: Context) -> None:
                 f"windows in draw {d.draw} while {len(d.law)} windows are valid",
                 scenario.batch_size,
                 b,
+                iteration=d.draw,
             )
         for start in d.batch:
             if start not in d.law:
                 raise CheckFailure(
-                    f"window {_name(start)} of draw {d.draw}", "a valid window", "not valid"
+                    f"window {_name(start)} of draw {d.draw}",
+                    "a valid window",
+                    "not valid",
+                    iteration=d.draw,
                 )
             counts["window", start] += 1
             counts["level", d.priority[start]] += 1
