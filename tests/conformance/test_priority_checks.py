@@ -12,6 +12,8 @@ import pytest
 from xpspec.conformance.catalog import CATALOG
 from xpspec.conformance.checks.base import CheckFailure, Context
 from xpspec.conformance.checks.priority import (
+    _draws,
+    batch_dispersion,
     check_priority_law,
     check_priority_masses,
     check_priority_probabilities,
@@ -135,13 +137,14 @@ def test_a_wrong_probability_fails_the_probabilities_check() -> None:
     assert _fails(check_priority_probabilities, scenario, Trace(events, trace.header))
 
 
-def _rejections(model: type[PriorityModel], runs: int) -> float:
+def _rejections(model: type[PriorityModel], runs: int, draws: str = "independent") -> float:
     scenario = CATALOG["priority-law"]
-    assert isinstance(scenario, ReplayScenario)
+    assert isinstance(scenario, ReplayScenario) and scenario.priority is not None
     rejected = 0
     for seed in range(runs):
         seeded = replace(scenario, seed=seed)
-        rejected += _fails(check_priority_law, seeded, run_prioritized(seeded, model))
+        drawn = replace(seeded, priority=replace(scenario.priority, draws=draws))
+        rejected += _fails(check_priority_law, seeded, run_prioritized(drawn, model))
     return rejected / runs
 
 
@@ -157,3 +160,27 @@ def _rejections(model: type[PriorityModel], runs: int) -> float:
 def test_law_check_power_stated_by_the_check(model: type[PriorityModel], power: float) -> None:
     # The powers check_priority_law's docstring states, over 40 seeds of priority-law.
     assert _rejections(model, 40) == power
+
+
+@pytest.mark.clause("priority.sampling-law")
+def test_stratified_draws_fail_the_joint_test_unless_declared() -> None:
+    assert _rejections(PriorityModel, 40, draws="stratified") == 1.0
+    scenario = CATALOG["priority-law"]
+    assert isinstance(scenario, ReplayScenario) and scenario.priority is not None
+    declared = replace(scenario, priority=replace(scenario.priority, draws="stratified"))
+    assert not _fails(check_priority_law, declared, run_prioritized(declared))
+
+
+@pytest.mark.clause("priority.sampling-law")
+def test_joint_test_is_calibrated_under_independent_draws() -> None:
+    # z of refimpl's independent draws over 40 seeds: about standard normal, far from 5.
+    scenario = CATALOG["priority-law"]
+    assert isinstance(scenario, ReplayScenario)
+    zs = []
+    for seed in range(40):
+        trace = run_prioritized(replace(scenario, seed=seed))
+        batches = [(d.batch, d.law) for d in _draws(scenario, trace)]
+        zs.append(batch_dispersion(batches))
+    mean = sum(zs) / len(zs)
+    sd = (sum((z - mean) ** 2 for z in zs) / (len(zs) - 1)) ** 0.5
+    assert abs(mean) < 0.5 and 0.6 < sd < 1.5 and max(map(abs, zs)) < 4

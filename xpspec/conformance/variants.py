@@ -193,6 +193,8 @@ VARIANTS: dict[tuple[str, str], VariantModel] = {
     ("relabel.ratio", "alf-bernoulli"): _relabel(selection="bernoulli"),
     # Tianshou 2.0.1 PrioritizedReplayBuffer(weight_norm=True): weights over the batch's largest.
     ("priority.importance-weights", "batch-max"): _priority(weights="batch-max"),
+    # Flashbax 0.1.3 sum_tree.stratified_sample: one draw in each of b equal strata of the mass.
+    ("priority.sampling-law", "stratified"): _priority(draws="stratified"),
     # TorchRL 0.14.1 GAE(average_gae=True): the Bessel-corrected std (adv.std()).
     ("learner.stats-exclude-bootstrap", "sample-std"): _learner(normalization="sample"),
 }

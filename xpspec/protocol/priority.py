@@ -14,10 +14,12 @@ from typing import Literal
 from xpspec.protocol.codec import parse_fraction
 from xpspec.protocol.errors import ConfigError
 
-__all__ = ["Normalization", "PrioritySpec", "td_error"]
+__all__ = ["Draws", "Normalization", "PrioritySpec", "td_error"]
 
 Normalization = Literal["buffer-max", "batch-max"]
 _NORMALIZATIONS = ("buffer-max", "batch-max")
+Draws = Literal["independent", "stratified"]
+_DRAWS = ("independent", "stratified")
 
 
 def td_error(item: tuple[int, int, int], draw: int, levels: int) -> Fraction:
@@ -42,7 +44,9 @@ class PrioritySpec:
     (``priority.update-sampled``); a window that becomes valid gets the largest priority ever
     assigned, 1 before any (``priority.new-at-max``). ``add_steps`` vector steps of the toy env
     are stored after every draw but the last, so new windows arrive, and with a small ring old
-    ones are evicted, between updates (``priority.eviction``).
+    ones are evicted, between updates (``priority.eviction``). ``draws``: the windows of a
+    batch are drawn independently (``"independent"``) or one in each of ``b`` equal strata
+    of the total mass (``"stratified"``, a variant of ``priority.sampling-law``).
     """
 
     alpha: Fraction = Fraction(3, 5)
@@ -51,6 +55,7 @@ class PrioritySpec:
     levels: int = 4
     add_steps: int = 0
     weights: Normalization = "buffer-max"
+    draws: Draws = "independent"
 
     def __post_init__(self) -> None:
         for name in ("alpha", "beta", "eps"):
@@ -67,6 +72,8 @@ class PrioritySpec:
                 raise ConfigError(name, value, f"an integer >= {minimum}")
         if self.weights not in _NORMALIZATIONS:
             raise ConfigError("weights", self.weights, "'buffer-max' or 'batch-max'")
+        if self.draws not in _DRAWS:
+            raise ConfigError("draws", self.draws, "'independent' or 'stratified'")
 
     def priority(self, item: tuple[int, int, int], draw: int) -> Fraction:
         """The priority a window starting at ``item`` gets after it was sampled in ``draw``."""

@@ -121,6 +121,24 @@ class PriorityModel:
             self.max_priority = max(self.max_priority, p)
 
 
+def _draw(
+    masses: Sequence[float], batch_size: int, spec: PrioritySpec, generator: torch.Generator
+) -> list[int]:
+    """Indices into ``masses``, each drawn with probability ``mass / total``: independently
+    (``torch.multinomial`` with replacement), or under ``draws="stratified"`` one in each of
+    ``batch_size`` equal strata of the total (``u_i = (i + U_i) / b · total`` looked up in
+    the prefix sums, as Flashbax 0.1.3 ``sum_tree.stratified_sample``)."""
+    weights = torch.tensor(masses, dtype=torch.float64)
+    if spec.draws == "independent":
+        picks = torch.multinomial(weights, batch_size, replacement=True, generator=generator)
+        return [int(k) for k in picks.tolist()]
+    cumulative = torch.cumsum(weights, 0)
+    strata = torch.arange(batch_size, dtype=torch.float64)
+    u = (strata + torch.rand(batch_size, generator=generator, dtype=torch.float64)) / batch_size
+    found = torch.searchsorted(cumulative, u * cumulative[-1], right=True)
+    return [int(k) for k in found.clamp(max=len(masses) - 1).tolist()]
+
+
 def run_prioritized(
     scenario: ReplayScenario, model_type: type[PriorityModel] = PriorityModel
 ) -> Trace:
@@ -176,12 +194,7 @@ def run_prioritized(
             )
         )
         if valid:
-            picks = torch.multinomial(
-                torch.tensor(model.sampling_masses(valid), dtype=torch.float64),
-                scenario.batch_size,
-                replacement=True,
-                generator=generator,
-            ).tolist()
+            picks = _draw(model.sampling_masses(valid), scenario.batch_size, spec, generator)
             batch = [valid[k] for k in picks]
             law = model.probabilities()
             events.append(Sampled(draw, tuple(stored.window(s, length) for s in batch)))

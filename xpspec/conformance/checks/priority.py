@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -24,6 +24,7 @@ from xpspec.refimpl.priority import Item, PriorityModel, StoredItems
 
 __all__ = [
     "REL_TOLERANCE",
+    "batch_dispersion",
     "check_priority_law",
     "check_priority_masses",
     "check_priority_probabilities",
@@ -78,7 +79,8 @@ def _draws(scenario: Scenario, trace: Trace) -> Iterator[_Draw]:
         assert open_draw is not None
         sampled, expected, law, new, priority = open_draw
         batch = [w[0] for w in sampled.windows if w and w[0] is not None]
-        weights = model.weights(batch) if batch else []
+        # A drawn window that is not valid has no weight: the checks fail it by name.
+        weights = model.weights(batch) if batch and set(batch) <= set(model.priority) else []
         out = _Draw(
             sampled.draw,
             reported,
@@ -230,6 +232,14 @@ def check_priority_weights(scenario: Scenario, trace: Trace, ctx: Context) -> No
                 len(computed.weight),
                 iteration=d.draw,
             )
+        for start in d.batch:
+            if start not in d.law:
+                raise CheckFailure(
+                    f"window {_name(start)} of draw {d.draw}",
+                    "a valid window",
+                    "not valid",
+                    iteration=d.draw,
+                )
         for start, want, got in zip(d.batch, d.weights, computed.weight):
             if not _close(got, want):
                 raise CheckFailure(
@@ -242,6 +252,32 @@ def check_priority_weights(scenario: Scenario, trace: Trace, ctx: Context) -> No
                 )
 
 
+def batch_dispersion(batches: Sequence[tuple[Sequence[Item], dict[Item, float]]]) -> float:
+    """The z-score of the within-batch dispersion of prioritized draws (clause
+    ``priority.sampling-law``, joint law): for each batch of ``b >= 2`` windows drawn by a law
+    ``P`` over ``W >= 2`` windows, Pearson's ``X² = Σ_w (c_w − b·P_w)² / (b·P_w)``. For
+    independent draws the counts are Multinomial(b, P), so ``X²`` has mean ``W − 1`` and
+    variance ``2(W − 1) + (Σ_w 1/P_w − W² − 2W + 2) / b`` exactly; the sum over batches,
+    scaled to a chi-square with those two moments, becomes a standard normal z by the
+    Wilson–Hilferty cube root (as
+    :func:`xpspec.conformance.checks.replay.within_batch_dispersion` does for the uniform
+    law). Far below 0: a batch is spread more evenly than independent draws spread it
+    (stratified sampling, draws without replacement). 0.0 when no batch qualifies."""
+    total = mean = variance = 0.0
+    for batch, law in batches:
+        b, w = len(batch), len(law)
+        if b < 2 or w < 2:
+            continue
+        counts = Counter(batch)
+        total += sum(c * c / (b * law[s]) for s, c in counts.items()) - b
+        mean += w - 1
+        variance += 2 * (w - 1) + (sum(1 / p for p in law.values()) - w * w - 2 * w + 2) / b
+    if mean == 0 or variance <= 0:
+        return 0.0
+    nu = 2 * mean * mean / variance
+    return ((max(total, 0.0) / mean) ** (1 / 3) - 1 + 2 / (9 * nu)) / math.sqrt(2 / (9 * nu))
+
+
 def check_priority_law(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     """priority.sampling-law (the draws): windows are drawn as often as the model's law makes
     it likely. The law of draw ``d`` depends on the earlier draws, and is fixed by them; so a
@@ -251,18 +287,23 @@ def check_priority_law(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     count, and the count of draws that picked a window of priority ``q``, for each priority
     level ``q`` (a window's level changes from draw to draw as it is updated, so the first
     family alone averages a wrong exponent away). A drawn window that was not valid fails.
-    Power at the catalogue's size, measured by simulation
+    Unless the scenario declares ``draws="stratified"`` (a variant), the draws of each batch
+    must also be as dispersed as independent draws make them: :func:`batch_dispersion` within
+    5 of 0 (the same false-alarm rate). Power at the catalogue's size, measured by simulation
     (``tests/conformance/test_priority_checks.py``, 40 seeds): on ``priority-law`` (16
-    windows, 60 draws of 64) a sampler that ignores the priorities (uniform) and one that
-    samples by ``p`` instead of ``p^alpha`` are caught in every run, and refimpl in none."""
+    windows, 60 draws of 64) a sampler that ignores the priorities (uniform), one that samples
+    by ``p`` instead of ``p^alpha`` and a stratified sampler are caught in every run, and
+    refimpl in none."""
     assert isinstance(scenario, ReplayScenario)
     families: dict[str, tuple[defaultdict[object, float], defaultdict[object, float]]] = {
         "window": (defaultdict(float), defaultdict(float)),
         "level": (defaultdict(float), defaultdict(float)),
     }
     counts: Counter[tuple[str, object]] = Counter()
+    batches: list[tuple[Sequence[Item], dict[Item, float]]] = []
     for d in _draws(scenario, trace):
         b = len(d.batch)
+        batches.append((d.batch, d.law))
         if d.law and b != scenario.batch_size:
             raise CheckFailure(
                 f"windows in draw {d.draw} while {len(d.law)} windows are valid",
@@ -304,3 +345,15 @@ def check_priority_law(scenario: Scenario, trace: Trace, ctx: Context) -> None:
                     f"{mean[key]:.1f} ± {5 * sd:.1f}",
                     counts[family, key],
                 )
+    assert scenario.priority is not None
+    if scenario.priority.draws == "stratified":
+        return  # the joint test is the independent draws' law
+    z = batch_dispersion(batches)
+    if abs(z) > 5:
+        raise CheckFailure(
+            f"within-batch dispersion z of {len(batches)} prioritized batches (below: the "
+            "windows of a batch spread more evenly than independent draws spread them; above: "
+            "less evenly)",
+            "|z| <= 5",
+            round(z, 2),
+        )
