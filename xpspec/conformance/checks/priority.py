@@ -2,11 +2,13 @@
 
 A framework's draws come from its own random generator, so its trace cannot be compared with
 refimpl's draw by draw. What can be: given the windows the framework drew, the spec fixes
-every priority it must hold afterwards. Each check replays the framework's trace through
-refimpl's model (:class:`~xpspec.refimpl.priority.PriorityModel`, fed with the trace's own
-stores and draws) and compares the numbers the framework reported — the masses of its sum
-tree, the probabilities and importance weights of the windows it drew — with the model's;
-the statistical check tests the draws themselves against the model's law.
+every priority it must hold afterwards. ``priority-masses`` replays the framework's trace
+through refimpl's model (:class:`~xpspec.refimpl.priority.PriorityModel`, fed with the
+trace's own stores and draws) and compares the masses the framework reported from its sum
+tree with the model's. The other checks judge what the framework does with the masses it
+holds: the probabilities and importance weights it computed for the windows it drew
+(exact, up to float32 rounding) and the draws themselves (statistical). A wrong priority is
+so charged to the priority clause alone, not to the law computed from it.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from fractions import Fraction
 
 from xpspec.conformance.checks.base import CheckFailure, Context
+from xpspec.protocol.priority import PrioritySpec
 from xpspec.protocol.scenario import ReplayScenario, Scenario
 from xpspec.protocol.trace import Priorities, Prioritized, Sampled, Trace
 from xpspec.refimpl.priority import Item, PriorityModel, StoredItems
@@ -43,56 +45,71 @@ def _close(a: float, b: float) -> bool:
 
 @dataclass(frozen=True)
 class _Draw:
-    """One draw of the trace, with the model as it stood before it."""
+    """One draw of the trace: what the framework reported and drew, and what the model (fed
+    with the trace's stores and earlier draws) expects of it."""
 
     draw: int
     reported: Priorities | None
+    held: dict[Item, float]  # the masses the framework reported before the draw
     expected: dict[Item, float]  # the model's mass of every valid window
-    law: dict[Item, float]
+    law: dict[Item, float]  # each held window's probability, mass / total held mass
     sampled: Sampled
     computed: Prioritized | None
     batch: list[Item]
-    weights: list[float]
+    weights: list[float]  # the weights the held masses give the batch (empty: none can)
     new: frozenset[Item]  # windows that became valid since the previous draw
     updated: frozenset[Item]  # windows the previous draw updated
-    priority: dict[Item, Fraction]  # the model's priority of every valid window
+
+
+def _weights(held: dict[Item, float], batch: list[Item], spec: PrioritySpec) -> list[float]:
+    """``(m_w / m_min)^(-beta)`` of each window of ``batch``, ``m_min`` the smallest held mass
+    (``buffer-max``) or the batch's smallest (``batch-max``); empty when a drawn window holds
+    no positive mass (the checks fail it by name)."""
+    if not batch or any(held.get(s, 0.0) <= 0 for s in batch):
+        return []
+    pool = batch if spec.weights == "batch-max" else [s for s, m in held.items() if m > 0]
+    smallest = min(held[s] for s in pool)
+    return [(held[s] / smallest) ** -float(spec.beta) for s in batch]
 
 
 def _draws(scenario: Scenario, trace: Trace) -> Iterator[_Draw]:
-    """The trace's draws, each with what the model (fed with the trace's stores and its
-    earlier draws) expects of it. A draw is its :class:`Sampled` event, the
-    :class:`Priorities` event before it and the :class:`Prioritized` event after it."""
+    """The trace's draws. A draw is its :class:`Sampled` event, the :class:`Priorities`
+    event before it and the :class:`Prioritized` event after it. The law and the weights are
+    computed from the masses the framework reported (so ``priority.sampling-law`` and
+    ``priority.importance-weights`` judge what it does with the priorities it holds); the
+    model's masses judge the priorities themselves."""
     assert isinstance(scenario, ReplayScenario) and scenario.priority is not None
-    length = scenario.sampling.window_length
+    spec, length = scenario.priority, scenario.sampling.window_length
     forbid = scenario.sampling.boundary == "forbid"
     stored = StoredItems(scenario.env.num_envs, scenario.capacity)
-    model = PriorityModel(scenario.priority)
+    model = PriorityModel(spec)
     reported: Priorities | None = None
     updated: frozenset[Item] = frozenset()
-    open_draw: (
-        tuple[Sampled, dict[Item, float], dict[Item, float], frozenset[Item], dict[Item, Fraction]]
-        | None
-    ) = None
+    open_draw: tuple[Sampled, dict[Item, float], frozenset[Item]] | None = None
 
     def close(computed: Prioritized | None) -> _Draw:
         nonlocal open_draw, reported, updated
         assert open_draw is not None
-        sampled, expected, law, new, priority = open_draw
+        sampled, expected, new = open_draw
         batch = [w[0] for w in sampled.windows if w and w[0] is not None]
-        # A drawn window that is not valid has no weight: the checks fail it by name.
-        weights = model.weights(batch) if batch and set(batch) <= set(model.priority) else []
+        held: dict[Item, float] = {}
+        if reported is not None:
+            columns = (reported.env, reported.episode, reported.t, reported.mass)
+            held = {(e, k, t): m for e, k, t, m in zip(*columns)}
+        total = sum(m for m in held.values() if m > 0)
+        law = {s: m / total for s, m in held.items() if m > 0} if total > 0 else {}
         out = _Draw(
             sampled.draw,
             reported,
+            held,
             expected,
             law,
             sampled,
             computed,
             batch,
-            weights,
+            _weights(held, batch, spec),
             new,
             updated,
-            priority,
         )
         model.update(batch, sampled.draw)
         open_draw, reported, updated = None, None, frozenset(batch)
@@ -113,11 +130,18 @@ def _draws(scenario: Scenario, trace: Trace) -> Iterator[_Draw]:
             before = set(model.priority)
             model.sync(stored.valid_starts(length, forbid))
             expected = {s: model.mass(s) for s in model.priority}
-            law = model.probabilities() if model.priority else {}
-            new = frozenset(set(model.priority) - before)
-            open_draw = (event, expected, law, new, dict(model.priority))
+            open_draw = (event, expected, frozenset(set(model.priority) - before))
     if open_draw is not None:
         yield close(None)
+
+
+def _held(d: _Draw) -> dict[Item, float]:
+    """The masses reported before draw ``d``; a draw without them fails."""
+    if d.reported is None:
+        raise CheckFailure(
+            f"priorities reported before draw {d.draw}", "an event", None, iteration=d.draw
+        )
+    return d.held
 
 
 def _name(item: Item) -> str:
@@ -134,14 +158,7 @@ def check_priority_masses(scenario: Scenario, trace: Trace, ctx: Context) -> Non
     seen = 0
     for d in _draws(scenario, trace):
         seen += 1
-        if d.reported is None:
-            raise CheckFailure(
-                f"priorities reported before draw {d.draw}", "an event", None, iteration=d.draw
-            )
-        got = {
-            (e, k, t): m
-            for e, k, t, m in zip(d.reported.env, d.reported.episode, d.reported.t, d.reported.mass)
-        }
+        got = _held(d)
         extra = sorted(set(got) - set(d.expected))
         if extra:
             raise CheckFailure(
@@ -196,19 +213,27 @@ def _computed(d: _Draw) -> Prioritized:
     return d.computed
 
 
+def _drawable(d: _Draw, start: Item) -> None:
+    """A window drawn in ``d`` must hold a positive mass the framework reported."""
+    if start not in d.law:
+        raise CheckFailure(
+            f"window {_name(start)} drawn in draw {d.draw}",
+            "a window holding a positive reported mass",
+            "none reported",
+            iteration=d.draw,
+        )
+
+
 def check_priority_probabilities(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     """priority.sampling-law (what the framework computes): the probability it reports for
-    each window it drew is ``p^alpha / Σ p^alpha`` under the model."""
+    each window it drew is that window's mass over the total of the masses it reported
+    before the draw (whether those masses are the spec's is ``priority-masses``'s
+    question)."""
     for d in _draws(scenario, trace):
+        _held(d)
         computed = _computed(d)
         for start, p in zip(d.batch, computed.probability):
-            if start not in d.law:
-                raise CheckFailure(
-                    f"window {_name(start)} of draw {d.draw}",
-                    "a valid window",
-                    "not valid",
-                    iteration=d.draw,
-                )
+            _drawable(d, start)
             if not _close(p, d.law[start]):
                 raise CheckFailure(
                     f"probability of window {_name(start)} in draw {d.draw}",
@@ -220,10 +245,12 @@ def check_priority_probabilities(scenario: Scenario, trace: Trace, ctx: Context)
 
 def check_priority_weights(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     """priority.importance-weights: the weight the framework returns for each window it drew
-    is ``(N·P(w))^(-beta)`` over its maximum (over the valid windows, or over the batch under
-    the variant ``batch-max``)."""
+    is ``(N·P(w))^(-beta)`` over its maximum (over the windows holding a mass, or over the
+    batch under the variant ``batch-max``), ``P`` from the masses it reported before the
+    draw."""
     assert isinstance(scenario, ReplayScenario) and scenario.priority is not None
     for d in _draws(scenario, trace):
+        _held(d)
         computed = _computed(d)
         if len(computed.weight) != len(d.batch):
             raise CheckFailure(
@@ -233,13 +260,7 @@ def check_priority_weights(scenario: Scenario, trace: Trace, ctx: Context) -> No
                 iteration=d.draw,
             )
         for start in d.batch:
-            if start not in d.law:
-                raise CheckFailure(
-                    f"window {_name(start)} of draw {d.draw}",
-                    "a valid window",
-                    "not valid",
-                    iteration=d.draw,
-                )
+            _drawable(d, start)
         for start, want, got in zip(d.batch, d.weights, computed.weight):
             if not _close(got, want):
                 raise CheckFailure(
@@ -278,14 +299,21 @@ def batch_dispersion(batches: Sequence[tuple[Sequence[Item], dict[Item, float]]]
     return ((max(total, 0.0) / mean) ** (1 / 3) - 1 + 2 / (9 * nu)) / math.sqrt(2 / (9 * nu))
 
 
+def _level(d: _Draw, start: Item) -> float:
+    """The priority level of a held window: its reported mass, to 6 significant digits (a
+    float32 tree stores one level as one value)."""
+    return float(f"{d.held[start]:.6g}")
+
+
 def check_priority_law(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     """priority.sampling-law (the draws): windows are drawn as often as the model's law makes
     it likely. The law of draw ``d`` depends on the earlier draws, and is fixed by them; so a
     count of draws summed over ``d`` has mean ``Σ_d b·P_d`` and, as a sum of martingale
-    differences, variance ``Σ_d b·P_d(1 − P_d)``. Two families of counts are tested, each
+    differences, variance ``Σ_d b·P_d(1 − P_d)``; ``P_d`` is computed from the masses the
+    framework reported before draw ``d``. Two families of counts are tested, each
     within 5 standard deviations (false alarm about 6e-7 per count and run): each window's
-    count, and the count of draws that picked a window of priority ``q``, for each priority
-    level ``q`` (a window's level changes from draw to draw as it is updated, so the first
+    count, and the count of draws that picked a window of mass ``q``, for each mass level
+    ``q`` (a window's level changes from draw to draw as it is updated, so the first
     family alone averages a wrong exponent away). A drawn window that was not valid fails.
     Unless the scenario declares ``draws="stratified"`` (a variant), the draws of each batch
     must also be as dispersed as independent draws make them: :func:`batch_dispersion` within
@@ -303,27 +331,22 @@ def check_priority_law(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     batches: list[tuple[Sequence[Item], dict[Item, float]]] = []
     for d in _draws(scenario, trace):
         b = len(d.batch)
+        _held(d)
         batches.append((d.batch, d.law))
         if d.law and b != scenario.batch_size:
             raise CheckFailure(
-                f"windows in draw {d.draw} while {len(d.law)} windows are valid",
+                f"windows in draw {d.draw} while {len(d.law)} windows hold a mass",
                 scenario.batch_size,
                 b,
                 iteration=d.draw,
             )
         for start in d.batch:
-            if start not in d.law:
-                raise CheckFailure(
-                    f"window {_name(start)} of draw {d.draw}",
-                    "a valid window",
-                    "not valid",
-                    iteration=d.draw,
-                )
+            _drawable(d, start)
             counts["window", start] += 1
-            counts["level", d.priority[start]] += 1
+            counts["level", _level(d, start)] += 1
         levels: defaultdict[object, float] = defaultdict(float)
         for start, p in d.law.items():
-            levels[d.priority[start]] += p
+            levels[_level(d, start)] += p
         for family, probabilities in (("window", d.law), ("level", levels)):
             mean, variance = families[family]
             for key, p in probabilities.items():
@@ -337,10 +360,10 @@ def check_priority_law(scenario: Scenario, trace: Trace, ctx: Context) -> None:
                 what = (
                     f"draws of window {_name(key)}"  # type: ignore[arg-type]
                     if family == "window"
-                    else f"draws of a window of priority {key}"
+                    else f"draws of a window of mass {key}"
                 )
                 raise CheckFailure(
-                    f"{what} over {total} windows drawn (the priorities' law, given the "
+                    f"{what} over {total} windows drawn (the law of the masses it reported, given the "
                     "earlier draws)",
                     f"{mean[key]:.1f} ± {5 * sd:.1f}",
                     counts[family, key],
