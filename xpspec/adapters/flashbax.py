@@ -28,9 +28,17 @@ slots never written. The adapter respects the precondition as a user would: a dr
 Flashbax's own ``can_sample`` decides whether a window can be drawn; the trace header also
 records its value after the fill.
 
+**Prioritized replay** (capability ``priorities``, :func:`_run_prioritized`): a scenario with a
+priority spec runs ``make_prioritised_trajectory_buffer`` with ``priority_exponent=alpha`` and
+period 1. The masses are read from the leaves of its sum tree, the probabilities are the ones
+``sample`` returns, and the sampled windows' priorities are set with its ``set_priorities``.
+Flashbax computes no importance weights (the caller does, from the probabilities), so the
+adapter does not declare ``importance-weights``.
+
 **Not expressible** (:class:`~xpspec.protocol.adapter.Unsupported`): boundary policies other than
 ``cross`` and distributions other than ``uniform-windows``. Flashbax has no trainer loop, env
-handling or learner-side preprocessing, so the adapter declares ``replay`` only.
+handling or learner-side preprocessing, so the adapter declares ``replay`` (and
+``priorities``) only.
 
 JAX compiles per shape: the buffer functions are jitted once per ``(B, capacity, batch_size,
 window_length, period)`` and reused by every run of that shape.
