@@ -331,7 +331,6 @@ def test_replay_grids_and_other_distributions_are_unsupported(sampling: Sampling
         ADAPTER.run_replay(ReplayScenario(EnvSpec(), 8, 4, sampling))
 
 
-@pytest.mark.parametrize("ending", ["terminated", "truncated"])
 def _prioritized(**knobs: Any) -> ReplayScenario:
     """One env of one long episode, a ring of 3, one vector step stored after each draw."""
     return ReplayScenario(
@@ -369,6 +368,7 @@ def test_prioritized_windows_longer_than_one_row_are_unsupported() -> None:
         ADAPTER.run_replay(_prioritized(sampling=SamplingSpec(window_length=2)))
 
 
+@pytest.mark.parametrize("ending", ["terminated", "truncated"])
 def test_learner_on_two_short_episodes(ending: Ending) -> None:
     # One env, episodes of 2 transitions, steps = 6: two whole episodes, rewards r1 = 1,
     # r2 = 2, V(t) = t / 2, gamma = lam = 1/2, n = 3.
