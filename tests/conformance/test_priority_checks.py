@@ -158,13 +158,13 @@ def _rejections(model: type[PriorityModel], runs: int, draws: str = "independent
     ],
 )
 def test_law_check_power_stated_by_the_check(model: type[PriorityModel], power: float) -> None:
-    # The powers check_priority_law's docstring states, over 40 seeds of priority-law.
-    assert _rejections(model, 40) == power
+    # The powers check_priority_law's docstring states, over 20 seeds of priority-law.
+    assert _rejections(model, 20) == power
 
 
 @pytest.mark.clause("priority.sampling-law")
 def test_stratified_draws_fail_the_joint_test_unless_declared() -> None:
-    assert _rejections(PriorityModel, 40, draws="stratified") == 1.0
+    assert _rejections(PriorityModel, 20, draws="stratified") == 1.0
     scenario = CATALOG["priority-law"]
     assert isinstance(scenario, ReplayScenario) and scenario.priority is not None
     declared = replace(scenario, priority=replace(scenario.priority, draws="stratified"))
@@ -173,11 +173,11 @@ def test_stratified_draws_fail_the_joint_test_unless_declared() -> None:
 
 @pytest.mark.clause("priority.sampling-law")
 def test_joint_test_is_calibrated_under_independent_draws() -> None:
-    # z of refimpl's independent draws over 40 seeds: about standard normal, far from 5.
+    # z of refimpl's independent draws over 30 seeds: about standard normal, far from 5.
     scenario = CATALOG["priority-law"]
     assert isinstance(scenario, ReplayScenario)
     zs = []
-    for seed in range(40):
+    for seed in range(30):
         trace = run_prioritized(replace(scenario, seed=seed))
         batches = [(d.batch, d.law) for d in _draws(scenario, trace)]
         zs.append(batch_dispersion(batches))
