@@ -2,7 +2,8 @@
 
 A framework's draws come from its own random generator, so its trace cannot be compared with
 refimpl's draw by draw. What can be: given the windows the framework drew, the spec fixes
-every priority it must hold afterwards. ``priority-masses`` replays the framework's trace
+every priority it must hold afterwards. The mass checks (``priority-new-at-max``,
+``priority-update-sampled``, ``priority-eviction``) replay the framework's trace
 through refimpl's model (:class:`~xpspec.refimpl.priority.PriorityModel`, fed with the
 trace's own stores and draws) and compares the masses the framework reported from its sum
 tree with the model's. The other checks judge what the framework does with the masses it
@@ -27,10 +28,12 @@ from xpspec.refimpl.priority import Item, PriorityModel, StoredItems
 __all__ = [
     "REL_TOLERANCE",
     "batch_dispersion",
+    "check_eviction",
+    "check_new_at_max",
     "check_priority_law",
-    "check_priority_masses",
     "check_priority_probabilities",
     "check_priority_weights",
+    "check_update_sampled",
 ]
 
 REL_TOLERANCE = 1e-4
@@ -148,54 +151,98 @@ def _name(item: Item) -> str:
     return f"(env {item[0]}, episode {item[1]}, t {item[2]})"
 
 
-def check_priority_masses(scenario: Scenario, trace: Trace, ctx: Context) -> None:
-    """priority.new-at-max, priority.update-sampled, priority.eviction: before every draw
-    the framework's own store (its :class:`Priorities` event) holds exactly the valid windows
-    and, for each, the mass ``p^alpha`` the model gives it after the framework's earlier
-    draws. A failure is charged to the clause that explains the window: one that became
-    valid since the last draw (``new-at-max``), one the last draw sampled or one it did not
-    (``update-sampled``), one no longer stored (``eviction``)."""
+def _mass_failures(scenario: Scenario, trace: Trace) -> Iterator[CheckFailure]:
+    """Every violation of the priorities a framework reported before its draws, each charged
+    to its clause: a window holding a mass that is not valid, or a valid one holding none
+    that is not new (``priority.eviction``); a window sampled by the last draw whose mass is
+    not the spec's ``(|td| + eps)^alpha``, or one it did not sample whose mass changed
+    (``priority.update-sampled``, judged against the framework's own previous report, so a
+    wrong mass is blamed once, where it arose); a window that became valid since the last draw
+    whose mass is not the largest priority ever assigned to the power ``alpha``, or that holds
+    none (``priority.new-at-max``)."""
     seen = 0
+    before: dict[Item, float] = {}
     for d in _draws(scenario, trace):
         seen += 1
         got = _held(d)
-        extra = sorted(set(got) - set(d.expected))
-        if extra:
-            raise CheckFailure(
-                f"windows holding a priority before draw {d.draw} that are not valid "
-                "(evicted, or not yet a whole window)",
-                [],
-                [_name(s) for s in extra[:5]],
+        for start in sorted(set(got) - set(d.expected)):
+            yield CheckFailure(
+                f"window {_name(start)} holds a mass before draw {d.draw} though it is not "
+                "valid (evicted, or not yet a whole window)",
+                "no mass",
+                got[start],
                 clause="priority.eviction",
                 iteration=d.draw,
             )
-        missing = sorted(set(d.expected) - set(got))
-        if missing:
-            raise CheckFailure(
-                f"valid windows without a priority before draw {d.draw}",
-                [],
-                [_name(s) for s in missing[:5]],
-                clause="priority.new-at-max" if set(missing) & d.new else "priority.eviction",
+        for start in sorted(set(d.expected) - set(got)):
+            new = start in d.new
+            yield CheckFailure(
+                f"mass of window {_name(start)} before draw {d.draw}, valid "
+                + ("since the last draw" if new else "and holding a mass before it"),
+                d.expected[start],
+                "none",
+                clause="priority.new-at-max" if new else "priority.eviction",
                 iteration=d.draw,
             )
-        for start, mass in d.expected.items():
-            if _close(got[start], mass):
-                continue
+        for start in sorted(set(d.expected) & set(got)):
             if start in d.new:
-                what, clause = "a window that became valid since the last draw", "new-at-max"
+                if not _close(got[start], d.expected[start]):
+                    yield CheckFailure(
+                        f"mass p^alpha of window {_name(start)}, valid since the last draw, "
+                        f"before draw {d.draw} (the largest priority assigned so far)",
+                        d.expected[start],
+                        got[start],
+                        clause="priority.new-at-max",
+                        iteration=d.draw,
+                    )
             elif start in d.updated:
-                what, clause = "a window the last draw sampled", "update-sampled"
-            else:
-                what, clause = "a window the last draw did not sample", "update-sampled"
-            raise CheckFailure(
-                f"mass p^alpha of window {_name(start)} before draw {d.draw}, {what}",
-                mass,
-                got[start],
-                clause=f"priority.{clause}",
-                iteration=d.draw,
-            )
+                if not _close(got[start], d.expected[start]):
+                    yield CheckFailure(
+                        f"mass p^alpha of window {_name(start)} before draw {d.draw}, after the "
+                        "last draw sampled it",
+                        d.expected[start],
+                        got[start],
+                        clause="priority.update-sampled",
+                        iteration=d.draw,
+                    )
+            elif start in before and not _close(got[start], before[start]):
+                yield CheckFailure(
+                    f"mass p^alpha of window {_name(start)} before draw {d.draw}, which the "
+                    "last draw did not sample (as reported before it)",
+                    before[start],
+                    got[start],
+                    clause="priority.update-sampled",
+                    iteration=d.draw,
+                )
+        before = dict(got)
     if seen != getattr(scenario, "draws", seen):
-        raise CheckFailure("sampled batches", getattr(scenario, "draws", seen), seen)
+        yield CheckFailure("sampled batches", getattr(scenario, "draws", seen), seen)
+
+
+def _first_mass_failure(scenario: Scenario, trace: Trace, clause: str) -> None:
+    for failure in _mass_failures(scenario, trace):
+        if failure.clause in (clause, None):
+            raise failure
+
+
+def check_new_at_max(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """priority.new-at-max: before every draw, each window that became valid since the last
+    one holds the mass ``q^alpha``, ``q`` the largest priority assigned to any window so far
+    (1 before any), as the framework's own store reports it (:func:`_mass_failures`)."""
+    _first_mass_failure(scenario, trace, "priority.new-at-max")
+
+
+def check_update_sampled(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """priority.update-sampled: before every draw, each window the last draw sampled holds
+    the mass ``(|td| + eps)^alpha`` of the scenario's TD error, and every other window the
+    mass the framework reported for it before the last draw (:func:`_mass_failures`)."""
+    _first_mass_failure(scenario, trace, "priority.update-sampled")
+
+
+def check_eviction(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """priority.eviction: before every draw, the windows holding a mass in the framework's
+    store are exactly the valid ones (:func:`_mass_failures`)."""
+    _first_mass_failure(scenario, trace, "priority.eviction")
 
 
 def _computed(d: _Draw) -> Prioritized:
@@ -227,8 +274,7 @@ def _drawable(d: _Draw, start: Item) -> None:
 def check_priority_probabilities(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     """priority.sampling-law (what the framework computes): the probability it reports for
     each window it drew is that window's mass over the total of the masses it reported
-    before the draw (whether those masses are the spec's is ``priority-masses``'s
-    question)."""
+    before the draw (whether those masses are the spec's is the mass checks' question)."""
     for d in _draws(scenario, trace):
         _held(d)
         computed = _computed(d)

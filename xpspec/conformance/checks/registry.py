@@ -30,10 +30,12 @@ from xpspec.conformance.checks.preprocessing import (
     check_transform,
 )
 from xpspec.conformance.checks.priority import (
+    check_eviction,
+    check_new_at_max,
     check_priority_law,
-    check_priority_masses,
     check_priority_probabilities,
     check_priority_weights,
+    check_update_sampled,
 )
 from xpspec.conformance.checks.relabel import (
     check_eligible,
@@ -480,11 +482,29 @@ REPLAY_CHECKS: tuple[Check, ...] = (
         _windows_law,
     ),
     Check(
-        "priority-masses",
-        ("priority.new-at-max", "priority.update-sampled", "priority.eviction"),
+        "priority-update-sampled",
+        ("priority.update-sampled",),
         "replay",
         "invariant",
-        check_priority_masses,
+        check_update_sampled,
+        _prioritized,
+        requires=("priorities",),
+    ),
+    Check(
+        "priority-new-at-max",
+        ("priority.new-at-max",),
+        "replay",
+        "invariant",
+        check_new_at_max,
+        _prioritized,
+        requires=("priorities",),
+    ),
+    Check(
+        "priority-eviction",
+        ("priority.eviction",),
+        "replay",
+        "invariant",
+        check_eviction,
         _prioritized,
         requires=("priorities",),
     ),
