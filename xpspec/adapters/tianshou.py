@@ -188,6 +188,11 @@ _MID = int(StepType.MID)
 _NO_WINDOW = "cannot be empty unless no samples are taken"
 """The start of numpy's ``ValueError`` when ``VectorReplayBuffer.sample`` (frame-stack with
 ``sample_avail``) finds no valid window (``data/buffer/manager.py:sample_indices``)."""
+_EMPTY_EPISODE = "zero-size array to reduction operation maximum"
+"""numpy's ``ValueError`` when ``Collector._collect`` reads an episode as long as a
+``PrioritizedVectorReplayBuffer`` sub-buffer that wrapped round it: ``get_buffer_indices(i, i)``
+is empty and ``PrioritizedReplayBuffer.__getitem__`` takes ``np.max`` of its weights
+(``data/buffer/prio.py``)."""
 _NAN_WEIGHTS = "probabilities contain NaN"
 """numpy's ``ValueError`` when ``VectorReplayBuffer.sample`` draws a sub-buffer from an empty
 buffer (weights ``lengths / 0``, ``data/buffer/manager.py:sample_indices``)."""
@@ -545,7 +550,9 @@ def _run_prioritized(scenario: ReplayScenario) -> Trace:
     total (``weight.reduce()``, what ``sample_indices`` draws by); then
     ``buffer.update_weight(indices, |td| + eps)`` with the scenario's TD error of each sampled
     transition, to which Tianshou adds its own float32 eps (1.2e-7). Windows longer than one
-    transition are unsupported."""
+    transition are unsupported. A collect that Tianshou ends by raising (an episode as long as
+    a sub-buffer, see :data:`_EMPTY_EPISODE`) ends the run: the trace so far, header
+    ``stopped``."""
     spec, priority = scenario.env, scenario.priority
     assert priority is not None
     if scenario.sampling.window_length != 1:
@@ -568,9 +575,20 @@ def _run_prioritized(scenario: ReplayScenario) -> Trace:
         _record_stores(buffer, False, lambda rows: events.append(store(0, rows)))
         collector = Collector(policy, envs, buffer)
         collector.reset()
-        if scenario.fill_steps:
-            collector.collect(n_step=scenario.fill_steps * spec.num_envs)
-        for draw in range(scenario.draws):
+
+        def collect(steps: int) -> str:
+            """Collect ``steps`` vector steps; why Tianshou stopped, or ""."""
+            try:
+                collector.collect(n_step=steps * spec.num_envs)
+            except ValueError as exc:
+                if _EMPTY_EPISODE not in str(exc):
+                    raise
+                return f"ValueError: {exc}"
+            return ""
+
+        header = {"producer": f"tianshou {tianshou.__version__}"}
+        stopped = collect(scenario.fill_steps) if scenario.fill_steps else ""
+        for draw in range(scenario.draws if not stopped else 0):
             indices = buffer.sample_indices(0) if len(buffer) else np.zeros(0, dtype=int)
             items = _items(buffer.get(indices, "obs", stack_num=1)) if len(indices) else []
             masses = [float(m) for m in np.atleast_1d(buffer.weight[indices])] if items else []
@@ -595,8 +613,12 @@ def _run_prioritized(scenario: ReplayScenario) -> Trace:
                 new = np.array([float(priority.priority(item, draw)) for item in chosen])
                 buffer.update_weight(sampled, new)
             if draw < scenario.draws - 1 and priority.add_steps:
-                collector.collect(n_step=priority.add_steps * spec.num_envs)
-    return Trace(tuple(events), {"producer": f"tianshou {tianshou.__version__}"})
+                stopped = collect(priority.add_steps)
+                if stopped:
+                    break
+    if stopped:
+        header["stopped"] = stopped
+    return Trace(tuple(events), header)
 
 
 # -- trainer ----------------------------------------------------------------------------------
