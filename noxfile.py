@@ -398,7 +398,13 @@ def conformance_alf(session: nox.Session) -> None:
     try:
         session.run("python", "-c", "import xpspec.adapters.alf")
         session.run(
-            "pytest", "-p", "no:cacheprovider", "-q", "tests/adapters/test_alf.py", env=THREADS
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "tests/adapters/test_alf.py",
+            "tests/adapters/test_alf_findings.py",
+            env=THREADS,
         )
         session.run(
             "xpspec",

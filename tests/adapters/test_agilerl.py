@@ -17,6 +17,13 @@ from xpspec.adapters.agilerl_trainer import LoopConfig, loop_config
 from xpspec.protocol.adapter import Unsupported
 from xpspec.protocol.config import TrainerConfig
 from xpspec.protocol.env_spec import EnvSpec
+from xpspec.protocol.preprocessors import (
+    EpisodeDelayed,
+    ExcludeSteps,
+    ExcludeTasks,
+    OverwriteStepType,
+    RewardTransform,
+)
 from xpspec.protocol.priority import PrioritySpec
 from xpspec.protocol.sampling import SamplingSpec
 from xpspec.protocol.scenario import ReplayScenario, TrainerScenario
@@ -241,6 +248,102 @@ def test_stored_step_types_are_read_from_the_buffer_alone() -> None:
 
     assert read(True) == [(0, 0.0, 1.0), (2, 2.0, 0.0), (0, 0.0, 1.0)]  # FIRST, LAST, FIRST
     assert read(False) == [(0, 0.0, 1.0), (1, 2.0, 1.0), (1, 0.0, 1.0)]  # FIRST, MID, MID
+
+
+# -- preprocessing: a ReplayBuffer subclass as train_off_policy's memory ---------------------------
+def _preprocessed(env: EnvSpec, preprocess: Any, **knobs: Any) -> Trace:
+    knobs.setdefault("capacity", 16)
+    scenario = TrainerScenario(env, TrainerConfig(**knobs), preprocess)
+    return ADAPTER.run_trainer(scenario)
+
+
+def _columns(event: Any, *names: str) -> list[tuple[Any, ...]]:
+    return list(zip(*(getattr(event, n) for n in names)))
+
+
+@pytest.mark.parametrize(
+    ("preprocess", "reason"),
+    [
+        (ExcludeTasks((1,)), "the task id is in the env's info, which never reaches add"),
+        (OverwriteStepType("MID"), "stores no step type"),
+        (OverwriteStepType("LAST", "t", 2), "stores no step type"),
+    ],
+)
+def test_preprocessing_no_add_override_can_express_is_unsupported(
+    preprocess: Any, reason: str
+) -> None:
+    scenario = TrainerScenario(EnvSpec(1), TrainerConfig(num_iterations=2), preprocess)
+    with pytest.raises(Unsupported, match=reason):
+        loop_config(scenario)
+
+
+def test_a_reward_transform_scales_every_reward_a_row_holds() -> None:
+    # One env, terminated episodes of 2 transitions: rows t = 0, 1, 2 (the LAST, whose row is
+    # the reset step's, reward 0), then t = 0 again. A row holds the reward out of its step,
+    # so the reward into t is the previous row's: 1 -> 2*1+1 = 3, 2 -> 5, and into the second
+    # episode's FIRST the reset row's 0 -> 1; the run's first FIRST has no row before it (0).
+    trace = _preprocessed(EnvSpec(1, (FixedSchedule(2),)), RewardTransform(2, 1), num_iterations=4)
+    stores = [_columns(s, "t", "step_type", "reward") for s in trace.of_kind("store")]
+    assert stores == [[(0, F, 0.0)], [(1, M, 3.0)], [(2, L, 5.0)], [(0, F, 1.0)]]
+
+
+def test_excluded_rows_are_left_out_of_the_buffer_with_their_reason() -> None:
+    # Two envs, ExcludeSteps(every=2, offset=1): the rows of t = 1 are never added, so a vector
+    # step stores 2 rows or none; the learn gate reads the stored rows only (batch 2: the
+    # first call, after one vector step, trains on the 2 rows of t = 0).
+    trace = _preprocessed(EnvSpec(2, (FixedSchedule(3),)), ExcludeSteps(2, 1), num_iterations=4)
+    excluded = [(_columns(e, "env", "t"), e.reason) for e in trace.of_kind("exclude")]
+    assert excluded == [([(0, 1), (1, 1)], "step"), ([(0, 3), (1, 3)], "step")]
+    stores = [_columns(s, "env", "t") for s in trace.of_kind("store")]
+    assert stores == [[(0, 0), (1, 0)], [(0, 2), (1, 2)]]
+    calls = [(c.status, c.stored_total) for c in trace.of_kind("train_call")]
+    assert calls == [("trained", 2), ("trained", 2), ("trained", 4), ("trained", 4)]
+    (end,) = trace.of_kind("run_end")
+    assert end.t == ()
+
+
+def test_an_episode_is_held_until_the_row_of_its_last_and_released_per_env() -> None:
+    # Two envs, terminated episodes of 2 transitions: each vector step's rows are held; the
+    # row of t = 2 follows the done row of t = 1 and so closes its env's episode, which is
+    # added as one write of 3 rows per env, in env order, annotated 1.0 (terminated).
+    trace = _preprocessed(
+        EnvSpec(2, (FixedSchedule(2),)), EpisodeDelayed(), num_iterations=4, mini_batch_size=1
+    )
+    holds = [_columns(h, "env", "t") for h in trace.of_kind("hold")]
+    assert holds == [[(0, t), (1, t)] for t in (0, 1, 2)] + [[(0, 0), (1, 0)]]
+    stores = [_columns(s, "env", "t", "step_type", "annotation") for s in trace.of_kind("store")]
+    assert stores == [[(e, 0, F, 1.0), (e, 1, M, 1.0), (e, 2, L, 1.0)] for e in (0, 1)]
+    ends = [(e.stored_total, e.pending) for e in trace.of_kind("iteration_end")]
+    assert ends == [(0, 2), (0, 4), (6, 0), (6, 2)]
+    # nothing stored: the first two calls find an empty buffer
+    statuses = [c.status for c in trace.of_kind("train_call")]
+    assert statuses == ["no-data", "no-data", "trained", "trained"]
+    (end,) = trace.of_kind("run_end")
+    assert (end.pending_policy, _columns(end, "env", "t")) == ("report", [(0, 0), (1, 0)])
+
+
+def test_rows_held_at_the_end_are_flushed_unannotated_after_the_last_iteration() -> None:
+    trace = _preprocessed(
+        EnvSpec(1, (FixedSchedule(3),)),
+        EpisodeDelayed(),
+        num_iterations=2,
+        pending_at_end="flush",
+    )
+    kinds = [e.kind for e in trace.events]
+    assert kinds[-3:] == ["iteration_end", "store", "run_end"]
+    (flushed,) = trace.of_kind("store")
+    assert _columns(flushed, "t", "annotation") == [(0, 0.0), (1, 0.0)]
+    (end,) = trace.of_kind("run_end")
+    assert (end.pending_policy, end.t) == ("flush", ())
+
+
+def test_a_keep_that_rejects_the_outcome_excludes_the_released_episode() -> None:
+    trace = _preprocessed(
+        EnvSpec(1, (FixedSchedule(1),)), EpisodeDelayed("failure"), num_iterations=3
+    )
+    excluded = [(_columns(e, "episode", "t"), e.reason) for e in trace.of_kind("exclude")]
+    assert excluded == [([(0, 0), (0, 1)], "outcome")]
+    assert list(trace.of_kind("store")) == []
 
 
 # -- learner: one collect_rollouts and PPO.learn ------------------------------------------------

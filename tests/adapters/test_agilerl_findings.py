@@ -316,3 +316,135 @@ def test_ppo_normalises_advantages_over_every_row_with_the_sample_std() -> None:
     assert torch.allclose(normalized.reshape(-1), want, atol=1e-6)
     population = (raw - raw.mean()) / raw.std(correction=0)
     assert not torch.allclose(normalized.reshape(-1), population, atol=1e-3)
+
+
+# -- preprocessing in a ReplayBuffer subclass's add ------------------------------------------------
+class _Ramp(_Counter):
+    """A ``_Counter`` whose reward into step ``t`` is ``t``."""
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
+        obs, _, terminated, truncated, info = super().step(action)
+        return obs, float(self.t), terminated, truncated, info
+
+
+def _loop(env: Any, memory: ReplayBuffer, vector_steps: int, batch_size: int = 1) -> None:
+    """train_off_policy with a DQN (learn_step = num_envs) for ``vector_steps`` steps."""
+    import contextlib
+    import io
+
+    from agilerl.algorithms import DQN
+    from agilerl.training.train_off_policy import train_off_policy
+
+    torch.manual_seed(0)
+    agent = DQN(
+        env.single_observation_space,
+        env.single_action_space,
+        batch_size=batch_size,
+        learn_step=env.num_envs,
+        net_config={"encoder_config": {"hidden_size": [8]}},
+    )
+    steps = vector_steps * env.num_envs
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        train_off_policy(
+            env, "toy", "DQN", [agent], memory, max_steps=steps, evo_steps=steps, eval_steps=1
+        )
+
+
+def _stored(memory: ReplayBuffer, key: str) -> list[float]:
+    assert memory.storage is not None
+    return memory.storage[key][: len(memory)].reshape(-1).tolist()
+
+
+class _Scaling(ReplayBuffer):
+    def add(self, data: TensorDict) -> None:
+        data = data.clone()
+        data["reward"] = data["reward"] * 0.5 - 1.0
+        super().add(data)
+
+
+def test_a_reward_transform_in_add_misses_only_the_runs_first_reward() -> None:
+    """preprocess.transform: a row is (o_t, a_t, r_t+1, o_t+1), so the reward into a time
+    step is held by the row before it. Under NEXT_STEP autoreset the row before a FIRST is the
+    reset row (reward 0), which a transform in add reaches (0 * 0.5 - 1 = -1); but no row
+    comes before an env's first FIRST of the run, so its reward, 0, is never transformed.
+    Episodes of 2 terminated steps: the rows hold 1, 2, then the reset row's 0, each scaled."""
+    env = gymnasium.vector.SyncVectorEnv([lambda: _Ramp(2, terminated=True)])
+    memory = _Scaling(max_size=32)
+    _loop(env, memory, vector_steps=6)
+    assert _stored(memory, "obs") == [0.0, 1.0, 2.0] * 2
+    assert _stored(memory, "reward") == [-0.5, 0.0, -1.0] * 2
+
+
+class _LeavingOut(ReplayBuffer):
+    """Leaves out the rows whose observation is ``t = 2``."""
+
+    def add(self, data: TensorDict) -> None:
+        keep = data["obs"].reshape(-1) != 2.0
+        if bool(keep.any()):
+            super().add(data[keep])
+
+
+def test_leaving_out_a_row_loses_the_next_steps_reward_and_the_episode_end() -> None:
+    """preprocess.exclusion: a row holds the reward into the next time step and, in done,
+    whether the episode ends there (training/train_off_policy.py, train_off_policy). An add
+    that leaves out the row of t = 2 in episodes of 3 terminated steps loses r_3 = 3 and the
+    only done of each episode: the stored row of the LAST t = 3 follows a row that is not
+    done, and nothing in the buffer says an episode ended."""
+    env = gymnasium.vector.SyncVectorEnv([lambda: _Ramp(3, terminated=True)])
+    memory = _LeavingOut(max_size=32)
+    _loop(env, memory, vector_steps=8)
+    assert _stored(memory, "obs") == [0.0, 1.0, 3.0, 0.0, 1.0, 3.0]
+    assert _stored(memory, "reward") == [1.0, 2.0, 0.0] * 2
+    assert _stored(memory, "done") == [0.0] * 6
+
+
+class _HoldingToEpisodeEnd(ReplayBuffer):
+    """Holds every row until the row after a done row (the row of the episode's final
+    observation), then adds the episode."""
+
+    def __init__(self, max_size: int) -> None:
+        super().__init__(max_size=max_size)
+        self.held: list[TensorDict] = []
+        self.ended = False
+
+    def add(self, data: TensorDict) -> None:
+        self.held.append(data.clone())
+        if self.ended:
+            super().add(torch.cat(self.held))
+            self.held = []
+        self.ended = bool(data["done"].reshape(-1)[0])
+
+
+def test_an_add_waiting_for_an_episode_end_never_sees_a_truncation() -> None:
+    """preprocess.delayed-per-env: train_off_policy hands add done = terminated and drops
+    trunc (training/train_off_policy.py, train_off_policy), so an add holding rows until an
+    episode ends sees terminated ends only. Episodes of 2 truncated steps: after 9 vector
+    steps every row is still held, nothing is stored and the loop never learned; with
+    terminated episodes the same add releases each one at the row of its final observation."""
+    truncated = gymnasium.vector.SyncVectorEnv([lambda: _Counter(2, terminated=False)])
+    memory = _HoldingToEpisodeEnd(max_size=32)
+    _loop(truncated, memory, vector_steps=9)
+    assert (len(memory), len(memory.held)) == (0, 9)
+    terminated = gymnasium.vector.SyncVectorEnv([lambda: _Counter(2, terminated=True)])
+    memory = _HoldingToEpisodeEnd(max_size=32)
+    _loop(terminated, memory, vector_steps=9)
+    assert (len(memory), len(memory.held)) == (9, 0)
+    assert _stored(memory, "obs") == [0.0, 1.0, 2.0] * 3
+
+
+def test_learning_waits_for_a_batch_of_stored_rows() -> None:
+    """train.warmup-gate: besides memory.size > learning_delay the loop's learn condition
+    asks len(memory) >= batch_size (training/train_off_policy.py, train_off_policy), so with
+    learning_delay 0 and batch_size 3 it makes no update until 3 rows are stored: an add that
+    stores one row every other vector step first learns after 5 vector steps."""
+
+    class _EveryOther(_CountingBuffer):
+        def add(self, data: TensorDict) -> None:
+            if self.adds % 2 == 0:
+                ReplayBuffer.add(self, data)
+            self.adds += 1
+
+    env = gymnasium.vector.SyncVectorEnv([lambda: _Counter(50, terminated=True)])
+    memory = _EveryOther(max_size=32)
+    _loop(env, memory, vector_steps=7, batch_size=3)
+    assert memory.sampled_after == [5, 6, 7]

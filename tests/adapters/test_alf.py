@@ -22,9 +22,15 @@ from xpspec.protocol.adapter import Unsupported  # noqa: E402
 from xpspec.protocol.config import DrainSpec, TrainerConfig  # noqa: E402
 from xpspec.protocol.env_spec import EnvSpec  # noqa: E402
 from xpspec.protocol.preprocessors import EpisodeDelayed, ExcludeSteps  # noqa: E402
-from xpspec.protocol.scenario import RelabelScenario, ReplayScenario, TrainerScenario  # noqa: E402
+from xpspec.protocol.scenario import (  # noqa: E402
+    LearnerScenario,
+    RelabelScenario,
+    ReplayScenario,
+    TrainerScenario,
+)
 from xpspec.protocol.schedule import CycleSchedule, EpisodePlan, FixedSchedule  # noqa: E402
 from xpspec.protocol.trace import Trace  # noqa: E402
+from xpspec.refimpl.adapter import RefimplAdapter  # noqa: E402
 from xpspec.refimpl.preprocess import RewardTransform  # noqa: E402
 from xpspec.refimpl.replay import SamplingSpec  # noqa: E402
 
@@ -57,9 +63,19 @@ def _unrolled(trace: Trace) -> list[int]:
 def test_info_and_smoke(adapter: Any) -> None:
     info = adapter.info()
     assert info.name == "alf"
-    assert {"trainer", "replay", "relabel", "counter", "hooks", "state", "loss-mask"} == set(
-        info.capabilities
-    )
+    assert {
+        "trainer",
+        "replay",
+        "learner",
+        "relabel",
+        "counter",
+        "update-counter",
+        "hooks",
+        "state",
+        "loss-mask",
+        "bootstrap",
+        "nstep",
+    } == set(info.capabilities)
     assert info.framework_version == "unknown" or len(info.framework_version) == 8
     adapter.smoke()
 
@@ -231,6 +247,25 @@ def test_alf_raising_ends_the_run_with_its_source_line(adapter: Any) -> None:
     )
     assert "TypeError" in trace.header["stopped"] and "tensor_specs.py" in trace.header["stopped"]
     assert [e.iteration for e in trace.of_kind("iteration")] == [1]
+    # The same buffer created by the user's end-of-run flush: an episode-delaying hook holds
+    # every step of the unfinished episode through the run, so nothing is stored until the
+    # flush, where ALF raises; every iteration completed.
+    trace = adapter.run_trainer(
+        TrainerScenario(
+            EnvSpec(1, (FixedSchedule(6, "truncated"),)),
+            TrainerConfig(
+                unroll_length=Fraction(1, 2),
+                num_iterations=4,
+                whole_buffer=True,
+                clear="all",
+                pending_at_end="flush",
+            ),
+            EpisodeDelayed(),
+        )
+    )
+    assert "in the end-of-run flush" in trace.header["stopped"]
+    assert "tensor_specs.py" in trace.header["stopped"]
+    assert [e.iteration for e in trace.of_kind("iteration_end")] == [1, 2, 3, 4]
 
 
 @pytest.mark.parametrize(
@@ -409,6 +444,54 @@ def test_relabel_future_goals_and_rewards(adapter: Any) -> None:
         RelabelScenario(env, fill_steps=9, capacity=9, ratio=Fraction(0), batch_size=8, draws=2)
     )
     assert all(g == -1 for e in unchanged.of_kind("relabel") for g in e.goal_t)
+
+
+# -- learner ------------------------------------------------------------------------------------
+# One env of terminated episodes of 2 transitions, 5 time steps: rows F M L F M, so episode 0
+# ends at its LAST (row 2) and episode 1 is in progress, its row L the buffer's newest row.
+_LEARNER = LearnerScenario(
+    EnvSpec(1, (FixedSchedule(2),)), steps=5, num_epochs=2, minibatch_size=2, num_learners=1
+)
+
+
+def test_learner_records_ppo_rows_as_alf_computed_them(adapter: Any) -> None:
+    trace = adapter.run_learner(_LEARNER)
+    done, running = trace.of_kind("advantages")
+    assert (done.episode, done.t, running.episode, running.t) == (0, (0, 1, 2), 1, (0, 1))
+    # ALF masks the LAST row only: the in-progress episode's newest row is trained (finding)
+    assert (done.loss_mask, running.loss_mask) == ((1, 1, 0), (1, 1))
+    # rows L: advantage 0, return V(o_L) = value_scale * t
+    assert (done.advantage[2], done.value_target[2]) == (0.0, 1.0)
+    assert (running.advantage[1], running.value_target[1]) == (0.0, 0.5)
+    # the transitions' advantages and targets are GAE's, as refimpl computes them
+    want = {
+        (e.episode, t): (a, v)
+        for e in RefimplAdapter().run_learner(_LEARNER).of_kind("advantages")
+        for t, a, v in zip(e.t, e.advantage, e.value_target)
+    }
+    for e in (done, running):
+        for t, a, v in list(zip(e.t, e.advantage, e.value_target))[:-1]:
+            assert (a, v) == pytest.approx(want[(e.episode, t)], abs=1e-5)
+    # n = 3 with TDLoss(td_lambda=1): cut at the LAST (row 2, no bootstrap: discount 0) and at
+    # the newest row (bootstrap gamma * V(o_1) = 0.9 * 0.5)
+    (nstep,) = trace.of_kind("nstep")
+    assert list(zip(nstep.episode, nstep.t, nstep.steps)) == [(0, 0, 2), (0, 1, 1), (1, 0, 1)]
+    reward = _LEARNER.env.reward
+    assert nstep.target[1] == pytest.approx(reward(0, 0, 0, 2))
+    assert nstep.target[2] == pytest.approx(reward(0, 0, 1, 1) + 0.9 * 0.5)
+    # 5 buffer rows (3 transitions numbered 0..2, then the rows L 3 and 4), mini-batch 2
+    # resized to ceil(5 / 2) = 3: per epoch a mini-batch of 3 and one of 2, every row once
+    (plan,) = trace.of_kind("update_plan")
+    assert [len(rows) for rows in plan.minibatch_rows] == [3, 2, 3, 2]
+    for epoch in (plan.minibatch_rows[:2], plan.minibatch_rows[2:]):
+        assert sorted(r for rows in epoch for r in rows) == [0, 1, 2, 3, 4]
+
+
+def test_learner_refuses_what_alf_cannot_express(adapter: Any) -> None:
+    with pytest.raises(Unsupported, match="activate_ddp"):
+        adapter.run_learner(replace(_LEARNER, num_learners=2))
+    with pytest.raises(Unsupported, match="at least 2"):
+        adapter.run_learner(replace(_LEARNER, steps=1))
 
 
 def test_runs_are_deterministic(adapter: Any) -> None:

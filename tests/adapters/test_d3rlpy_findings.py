@@ -120,3 +120,148 @@ def test_a_window_near_an_episode_start_is_padded_in_front() -> None:
     np.random.seed(0)
     batch = buffer.sample_trajectory_batch(64, 3)
     assert (np.asarray(batch.masks).reshape(64, 3)[:, 0] == 0).any()
+
+
+def _delayed_fit_online(env: gymnasium.Env[Any, Any], n_steps: int) -> tuple[list[int], Any]:
+    """``transition_count`` after every loop step of ``fit_online`` on a
+    ``ReplayBuffer(write_at_termination=True)``, and the buffer."""
+    algo = DQNConfig(batch_size=1, encoder_factory=VectorEncoderFactory(hidden_units=[8])).create(
+        device="cpu:0"
+    )
+    buffer = ReplayBuffer(
+        FIFOBuffer(100),
+        observation_signature=Signature(dtype=[np.float32], shape=[(1,)]),
+        action_signature=Signature(dtype=[np.int64], shape=[(1,)]),
+        reward_signature=Signature(dtype=[np.float32], shape=[(1,)]),
+        action_space=ActionSpace.DISCRETE,
+        action_size=2,
+        write_at_termination=True,
+    )
+    seen: list[int] = []
+    algo.fit_online(
+        env,
+        buffer,
+        n_steps=n_steps,
+        n_steps_per_epoch=n_steps,
+        logger_adapter=NoopAdapterFactory(),
+        show_progress=False,
+        callback=lambda a, epoch, step: seen.append(buffer.transition_count),
+    )
+    return seen, buffer
+
+
+def _entries(buffer: ReplayBuffer) -> list[tuple[float, bool]]:
+    """Each entry's observation ``t`` and its episode's ``terminated`` flag."""
+    entries = (buffer.buffer[j] for j in range(buffer.transition_count))
+    return [(float(e.observations[i][0]), bool(e.terminated)) for e, i in entries]
+
+
+def test_write_at_termination_releases_an_episode_in_the_step_that_ends_it() -> None:
+    # Episodes of 3 steps: each loop step holds (o_t, a_t, r_t+1) in the writer's active
+    # episode; the step that ends the episode calls clip_episode, which writes o_0, o_1, o_2
+    # (dataset/writers.py, ExperienceWriter.clip_episode) before fit_online resets the env:
+    # no entry holds the final observation. A truncated episode's release lacks o_2, whose
+    # entry clip_episode(False) never writes.
+    seen, buffer = _delayed_fit_online(_Counting(3), n_steps=6)
+    assert seen == [0, 0, 3, 3, 3, 6]
+    assert _entries(buffer) == [(0.0, True), (1.0, True), (2.0, True)] * 2
+    seen, buffer = _delayed_fit_online(_Counting(3, truncate=True), n_steps=6)
+    assert seen == [0, 0, 2, 2, 2, 4]
+    assert _entries(buffer) == [(0.0, False), (1.0, False)] * 2
+
+
+def test_fit_online_writes_the_held_episode_but_its_last_step_at_the_end() -> None:
+    # Eight steps of 3-step episodes: o_0, o_1 of the third episode are held when the loop
+    # ends; its closing clip_episode(False) writes o_0 as an unterminated episode's entry and
+    # discards o_1. Seven steps: o_0 alone is held, and clip_episode returns at once
+    # (transition_count 0): nothing is written and the writer still holds it.
+    _, buffer = _delayed_fit_online(_Counting(3), n_steps=8)
+    assert _entries(buffer)[6:] == [(0.0, False)]
+    _, buffer = _delayed_fit_online(_Counting(3), n_steps=7)
+    assert len(_entries(buffer)) == 6
+    assert buffer._writer._active_episode.size() == 1
+
+
+class _DroppingOdd(FIFOBuffer):
+    """A user's BufferProtocol leaving out every entry whose observation ``t`` is odd."""
+
+    def append(self, episode: Any, index: int) -> None:
+        if int(episode.observations[index][0]) % 2 == 0:
+            super().append(episode, index)
+
+
+def test_entries_a_user_buffer_leaves_out_take_no_update_away() -> None:
+    # Once training starts, fit_online makes one update per loop step (update_interval 1)
+    # whether the user's buffer kept the step's entry or left it out.
+    algo = DQNConfig(batch_size=1, encoder_factory=VectorEncoderFactory(hidden_units=[8])).create(
+        device="cpu:0"
+    )
+    buffer = ReplayBuffer(
+        _DroppingOdd(100),
+        observation_signature=Signature(dtype=[np.float32], shape=[(1,)]),
+        action_signature=Signature(dtype=[np.int64], shape=[(1,)]),
+        reward_signature=Signature(dtype=[np.float32], shape=[(1,)]),
+        action_space=ActionSpace.DISCRETE,
+        action_size=2,
+    )
+    seen: list[tuple[int, int]] = []
+    algo.fit_online(
+        _Counting(100),
+        buffer,
+        n_steps=10,
+        n_steps_per_epoch=10,
+        logger_adapter=NoopAdapterFactory(),
+        show_progress=False,
+        callback=lambda a, epoch, step: seen.append((buffer.transition_count, a.grad_step)),
+    )
+    assert [count for count, _ in seen] == [0, 1, 1, 2, 2, 3, 3, 4, 4, 5]
+    assert [steps for _, steps in seen] == [0, 0, 0, 1, 2, 3, 4, 5, 6, 7]
+
+
+def test_a_one_step_episode_is_not_clipped_and_joins_the_next() -> None:
+    # Episodes of one step, terminated: clip_episode(True) returns at once because the active
+    # episode has transition_count 0 (dataset/writers.py, ExperienceWriter.clip_episode), so
+    # the next episode's first observation is appended to the same episode: four steps make
+    # two stored episodes of two entries each, o_0 of one episode followed by o_0 of the next.
+    _, buffer = _delayed_fit_online(_Counting(1), n_steps=4)
+    assert [len(e.observations) for e in buffer.episodes] == [2, 2]
+    assert _entries(buffer) == [(0.0, True)] * 4
+
+
+class _Recording(FIFOBuffer):
+    """A user's BufferProtocol noting the observation ``t`` of every entry handed to it."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(limit)
+        self.handed: list[int] = []
+
+    def append(self, episode: Any, index: int) -> None:
+        self.handed.append(int(episode.observations[index][0]))
+        super().append(episode, index)
+
+
+def test_a_step_without_an_entry_never_reaches_the_users_buffer() -> None:
+    # Truncated episodes of 3 steps, 4 loop steps: the writer hands the buffer o_0 and o_1 of
+    # the first episode, never o_2 (clip_episode(False)), nor o_0 of the second, the step in
+    # progress when fit_online ends.
+    algo = DQNConfig(batch_size=1, encoder_factory=VectorEncoderFactory(hidden_units=[8])).create(
+        device="cpu:0"
+    )
+    fifo = _Recording(100)
+    buffer = ReplayBuffer(
+        fifo,
+        observation_signature=Signature(dtype=[np.float32], shape=[(1,)]),
+        action_signature=Signature(dtype=[np.int64], shape=[(1,)]),
+        reward_signature=Signature(dtype=[np.float32], shape=[(1,)]),
+        action_space=ActionSpace.DISCRETE,
+        action_size=2,
+    )
+    algo.fit_online(
+        _Counting(3, truncate=True),
+        buffer,
+        n_steps=4,
+        n_steps_per_epoch=4,
+        logger_adapter=NoopAdapterFactory(),
+        show_progress=False,
+    )
+    assert fifo.handed == [0, 1]

@@ -16,7 +16,15 @@ from xpspec.adapters.skrl_tlb import SkrlTlbAdapter
 from xpspec.protocol.adapter import Unsupported
 from xpspec.protocol.config import TrainerConfig
 from xpspec.protocol.env_spec import EnvSpec
-from xpspec.protocol.preprocessors import ExcludeSteps, PreprocessorSpec, RewardTransform
+from xpspec.protocol.preprocessors import (
+    EpisodeDelayed,
+    ExcludeEpisodes,
+    ExcludeSteps,
+    ExcludeTasks,
+    OverwriteStepType,
+    PreprocessorSpec,
+    RewardTransform,
+)
 from xpspec.protocol.sampling import SamplingSpec
 from xpspec.protocol.scenario import (
     EnvScenario,
@@ -38,7 +46,7 @@ def _items(trace: Trace, kind: str) -> list[list[tuple[int, int, int]]]:
 def test_info_names_the_installed_version_and_configuration() -> None:
     info = ADAPTER.info()
     assert (info.name, info.framework_version) == ("skrl", "2.1.1")
-    assert set(info.capabilities) == {"env", "trainer", "replay", "learner"}
+    assert set(info.capabilities) == {"env", "trainer", "replay", "learner", "update-counter"}
     assert "replacement=False" in info.notes and "time_limit_bootstrap=False" in info.notes
     tlb = SkrlTlbAdapter().info()
     assert tlb.name == "skrl_tlb"
@@ -212,6 +220,16 @@ def test_update_interval_trains_after_the_first_timestep() -> None:
     assert (end.iterations, end.env_steps) == (3, 8)
 
 
+def test_each_update_carries_the_update_counter_after_its_gradient_step() -> None:
+    """update-counter: skrl's _update_counter after each gradient step (1, 2, ...), the value
+    its target-network schedule reads; iterations start with every earlier step counted."""
+    trace = ADAPTER.run_trainer(
+        _trainer(num_iterations=3, num_updates_per_train_iter=2, counter_mode="per-mini-batch")
+    )
+    assert [u.counter for u in trace.of_kind("update")] == [1, 2, 3, 4, 5, 6]
+    assert [i.counter for i in trace.of_kind("iteration")] == [0, 2, 4]
+
+
 @pytest.mark.parametrize(
     ("threshold", "gate", "statuses"),
     [
@@ -274,10 +292,67 @@ def test_trainer_is_deterministic() -> None:
         ({"initial_collect_steps": 4, "warmup_gate": "size>="}, "buffer size"),
         ({"mode": "on-policy", "unroll_length": Fraction(2)}, "on-policy"),
         ({"num_iterations": 3, "num_env_steps": 4}, "after the env-step budget"),
-        ({"preprocess": ExcludeSteps(2, 0)}, "rewards_shaper"),
+        ({"preprocess": OverwriteStepType()}, "step type"),
+        ({"preprocess": ExcludeTasks((0,))}, "never infos"),
+        ({"preprocess": ExcludeSteps(2, 0), "initial_collect_steps": 2}, "stored count"),
+        ({"preprocess": EpisodeDelayed(), "capacity": 3}, "one ring"),
         ({"sampling": SamplingSpec(period=2)}, "period 2"),
     ],
 )
 def test_trainer_refuses_what_skrl_cannot_express(knobs: dict[str, object], match: str) -> None:
     with pytest.raises(Unsupported, match=match):
         ADAPTER.run_trainer(_trainer(**knobs))  # type: ignore[arg-type]
+
+
+def test_a_user_memory_leaves_out_whole_episodes() -> None:
+    # One env, ExcludeEpisodes(2, 1): episode 1's rows (its FIRST, MID, LAST and the LAST's
+    # reset row are t = 0, 1, 2) are dropped by the memory's add_samples, one Exclude each;
+    # episode 2's first row follows episode 0's reset row in the memory: FIRST, reward 0.
+    trace = ADAPTER.run_trainer(_trainer(1, preprocess=ExcludeEpisodes(2, 1), num_iterations=9))
+    excluded = [(e.episode, e.t, e.reason) for e in trace.of_kind("exclude")]
+    assert excluded == [((1,), (0,), "episode"), ((1,), (1,), "episode"), ((1,), (2,), "episode")]
+    stores = list(trace.of_kind("store"))
+    assert [(s.episode[0], s.t[0]) for s in stores] == [
+        (0, 0),
+        (0, 1),
+        (0, 2),
+        (2, 0),
+        (2, 1),
+        (2, 2),
+    ]
+    assert [s.step_type for s in stores] == [(F,), (M,), (L,), (F,), (M,), (L,)]
+    assert [s.reward for s in stores] == [(0.0,), (1.0,), (2.0,), (0.0,), (1.0,), (2.0,)]
+    # every timestep trains, whatever was stored (train.synced-schedule, variant plain)
+    assert _statuses(trace) == ["trained"] * 9
+    assert [c.stored_total for c in trace.of_kind("train_call")] == [1, 2, 3, 3, 3, 3, 4, 5, 6]
+
+
+def test_a_user_memory_leaves_out_rows_of_several_envs() -> None:
+    # Two envs, ExcludeSteps(3, 1): the rows of t = 1 are dropped; the others are added one at
+    # a time, so the memory's flat order is the write order and each is read back where
+    # Memory.add_samples put it. The row of t = 2 follows the row of t = 0 in its env, and
+    # reads that row's reward (1, the reward into t = 1): the reward into t = 2 was in the
+    # row left out.
+    trace = ADAPTER.run_trainer(_trainer(2, preprocess=ExcludeSteps(3, 1), num_iterations=4))
+    assert [(e.env, e.t) for e in trace.of_kind("exclude")] == [((0, 1), (1, 1))]
+    stores = list(trace.of_kind("store"))
+    assert [(s.env, s.t) for s in stores] == [((0, 1), (0, 0)), ((0, 1), (2, 2)), ((0, 1), (0, 0))]
+    assert [s.reward for s in stores][1] == (1.0, 1.0)
+    sampled = {w[0] for u in trace.of_kind("update") for w in u.windows}
+    stored = {(e, ep, t) for s in stores for e, ep, t in zip(s.env, s.episode, s.t)}
+    assert sampled <= stored
+
+
+def test_an_update_on_a_memory_that_stored_nothing_ends_the_run() -> None:
+    # EpisodeDelayed with no warm-up: DQN.update runs after the first timestep, while the
+    # memory holds every row back; skrl raises there, and the trace says so.
+    for adapter, message in ((ADAPTER, "numel() == 0"), (SkrlTlbAdapter(), "from=0 >= to=0")):
+        trace = adapter.run_trainer(_trainer(1, preprocess=EpisodeDelayed()))
+        assert message in trace.header["stopped"]
+        assert [(h.t) for h in trace.of_kind("hold")] == [(0,)]
+        assert not list(trace.of_kind("store"))
+        assert [(c.status, c.stored_total) for c in trace.of_kind("train_call")] == [("trained", 0)]
+        (end,) = trace.of_kind("iteration_end")
+        assert end.pending == 1
+        (run_end,) = trace.of_kind("run_end")
+        assert run_end.t == (0,)

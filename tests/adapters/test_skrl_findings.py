@@ -314,3 +314,153 @@ def test_no_agent_computes_n_step_returns() -> None:
         fields = {f.name for f in dataclasses.fields(cfg)}
         assert not {f for f in fields if "n_step" in f or "nstep" in f}, (name, fields)
         assert "rollouts" in fields or "discount_factor" in fields, (name, fields)
+
+
+# -- preprocessing through a user's memory (a RandomMemory subclass overriding add_samples) ---
+
+
+class _Keeping(RandomMemory):
+    """A user's memory whose add_samples adds the rows whose observation ``keep`` accepts
+    (one env), and remembers the tensor names it was given."""
+
+    def __init__(self, keep: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.keep = keep
+        self.names: set[str] = set()
+
+    def add_samples(self, **tensors: Any) -> None:
+        self.names |= set(tensors)
+        if self.keep(float(tensors["observations"][0, 0])):
+            super().add_samples(**tensors)
+
+
+class _Rewarding(gymnasium.Env[np.ndarray, np.int64]):
+    """Observes its step count t, reward t into t; terminates at t = 3."""
+
+    observation_space = gymnasium.spaces.Box(0.0, 10.0, (1,), np.float32)
+    action_space = gymnasium.spaces.Discrete(2)
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        self.t = 0
+        return np.array([0.0], np.float32), {}
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
+        self.t += 1
+        return np.array([float(self.t)], np.float32), float(self.t), self.t == 3, False, {}
+
+
+def _dqn_with(
+    memory: RandomMemory, env_class: Any, timesteps: int, **cfg: Any
+) -> tuple[DQN, list[int]]:
+    """SequentialTrainer.train of a DQN agent on one ``env_class`` env with ``memory``;
+    returns the agent and the timesteps at which DQN.update ran."""
+    torch.manual_seed(0)
+    env = wrap_env(gymnasium.vector.SyncVectorEnv([env_class]), wrapper="gymnasium", verbose=False)
+    agent = DQN(
+        models={"q_network": _Q(env), "target_q_network": _Q(env)},
+        memory=memory,
+        observation_space=env.observation_space,
+        action_space=env.action_space,
+        device="cpu",
+        cfg=DQN_CFG(experiment={"write_interval": 0, "checkpoint_interval": 0}, **cfg),
+    )
+    updates: list[int] = []
+    update = agent.update
+
+    def recorded(*, timestep: int, timesteps: int) -> None:
+        updates.append(timestep)
+        update(timestep=timestep, timesteps=timesteps)
+
+    agent.update = recorded  # type: ignore[method-assign]
+    cfg_trainer = {"timesteps": timesteps, "headless": True, "disable_progressbar": True}
+    SequentialTrainer(
+        env=env, agents=agent, cfg={**cfg_trainer, "close_environment_at_exit": False}
+    ).train()
+    return agent, updates
+
+
+@pytest.mark.parametrize(
+    ("replacement", "message"),
+    [(False, "input.numel() == 0"), (True, "from=0 >= to=0")],
+)
+def test_dqn_update_on_a_memory_that_stored_nothing_raises(replacement: bool, message: str) -> None:
+    """DQN.post_interaction updates at timestep 0 with learning_starts 0 (agents/torch/dqn/
+    dqn.py), whatever the memory holds. A user's memory that has added nothing yet (it holds
+    rows back) makes RandomMemory.sample return an empty batch without replacement, on which
+    the gradient step runs and track_data's torch.max raises; with replacement
+    torch.randint(0, 0, ...) raises (memories/torch/random.py, RandomMemory.sample)."""
+    memory = _Keeping(lambda obs: False, memory_size=8, num_envs=1, replacement=replacement)
+    with pytest.raises(RuntimeError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        _dqn_with(memory, _Rewarding, 2)
+    assert len(memory) == 0
+
+
+def test_rows_a_memory_leaves_out_earn_the_same_updates() -> None:
+    """DQN.post_interaction gates on the timestep alone (agents/torch/dqn/dqn.py): a memory
+    that leaves out the rows of t = 1 (two of the six) gets as many updates as one that adds
+    them all."""
+    kept = _Keeping(lambda obs: obs != 1.0, memory_size=8, num_envs=1)
+    _, updates = _dqn_with(kept, _Rewarding, 6)
+    everything = _Keeping(lambda obs: True, memory_size=8, num_envs=1)
+    _, all_updates = _dqn_with(everything, _Rewarding, 6)
+    assert (len(kept), len(everything)) == (4, 6)
+    assert updates == all_updates == [0, 1, 2, 3, 4, 5]
+
+
+def test_leaving_out_a_row_drops_the_reward_into_the_next_one() -> None:
+    """A memory row is (o_t, a_t, r_t+1, o_t+1, terminated) (agents/torch/dqn/dqn.py,
+    DQN.record_transition): leaving out the row of t = 1 leaves out the reward into t = 2
+    (2), which no other row holds, so the stored row of t = 2 follows a row of reward 1."""
+    memory = _Keeping(lambda obs: obs != 1.0, memory_size=8, num_envs=1)
+    _dqn_with(memory, _Rewarding, 4, learning_starts=100)
+    obs = memory.get_tensor_by_name("observations")[:3, 0, 0].tolist()
+    rewards = memory.get_tensor_by_name("rewards")[:3, 0, 0].tolist()
+    assert obs == [0.0, 2.0, 3.0]
+    assert rewards == [1.0, 3.0, 0.0]  # the reward into t = 2 is in no row
+
+
+def test_a_memory_sees_neither_truncation_nor_infos() -> None:
+    """DQN.record_transition passes its memory's add_samples observations, states, actions,
+    rewards, next observations, next states and terminated, never truncated nor infos
+    (agents/torch/dqn/dqn.py): a memory subclass cannot tell a truncated episode's end (nor
+    read a task id from infos)."""
+    memory = _Keeping(lambda obs: True, memory_size=8, num_envs=1)
+    _dqn_with(memory, _Counter, 4, learning_starts=100)  # truncated after 2 steps
+    assert memory.names == {
+        "observations",
+        "states",
+        "actions",
+        "rewards",
+        "next_observations",
+        "next_states",
+        "terminated",
+    }
+    assert memory.get_tensor_by_name("terminated")[:4, 0, 0].tolist() == [False] * 4
+
+
+def test_rows_added_one_at_a_time_fill_a_memory_of_several_envs_in_write_order() -> None:
+    """Memory.add_samples writes a batch of fewer rows than num_envs at [memory_index,
+    env_index:] and advances env_index (memories/torch/base.py): rows added one at a time fill
+    a memory of 2 envs in write order, whatever env they came from, and it evicts in that
+    order once memory_size * num_envs rows are written."""
+    memory = RandomMemory(memory_size=2, num_envs=2, device="cpu")
+    memory.create_tensor(name="x", size=1, dtype=torch.float32)
+    for v in range(5):
+        memory.add_samples(x=torch.tensor([[float(v)]]))
+    assert memory.get_tensor_by_name("x")[..., 0].tolist() == [[4.0, 1.0], [2.0, 3.0]]
+    assert (len(memory), memory.filled) == (4, True)
+
+
+def test_several_rows_into_a_one_env_memory_land_at_different_positions_per_tensor() -> None:
+    """With num_envs 1, Memory.add_samples stores a batch of n rows at memory_index and
+    advances memory_index inside its loop over the tensors (memories/torch/base.py): the
+    second tensor of the same call is written n rows further on, so a one-env memory cannot
+    take a vector step's rows as a flat list."""
+    memory = RandomMemory(memory_size=8, num_envs=1, device="cpu")
+    memory.create_tensor(name="x", size=1, dtype=torch.float32)
+    memory.create_tensor(name="y", size=1, dtype=torch.float32)
+    memory.add_samples(x=torch.tensor([[1.0], [2.0]]), y=torch.tensor([[11.0], [12.0]]))
+    assert memory.get_tensor_by_name("x")[:2, 0, 0].tolist() == [1.0, 2.0]
+    assert memory.get_tensor_by_name("y")[2:4, 0, 0].tolist() == [11.0, 12.0]
+    assert memory.memory_index == 4

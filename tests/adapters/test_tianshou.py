@@ -174,7 +174,6 @@ def test_no_window_to_sample_stops_tianshou() -> None:
     [
         ({"unroll_length": Fraction(1, 2)}, "unroll_length"),
         ({"initial_collect_steps": 3}, "warm-up"),
-        ({"counter_mode": "per-mini-batch"}, "counter"),
         ({"whole_buffer": True}, "whole-buffer"),
         # 2 envs, u = 2: the 4-item budget is spent in training step 1, steps 2..4 train only
         ({"unroll_length": Fraction(2), "num_env_steps": 4}, "budget"),

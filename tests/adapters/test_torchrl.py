@@ -58,6 +58,7 @@ def test_info_names_the_installed_versions() -> None:
         "learner",
         "relabel",
         "counter",
+        "update-counter",
         "hooks",
         "state",
         "nstep",

@@ -883,6 +883,7 @@ class MutantAdapter(RefimplAdapter):
             capabilities=(
                 "trainer",
                 "counter",
+                "update-counter",
                 "hooks",
                 "state",
                 "loss-mask",

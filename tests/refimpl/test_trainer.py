@@ -125,6 +125,19 @@ def test_updates_per_call_and_counter_per_mini_batch() -> None:
     assert all(len(u.windows) == 2 for u in updates)  # mini_batch_size defaults to B
 
 
+def test_counter_after_each_update_runs_the_update_with_the_count_before_it() -> None:
+    """unroll.global-counter variant count-before: update k carries k - 1, iteration k
+    starts with every update so far counted."""
+    r = train(
+        ENV2,
+        TrainerConfig(
+            num_iterations=3, num_updates_per_train_iter=2, counter_mode="per-mini-batch-after"
+        ),
+    )
+    assert [u.counter for u in r.trace.of_kind("update")] == [0, 1, 2, 3, 4, 5]
+    assert [i.counter for i in r.trace.of_kind("iteration")] == [0, 2, 4]
+
+
 def test_whole_buffer_keep_one_step() -> None:
     # u = 2, B = 2, chunks of 1: call 1 sees 2 items per env; later calls 1 kept + 2 new.
     r = train(

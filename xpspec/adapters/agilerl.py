@@ -3,7 +3,9 @@ filled with the toy env through a Gymnasium ``SyncVectorEnv`` (what ``utils/util
 builds) and sampled by its own ``Sampler`` (``components/sampler.py``), as
 ``training/train_off_policy.py:train_off_policy`` fills and samples it (capability ``replay``);
 ``train_off_policy`` itself with a ``DQN`` agent (capability ``trainer``, see
-:mod:`xpspec.adapters.agilerl_trainer` for its learn-step accounting); and ``PPO``'s rollout
+:mod:`xpspec.adapters.agilerl_trainer` for its learn-step accounting), its preprocessing done
+by a user's ``ReplayBuffer`` subclass handed to it as ``memory``
+(:mod:`xpspec.adapters.agilerl_preprocess`); and ``PPO``'s rollout
 buffer GAE, advantage normalisation and mini-batch updates (capability ``learner``, see
 :mod:`xpspec.adapters.agilerl_learner`). Nothing of AgileRL is
 re-implemented; sources are cited as ``file:function`` under the installed ``agilerl``

@@ -27,7 +27,9 @@ def as_numpy(obs: Any) -> Any:
 
 class StoredRows:
     """The time steps of rows just written into a ``ReplayBuffer``, read from its storage
-    alone (``obs``, ``reward``, ``done``; :class:`~xpspec.kit.steps.NextStepRows`)."""
+    alone (``obs``, ``reward``, ``done``; :class:`~xpspec.kit.steps.NextStepRows`), with the
+    entry of the ``annotations`` array where a user's buffer keeps one per ring position
+    (:class:`~xpspec.adapters.agilerl_preprocess.EpisodeDelayedBuffer`), else 0."""
 
     def __init__(self) -> None:
         self._rows = NextStepRows()
@@ -39,9 +41,11 @@ class StoredRows:
         items = decode_items(as_numpy(storage["obs"][index]))
         rewards = storage["reward"][index].reshape(-1).tolist()
         dones = storage["done"][index].reshape(-1).tolist()
+        annotations = getattr(buffer, "annotations", None)
+        notes = [0.0] * len(items) if annotations is None else annotations[index].tolist()
         out = []
-        for item, reward, done in zip(items, rewards, dones, strict=True):
-            step = self._rows.row(item)
+        for item, reward, done, note in zip(items, rewards, dones, notes, strict=True):
+            step = self._rows.row(item, annotation=note)
             self._rows.follow(step, reward, bool(done))
             out.append(step)
         return out

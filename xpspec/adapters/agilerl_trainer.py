@@ -10,15 +10,36 @@ memory.size > learning_delay`` and makes ``B // learn_step`` updates. An update 
 ``memory.sample(batch_size)`` and ``agent.learn``.
 
 **Where the trace comes from.** The env is a recording ``VectorWrapper`` (one ``env_step`` per
-vector step, the time step each env was in before it); ``memory`` is a ``ReplayBuffer``
-whose instance ``add`` and ``sample`` are wrapped (``store`` events read back from the
-storage; one ``update`` per sample, its rows as windows of one item), and whose ``__len__``
--- read only by the loop's learn condition, and only when ``idx_step % learn_step`` let it
-be evaluated -- marks a train call: the loop evaluated its learn condition there, so an
-iteration ends at each such evaluation, ``trained`` when updates followed it, ``warmup``
-when its data gate was shut. Vector steps after the last evaluation form a final iteration
-with no train call. ``agent.finalize_training_step`` ends the recording (the loop's
-evaluation episodes after it are not training).
+vector step, the time step each env was in before it); ``memory`` is a ``ReplayBuffer`` (or
+the user's subclass below) whose instance ``add`` and ``sample`` are wrapped (``store`` events
+read back from the storage at the rows ``ReplayBuffer.add`` wrote, as many as its ``counter``
+grew by from its cursor on; one ``update`` per sample, its rows as windows of one item), and
+whose ``__len__`` -- read only by the loop's learn condition, and only when ``idx_step %
+learn_step`` let it be evaluated -- marks a train call: the loop evaluated its learn condition
+there, so an iteration ends at each such evaluation, ``trained`` when updates followed it,
+else ``no-data`` when the buffer's ``size`` was 0 and ``warmup`` when its gate was shut.
+Vector steps after the last evaluation form a final iteration with no train call.
+``agent.finalize_training_step`` ends the recording (the loop's evaluation episodes after it
+are not training).
+
+**Preprocessing** (clauses ``preprocess.*``). AgileRL's route is a ``ReplayBuffer`` subclass
+passed as ``memory`` whose ``add`` does the work (:mod:`xpspec.adapters.agilerl_preprocess`):
+``RewardTransform`` scales and shifts the rewards of the rows (each holds the reward out of its
+step, so the transformed reward shows as the next item's); ``ExcludeSteps`` and
+``ExcludeEpisodes`` add the rows their rule does not select, with any number of envs
+(``ReplayBuffer.add`` writes the rows of whatever TensorDict it is given); ``EpisodeDelayed``
+holds each env's rows until the row after its ``done`` row and adds them annotated in the
+subclass's ``annotations`` array, or leaves them out when ``keep`` rejects the outcome. What
+the user's ``add`` decides is recorded as it decides it (``exclude`` with the rule's reason,
+``hold`` with the rows of the vector step); each ``ReplayBuffer.add`` the subclass makes is
+one ``store`` event read back from the buffer, its annotation from the subclass's array. An
+iteration's ``pending`` and the run end's pending items are the rows the subclass still holds;
+with ``pending_at_end = "flush"`` the subclass's ``flush`` adds them after ``train_off_policy``
+returns, stored after the last iteration. The learn gate reads ``len(memory)`` and
+``memory.size``, i.e. the rows the subclass wrote, while the learn steps follow the vector
+steps whatever was stored (the ``plain`` accounting). Unsupported: ``ExcludeTasks`` (``add``
+is handed ``Transition(obs, action, reward, next_obs, done)``, never the env's info holding
+the task id) and ``OverwriteStepType`` (the buffer stores no step type).
 
 **Knobs.** ``unroll_length`` ``U`` and ``num_updates_per_train_iter`` ``N`` -> ``learn_step``:
 ``U * B`` when ``U > 1`` and ``N = 1``; ``B // N`` when ``U = 1`` and ``B // (B // N) = N``.
@@ -34,6 +55,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -43,17 +65,33 @@ from agilerl.algorithms import DQN
 from agilerl.components.replay_buffer import ReplayBuffer
 from agilerl.training.train_off_policy import train_off_policy
 
-from xpspec.adapters.agilerl_rows import StoredRows
-from xpspec.kit.events import logged_rows, run_end
+from xpspec.adapters.agilerl_preprocess import (
+    EpisodeDelayedBuffer,
+    ExcludingBuffer,
+    HookedBuffer,
+    RewardScalingBuffer,
+)
+from xpspec.adapters.agilerl_rows import StoredRows, as_numpy
+from xpspec.kit.events import exclude, hold, logged_rows, run_end, store
 from xpspec.kit.items import decode_items, single_item_windows
 from xpspec.kit.quiet import seeded_quiet
 from xpspec.kit.release import producer
 from xpspec.kit.steps import Step, steps_from_columns
 from xpspec.protocol.adapter import Unsupported
-from xpspec.protocol.preprocessors import Identity
+from xpspec.protocol.preprocessors import (
+    EpisodeDelayed,
+    ExcludeEpisodes,
+    ExcludeSteps,
+    ExcludeTasks,
+    Identity,
+    OverwriteStepType,
+    PreprocessorSpec,
+    RewardTransform,
+)
 from xpspec.protocol.scenario import TrainerScenario
 from xpspec.protocol.trace import (
     Event,
+    Item,
     IterationEnd,
     IterationStart,
     Trace,
@@ -63,7 +101,7 @@ from xpspec.protocol.trace import (
 from xpspec.refimpl.toy_envs.gym_env import make_env_fns
 from xpspec.refimpl.toy_envs.gym_vector import step_types_from_gym
 
-__all__ = ["LoopConfig", "loop_config", "run_trainer"]
+__all__ = ["LoopConfig", "UserBuffer", "loop_config", "run_trainer", "user_buffer"]
 
 _SRC = "agilerl 2.58.0"
 _LINK = "https://github.com/AgileRL/AgileRL/blob/v2.58.0/agilerl/training/train_off_policy.py"
@@ -96,12 +134,7 @@ def loop_config(scenario: TrainerScenario) -> LoopConfig:
         )
     if cfg.drain is not None:
         raise _unsupported("drain mode: train_off_policy steps its vector env synchronously")
-    if not isinstance(scenario.preprocess, Identity):
-        raise _unsupported(
-            f"preprocessing {type(scenario.preprocess).__name__}: train_off_policy adds every "
-            "transition to memory itself; a preprocessing would live in a ReplayBuffer "
-            "subclass's add, which this adapter does not drive"
-        )
+    user_buffer(scenario.preprocess)
     if scenario.env.autoreset != "next-step":
         raise _unsupported(
             "same-step autoreset: utils/utils.py:make_vect_envs builds NEXT_STEP vector envs"
@@ -160,26 +193,68 @@ def loop_config(scenario: TrainerScenario) -> LoopConfig:
     return LoopConfig(learn_step, batch, cfg.capacity * b, delay, max_steps)
 
 
+@dataclass(frozen=True)
+class UserBuffer:
+    """The ``memory`` a user hands ``train_off_policy`` for a preprocessing: a ``ReplayBuffer``
+    subclass (:mod:`xpspec.adapters.agilerl_preprocess`) and its keyword arguments, or
+    AgileRL's own ``ReplayBuffer`` for none."""
+
+    cls: type[ReplayBuffer] = ReplayBuffer
+    kwargs: tuple[tuple[str, Any], ...] = ()
+
+
+def user_buffer(preprocess: PreprocessorSpec) -> UserBuffer:
+    """The ``ReplayBuffer`` subclass that does ``preprocess``; Unsupported for what no
+    ``add`` override can express."""
+    name = type(preprocess).__name__
+    if isinstance(preprocess, Identity):
+        return UserBuffer()
+    if isinstance(preprocess, RewardTransform):
+        scale, shift = float(preprocess.scale), float(preprocess.shift)
+        return UserBuffer(RewardScalingBuffer, (("scale", scale), ("shift", shift)))
+    if isinstance(preprocess, (ExcludeSteps, ExcludeEpisodes)):
+        return UserBuffer(ExcludingBuffer, (("rule", preprocess),))
+    if isinstance(preprocess, EpisodeDelayed):
+        return UserBuffer(EpisodeDelayedBuffer, (("keep", preprocess.keep),))
+    if isinstance(preprocess, ExcludeTasks):
+        raise _unsupported(
+            f"preprocessing {name}: train_off_policy hands memory.add only the TensorDict of "
+            "Transition(obs, action, reward, next_obs, done) (training/train_off_policy.py:"
+            "train_off_policy); the task id is in the env's info, which never reaches add"
+        )
+    assert isinstance(preprocess, OverwriteStepType), preprocess
+    raise _unsupported(
+        f"preprocessing {name}: AgileRL's ReplayBuffer stores no step type, only "
+        "Transition(obs, action, reward, next_obs, done) with done the env's terminated and "
+        "its truncated dropped (training/train_off_policy.py:train_off_policy); a row's step "
+        "type follows from its env's previous row's done, already written when add sees the "
+        "row, and add cannot tell a truncated LAST from a MID, so no add override changes "
+        "the step type of one time step alone"
+    )
+
+
 # -- the trace, as a log of what the loop did -----------------------------------------------------
 @dataclass(frozen=True)
 class _Entry:
-    kind: str  # "env", "store", "gate", "update"
+    kind: str  # "env", "store", "exclude", "hold", "gate", "update", "flush"
     steps: tuple[Step, ...] = ()
     windows: tuple[Any, ...] = ()
     stored: int = 0
+    items: tuple[Item, ...] = ()
+    reason: str = ""
+    pending: int = 0
+    size: int = 0
 
 
-class _GatedBuffer(ReplayBuffer):
-    """AgileRL's ``ReplayBuffer``; ``__len__`` (read only by the loop's learn condition)
-    reports each read to ``on_gate``."""
+def _gated(cls: type[ReplayBuffer], on_gate: Callable[[], None]) -> type[ReplayBuffer]:
+    """``cls`` with a ``__len__`` (read only by the loop's learn condition) that reports each
+    read to ``on_gate`` (a subclass: ``len()`` looks ``__len__`` up on the type)."""
 
-    def __init__(self, max_size: int, on_gate: Any) -> None:
-        super().__init__(max_size=max_size)
-        self._on_gate = on_gate
+    def __len__(self: ReplayBuffer) -> int:
+        on_gate()
+        return cls.__len__(self)
 
-    def __len__(self) -> int:
-        self._on_gate()
-        return super().__len__()
+    return type(f"_Gated{cls.__name__}", (cls,), {"__len__": __len__})
 
 
 class _Recorder(gymnasium.vector.VectorWrapper):
@@ -238,7 +313,10 @@ class _Run:
             gymnasium.vector.SyncVectorEnv(list(make_env_fns(scenario.env, scenario.seed))),
             self.log,
         )
-        self.memory = _GatedBuffer(config.max_size, self._gate)
+        user = user_buffer(scenario.preprocess)
+        self.memory = _gated(user.cls, self._gate)(config.max_size, **dict(user.kwargs))
+        self.written: list[Step] = []
+        self.store_kind = "store"
         spaces: tuple[Any, Any] = (self.env.single_observation_space, self.env.single_action_space)
         self.agent = DQN(
             spaces[0],
@@ -251,20 +329,46 @@ class _Run:
 
     def _gate(self) -> None:
         if self.env.recording:
-            self.log.append(_Entry("gate", stored=self.stored))
+            held, size = len(self._held()), self.memory.size  # size: ReplayBuffer._size
+            self.log.append(_Entry("gate", stored=self.stored, pending=held, size=size))
+
+    def _held(self) -> list[Item]:
+        memory = self.memory
+        if not isinstance(memory, HookedBuffer):
+            return []
+        return [item for row in memory.held() for item in decode_items(as_numpy(row["obs"]))]
+
+    def _write(self, write: Callable[[], Any]) -> Any:
+        """Run ``write`` and read back the rows it wrote: as many as the buffer's ``counter``
+        grew by, from its cursor on (``ReplayBuffer.add`` advances both)."""
+        memory = self.memory
+        cursor, counter = memory._cursor, memory.counter
+        result = write()
+        n = memory.counter - counter
+        assert n <= memory.max_size, f"one write of {n} rows into a ring of {memory.max_size}"
+        if n:
+            written = (cursor + np.arange(n)) % memory.max_size
+            # what the buffer holds of the rows just written (not the env's flags)
+            self.written.extend(self.rows.read(memory, written))
+        return result
+
+    def _flush_written(self) -> None:
+        """One store entry (``flush`` at the end of the run) for the rows written since the
+        last one (none: no entry)."""
+        if self.written:
+            self.log.append(_Entry(self.store_kind, tuple(self.written)))
+            self.stored += len(self.written)
+            self.written = []
 
     def _wrap(self) -> None:
         memory, add, sample = self.memory, self.memory.add, self.memory.sample
         finalize = self.agent.finalize_training_step
+        hooked = isinstance(memory, HookedBuffer)
 
         def add_rows(data: Any) -> Any:
-            cursor = memory._cursor
-            result = add(data)
-            b = int(data.shape[0])
-            written = (cursor + np.arange(b)) % memory.max_size
-            # what the buffer holds of the rows just written (not the env's flags)
-            self.log.append(_Entry("store", tuple(self.rows.read(memory, written))))
-            self.stored += b
+            # the user's add records itself through store_rows, drop and hold
+            result = add(data) if hooked else self._write(lambda: add(data))
+            self._flush_written()
             return result
 
         def sample_rows(*args: Any, **kwargs: Any) -> Any:
@@ -281,12 +385,40 @@ class _Run:
         setattr(memory, "add", add_rows)  # noqa: B010
         setattr(memory, "sample", sample_rows)  # noqa: B010
         setattr(self.agent, "finalize_training_step", finalize_step)  # noqa: B010
+        if isinstance(memory, HookedBuffer):
+            self._wrap_hooks(memory)
+
+    def _wrap_hooks(self, memory: HookedBuffer) -> None:
+        store_rows, drop, keep = memory.store_rows, memory.drop, memory.hold
+
+        def stored(data: Any) -> None:
+            self._write(lambda: store_rows(data))
+            self._flush_written()
+
+        def dropped(data: Any, reason: str) -> None:
+            drop(data, reason)
+            items = tuple(decode_items(as_numpy(data["obs"])))
+            self.log.append(_Entry("exclude", items=items, reason=reason))
+
+        def held(data: Any) -> None:
+            keep(data)
+            self.log.append(_Entry("hold", items=tuple(decode_items(as_numpy(data["obs"])))))
+
+        setattr(memory, "store_rows", stored)  # noqa: B010
+        setattr(memory, "drop", dropped)  # noqa: B010
+        setattr(memory, "hold", held)  # noqa: B010
 
     def run(self) -> Trace:
         c = self.config
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             self._train(c)
-        return Trace(tuple(_events(self.log)), {"producer": producer("agilerl")})
+        policy = self.scenario.trainer.pending_at_end
+        pending = len(self._held())
+        if policy == "flush" and isinstance(self.memory, HookedBuffer):
+            self.store_kind = "flush"  # after train_off_policy: its rows earn no learn step
+            self.memory.flush()
+        events = _events(self.log, pending, policy, self._held())
+        return Trace(tuple(events), {"producer": producer("agilerl")})
 
     def _train(self, c: LoopConfig) -> None:
         """``train_off_policy`` (its progress bar written to a discarded stream)."""
@@ -304,31 +436,41 @@ class _Run:
         )
 
 
-def _events(log: list[_Entry]) -> list[Event]:
+def _events(log: list[_Entry], pending: int, policy: str, held: list[Item]) -> list[Event]:
     """The log as trainer events: an iteration ends at each learn-condition evaluation, with
-    its train call and the updates that followed it, or at the end of the log."""
+    its train call and the updates that followed it, or at the end of the log (``pending``
+    rows then held). The end-of-run flush's stores follow the last iteration; ``held`` are
+    the items still held after it, which meet ``policy``."""
     events: list[Event] = []
     iteration = call = updates = env_steps = stored = 0
     body: list[_Entry] = []
 
-    def close(train: list[Event]) -> None:
+    def close(train: list[Event], held_now: int) -> None:
         nonlocal iteration, env_steps, stored
         iteration += 1
         unrolled = sum(1 for e in body if e.kind == "env")
         events.append(IterationStart(iteration, updates, unrolled))
-        rows, unrolled_steps, stored_steps = logged_rows(iteration, body)
-        events.extend(rows)
-        env_steps += unrolled_steps
-        stored += stored_steps
+        for e in body:
+            if e.kind == "exclude":
+                events.append(exclude(iteration, e.items, e.reason))
+            elif e.kind == "hold":
+                events.append(hold(iteration, e.items))
+            else:
+                rows, unrolled_steps, stored_steps = logged_rows(iteration, [e])
+                events.extend(rows)
+                env_steps += unrolled_steps
+                stored += stored_steps
         for event in train:
             events.append(_renumber(event, iteration))
-        events.append(IterationEnd(iteration, updates, env_steps, stored, 0))
+        events.append(IterationEnd(iteration, updates, env_steps, stored, held_now))
         body.clear()
 
+    flushed = [e for e in log if e.kind == "flush"]
+    log = [e for e in log if e.kind != "flush"]
     i = 0
     while i < len(log):
         entry = log[i]
-        if entry.kind in ("env", "store"):
+        if entry.kind in ("env", "store", "exclude", "hold"):
             body.append(entry)
             i += 1
             continue
@@ -342,18 +484,23 @@ def _events(log: list[_Entry]) -> list[Event]:
         while j < len(log) and log[j].kind == "update":
             samples.append(log[j])
             j += 1
-        status: Literal["trained", "warmup"] = "trained" if samples else "warmup"
+        # no update followed the learn condition: an empty buffer is no-data, else its gate
+        # (len(memory) >= batch_size and memory.size > learning_delay) was shut
+        status: Literal["trained", "warmup", "no-data"] = "trained"
+        if not samples:
+            status = "no-data" if entry.size == 0 else "warmup"
         train.append(TrainCall(0, call, updates, status, entry.stored))
         for index, sample in enumerate(samples):
             updates += 1
             masks = ((1,),) * len(sample.windows)
             train.append(Update(0, call, index, updates, sample.windows, masks))
         call += 1
-        close(train)
+        close(train, entry.pending)
         i = j
     if body:
-        close([])
-    events.append(run_end(iteration, env_steps, "report"))
+        close([], pending)
+    events.extend(store(iteration, e.steps) for e in flushed)
+    events.append(run_end(iteration, env_steps, policy, held))
     return events
 
 

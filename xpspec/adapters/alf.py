@@ -41,7 +41,7 @@ buffer exists it makes no call at all, and with too few items it raises), ``_upd
 ``update_with_gradient`` (``Update``: the mini-batch's observations and the loss mask ALF
 passes), ``after_update`` and ``after_train_iter`` (hooks; with the global counter, declared as
 the ``counter`` and ``hooks`` capabilities). An exception raised inside ALF's own code during
-training ends the run as it ends a real one: the trace keeps the iterations that completed and
+training, or as the user's end-of-run flush stores, ends the run as it ends a real one: the trace keeps the iterations that completed and
 its header's ``stopped`` names the exception and the ALF source line, so the checks see the
 missing iterations (the expectations declare the known ones as findings). An exception from
 the adapter itself, or while ALF builds the trainer, is raised as :class:`ALFRaised` and
@@ -74,6 +74,14 @@ toy env's ALF time steps by ``add_batch``, sampled by ``get_batch(batch_size, T)
 assigned round-robin, starts stratified within each env; windows cross episodes). A draw
 ``get_batch`` refuses (``AssertionError: Not all environments have enough data``, also from an
 empty buffer) is recorded as an empty draw (``replay.no-window``).
+
+**Learner** (``run_learner``, :mod:`xpspec.adapters.alf_learner`): one ``train_iter`` of ALF's
+``PPOAlgorithm`` with ``PPOLoss`` on its whole replay buffer, holding every env's first
+``steps`` time steps; advantages and returns are what ``preprocess_experience`` computed, the
+normalised advantages what ``PPOLoss`` trained on, the loss mask ALF's ``valid_masks`` and
+the update plan the mini-batches ``Algorithm._train_experience`` made; n-step targets are
+``TDLoss(td_lambda=1).compute_td_target`` on windows of the same buffer. ALF's row ``L`` is an
+ordinary buffer row (``bootstrap`` is declared); several learners are not applicable.
 
 **Relabel** (``run_relabel``): a ``ReplayBuffer(keep_episodic_info=True)`` of ``Experience``
 with dict observations (``observation``, ``achieved_goal``, ``desired_goal``), drawn by
@@ -109,6 +117,7 @@ if importlib.util.find_spec("alf") is None:  # pragma: no cover - exercised with
 
 import torch
 
+from xpspec.adapters.alf_learner import learner_problem, run_learner
 from xpspec.adapters.alf_preprocess import preprocessing_algorithm
 from xpspec.kit.arrays import floats, ints
 from xpspec.kit.events import env_step, run_end, store
@@ -119,6 +128,7 @@ from xpspec.kit.steps import steps_from_columns
 from xpspec.protocol.adapter import PROTOCOL_VERSION, AdapterInfo, Unsupported
 from xpspec.protocol.env_spec import EnvSpec
 from xpspec.protocol.scenario import (
+    LearnerScenario,
     RelabelScenario,
     ReplayScenario,
     TrainerScenario,
@@ -234,7 +244,8 @@ def _dist_version(name: str) -> str:
 
 class ALFAdapter:
     """Adapter over ALF (see the module docstring): capabilities trainer (with its global
-    counter and its ``after_update``/``after_train_iter`` hooks), replay and relabel."""
+    counter and its ``after_update``/``after_train_iter`` hooks), replay, learner (PPO) and
+    relabel."""
 
     fresh_process_per_operation = True
     """ALF's configuration, global counter, env and trainer progress are process-wide."""
@@ -251,11 +262,15 @@ class ALFAdapter:
             capabilities=(
                 "trainer",
                 "replay",
+                "learner",
                 "relabel",
                 "counter",
+                "update-counter",
                 "hooks",
                 "state",
                 "loss-mask",  # the valid_masks ALF passes to update_with_gradient
+                "bootstrap",  # PPO's row L: the LAST (or newest) row ALF values and masks
+                "nstep",  # TDLoss(td_lambda=1).compute_td_target over windows of n + 1 rows
             ),
             issue_tracker="https://github.com/HorizonRobotics/alf/issues",
             notes=(
@@ -302,6 +317,15 @@ class ALFAdapter:
             raise Unsupported(problem, _LINK)
         return _operation(partial(_run_replay, scenario))
 
+    def run_learner(self, scenario: LearnerScenario) -> Trace:
+        problem = learner_problem(scenario)
+        if problem is not None:
+            raise problem
+        with tempfile.TemporaryDirectory(
+            prefix="xpspec-alf-", ignore_cleanup_errors=True
+        ) as workdir:
+            return _operation(partial(run_learner, scenario, _learner_env, workdir))
+
     def run_relabel(self, scenario: RelabelScenario) -> Trace:
         problem = relabel_problem(scenario)
         if problem:
@@ -315,6 +339,7 @@ _PRELOAD = (
     "torch._inductor",
     "alf",
     "alf.algorithms.data_transformer",
+    "alf.algorithms.ppo_algorithm",
     "alf.algorithms.rl_algorithm",
     "alf.experience_replayers.replay_buffer",
     "alf.trainers.policy_trainer",
@@ -537,6 +562,11 @@ def _load_toy_env(env_name: str, spec_json: str, seed: int, batch_size: int = 1)
 _load_toy_env.batched = True  # type: ignore[attr-defined]
 
 
+def _learner_env(spec: EnvSpec, seed: int) -> Any:
+    """The toy env as an ALF environment, for :mod:`xpspec.adapters.alf_learner`."""
+    return _classes()["env"](spec, seed)
+
+
 def _wrap(owner: Any, name: str, before: Callable[..., Any]) -> None:
     """Replace ``owner.name`` by a function that calls ``before(*args)`` first."""
     original = getattr(owner, name)
@@ -651,7 +681,14 @@ class _TrainerRun:
             return self._stopped(described)
         env_steps = self._env_steps()
         if cfg.pending_at_end == "flush" and hasattr(self.alg, "flush_pending"):
-            self.alg.flush_pending()  # the user's script, once RLTrainer.train has returned
+            try:  # the user's script, once RLTrainer.train has returned
+                self.alg.flush_pending()
+            except Exception as exc:
+                # ALF raising as the flush stores (e.g. creating its buffer) ends the script
+                described = _describe(exc, " in the end-of-run flush")
+                if not _origin(exc)[1]:
+                    raise ALFRaised(described) from exc
+                return self._stopped(described)
         held = decode_items(self._pending()) if cfg.pending_at_end == "report" else []
         self.events.append(run_end(self.iteration, env_steps, cfg.pending_at_end, held))
         events = tuple(e for e in self.events if e is not None)

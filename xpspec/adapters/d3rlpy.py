@@ -1,9 +1,9 @@
 """Adapter over d3rlpy 2.8.0: its online loop ``QLearningAlgoBase.fit_online``, its collection
 loop ``collect``, its ``ReplayBuffer`` on a ``FIFOBuffer`` and its transition pickers, driven on
 the toy env and recorded at their seams (the gym env's ``step``, the buffer's ``append``, the
-replay buffer's ``sample_transition_batch``, ``fit_online``'s per-step ``callback``). Nothing of
-d3rlpy is re-implemented; sources are cited as ``file:function`` of the installed ``d3rlpy``
-package.
+replay buffer's ``append``, ``clip_episode`` and ``sample_transition_batch``, ``fit_online``'s
+per-step ``callback``). Nothing of d3rlpy is re-implemented; sources are cited as
+``file:function`` of the installed ``d3rlpy`` package.
 
 **Why 2.8.0.** d3rlpy 2.8.1, the newest release, requires ``gymnasium==1.0.0``, and xpspec
 requires ``gymnasium>=1.1``: pip refuses to install them together. 2.8.0 requires
@@ -36,14 +36,32 @@ only), ``num_updates_per_train_iter`` -> ``n_updates``, ``mini_batch_size`` -> t
 ``FIFOBuffer(limit=capacity)`` (a limit in transitions), ``num_iterations`` ->
 ``n_steps = num_iterations * u``, ``num_env_steps`` -> ``n_steps``. d3rlpy has no iteration
 counter and no ``after_update`` / ``after_train_iter`` hook: the trace's counter is the
-algorithm's ``grad_step`` (not declared as the ``counter`` observable) and no hook event is
-recorded. The Q-network's policy is stateless.
+algorithm's ``grad_step``, declared as the ``update-counter`` observable (not ``counter``): an
+update carries the value ``QLearningAlgoBase.update`` hands to it, read when the update
+samples its batch, before d3rlpy increments it; no hook event is recorded. The Q-network's policy is stateless.
 
-**Preprocessing.** d3rlpy's own hook is the ``WriterPreprocessProtocol`` a ``ReplayBuffer``
-applies to each appended observation, action and reward (``dataset/writers.py``):
-``RewardTransform`` is a writer preprocess whose ``process_reward`` scales and shifts. The
-writer's hook maps one value to one value and cannot leave out, hold back or retype a step, so
-the exclusion, delaying and step-type preprocessors raise ``Unsupported``.
+**Preprocessing** (clauses ``preprocess.*``). ``fit_online`` takes any replay buffer; the
+user's objects are in :mod:`xpspec.adapters.d3rlpy_preprocess`, over a ``FilteringFIFO`` (a
+``FIFOBuffer`` as the ``BufferProtocol``) whose ``keep`` and ``drop`` the adapter wraps: every
+entry d3rlpy's writer hands the buffer is recorded from the entry's own episode, as stored
+(Store) or left out with the rule's reason (Exclude). ``RewardTransform``: the
+``WriterPreprocessProtocol`` a ``ReplayBuffer`` applies to each appended step
+(``dataset/writers.py``), whose ``process_reward`` scales and shifts. ``ExcludeSteps`` and
+``ExcludeEpisodes``: the buffer's ``append(episode, index)`` leaves out an entry whose
+observation the rule selects. ``EpisodeDelayed``: ``ReplayBuffer(write_at_termination=True)``,
+whose writer holds every step in its active episode and hands the buffer the episode's entries
+at ``clip_episode`` (``ExperienceWriter.clip_episode``); with ``keep`` ``success`` or
+``failure`` the ``ReplayBuffer`` subclass's ``clip_episode(terminated)`` makes its buffer leave
+out an episode of the other outcome (reason ``outcome``). An ``append`` that gave the buffer no
+entry is recorded as a Hold of the step the writer's active episode took; what one
+``clip_episode`` hands over is one release, its stores annotated with the episode's
+``terminated`` flag, which ``clip_episode`` sets; ``pending`` and the run end's items are the
+steps the writer's active episode still holds (``ReplayBuffer._writer._active_episode``).
+``fit_online`` closes the run with ``clip_episode(False)``, whose entries are recorded after
+the last iteration. Refused: ``ExcludeTasks`` (a buffer sees an entry's observations, actions
+and rewards; ``fit_online`` drops the env's ``info``, which alone holds the task id) and
+``OverwriteStepType`` (a ``ReplayBuffer`` stores no step type, only an episode's
+``terminated`` flag).
 
 **Replay.** ``run_replay`` fills the buffer with d3rlpy's ``collect`` for ``fill_steps`` steps
 and draws ``sample_transition_batch(batch_size)`` for windows of one item, else
@@ -63,18 +81,14 @@ import logging
 import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 try:
     import d3rlpy
     import structlog
     from d3rlpy.algos import DQNConfig
-    from d3rlpy.dataset import (
-        BasicWriterPreprocess,
-        FIFOBuffer,
-        ReplayBuffer,
-    )
+    from d3rlpy.dataset import FIFOBuffer, ReplayBuffer
     from d3rlpy.logging import NoopAdapterFactory
     from d3rlpy.models.encoders import VectorEncoderFactory
 except ImportError as exc:  # pragma: no cover - exercised only without the framework
@@ -86,7 +100,14 @@ import gymnasium
 import numpy as np
 import torch
 
-from xpspec.kit.events import env_step, run_end, store
+from xpspec.adapters.d3rlpy_preprocess import (
+    ExcludingFIFO,
+    FilteringFIFO,
+    OutcomeReplayBuffer,
+    RewardTransformWriter,
+)
+from xpspec.kit.events import env_step, exclude, hold, run_end, store
+from xpspec.kit.exclusion import EXCLUSIONS, Exclusion
 from xpspec.kit.items import decode_item, decode_items, single_item_windows
 from xpspec.kit.quiet import Generator, seeded_quiet
 from xpspec.kit.release import check_release, producer
@@ -94,10 +115,12 @@ from xpspec.kit.rewards import affine_reward
 from xpspec.kit.steps import Step, TransitionRows
 from xpspec.protocol.adapter import PROTOCOL_VERSION, AdapterInfo, Unsupported
 from xpspec.protocol.env_spec import EnvSpec
+from xpspec.protocol.preprocessors import EpisodeDelayed, ExcludeTasks
 from xpspec.protocol.scenario import ReplayScenario, TrainerScenario
 from xpspec.protocol.step_type import StepType
 from xpspec.protocol.trace import (
     Event,
+    Item,
     IterationEnd,
     IterationStart,
     Sampled,
@@ -158,17 +181,6 @@ def _algo(batch_size: int) -> Any:
     ).create(device="cpu:0")
 
 
-class _RewardTransformWriter(BasicWriterPreprocess):
-    """``RewardTransform`` as d3rlpy's writer preprocess: ``process_reward`` returns
-    ``reward * scale + shift``; observations and actions pass unchanged."""
-
-    def __init__(self, scale: float, shift: float) -> None:
-        self.scale, self.shift = scale, shift
-
-    def process_reward(self, reward: Any) -> Any:
-        return reward * self.scale + self.shift
-
-
 class _RecordingFIFO(FIFOBuffer):
     """d3rlpy's ``FIFOBuffer`` reporting each entry once its own ``append`` has taken it."""
 
@@ -187,6 +199,18 @@ def _entry_step(episode: Any, index: int) -> Step:
     if index == 0:
         return Step(item, _FIRST, 0.0)
     return Step(item, _MID, float(np.asarray(episode.rewards[index - 1]).reshape(-1)[0]))
+
+
+def _held(buffer: ReplayBuffer) -> list[Item]:
+    """The steps d3rlpy's writer holds in its active episode (``ReplayBuffer._writer``,
+    ``dataset/writers.py:ExperienceWriter._active_episode``), named by their observations."""
+    active = buffer._writer._active_episode
+    return decode_items(np.asarray(active.observations)) if active.size() else []
+
+
+def _patch(obj: Any, name: str, function: Callable[..., Any]) -> None:
+    """Replace method ``name`` of this one instance (its class and other instances keep it)."""
+    setattr(obj, name, function)
 
 
 class _StepRecorder(gymnasium.Wrapper[Any, Any, Any, Any]):
@@ -217,6 +241,17 @@ class _StepRecorder(gymnasium.Wrapper[Any, Any, Any, Any]):
 
 # -- trainer scenarios --------------------------------------------------------------------------
 @dataclass(frozen=True)
+class _Preprocess:
+    """The user's d3rlpy objects for a scenario's preprocessing: a writer preprocess's reward
+    transform, an exclusion rule for an :class:`ExcludingFIFO`, or the ``keep`` of an
+    :class:`OutcomeReplayBuffer` (episode-delayed); all None for identity."""
+
+    reward: tuple[float, float] | None = None
+    exclusion: Exclusion | None = None
+    keep: str | None = None
+
+
+@dataclass(frozen=True)
 class _OnlineConfig:
     """``fit_online`` arguments of a trainer scenario."""
 
@@ -226,7 +261,7 @@ class _OnlineConfig:
     update_start_step: int
     limit: int
     n_steps: int
-    reward: tuple[float, float] | None
+    preprocess: _Preprocess
 
 
 def _online_config(scenario: TrainerScenario) -> _OnlineConfig:
@@ -285,26 +320,42 @@ def _online_config(scenario: TrainerScenario) -> _OnlineConfig:
         update_start_step=cfg.initial_collect_steps,
         limit=cfg.capacity,
         n_steps=total,
-        reward=_reward_transform(scenario),
+        preprocess=_preprocess(scenario),
     )
 
 
-def _reward_transform(scenario: TrainerScenario) -> tuple[float, float] | None:
+def _preprocess(scenario: TrainerScenario) -> _Preprocess:
+    """The user's d3rlpy route for the scenario's preprocessing (module docstring); raises
+    Unsupported for what none of them expresses."""
+    p = scenario.preprocess
+    if isinstance(p, ExcludeTasks):
+        raise _unsupported(
+            "preprocessing ExcludeTasks: a BufferProtocol's append sees an entry's episode "
+            "(observations, actions, rewards), and fit_online drops the env's info, which "
+            "alone holds the task id",
+            "algos/qlearning/base.py",
+        )
+    if isinstance(p, EXCLUSIONS):
+        return _Preprocess(exclusion=p)
+    if isinstance(p, EpisodeDelayed):
+        return _Preprocess(keep=p.keep)
     try:
-        return affine_reward(scenario.preprocess)
+        return _Preprocess(reward=affine_reward(p))
     except TypeError as exc:
         raise _unsupported(
-            f"{exc}: d3rlpy's only write-side hook is a WriterPreprocessProtocol mapping each "
-            "observation, action and reward to one value; it cannot leave out, hold back or "
-            "retype a step",
+            f"{exc}: a ReplayBuffer stores no step type (an episode keeps one terminated "
+            "flag), and its writer preprocess maps each observation, action and reward to "
+            "one value",
             "dataset/writers.py",
         ) from None
 
 
 class _TrainerRun:
-    """One ``fit_online`` run, recorded: env steps from the env wrapper, stores from the
-    buffer's ``append``, train calls and updates from ``sample_transition_batch``, iteration
-    ends from ``fit_online``'s per-step ``callback``."""
+    """One ``fit_online`` run, recorded: env steps from the env wrapper, stores and
+    exclusions from the user's buffer's ``keep`` and ``drop``, holds and releases from the
+    replay buffer's ``append`` and ``clip_episode`` (episode-delayed), train calls and
+    updates from ``sample_transition_batch``, iteration ends from ``fit_online``'s per-step
+    ``callback``."""
 
     def __init__(self, scenario: TrainerScenario, config: _OnlineConfig) -> None:
         self.scenario, self.config = scenario, config
@@ -314,15 +365,22 @@ class _TrainerRun:
         self.update_index = 0
         self.trained = False
         self.stored = 0
+        self.entries = 0
         self.env_steps = 0
+        self.release: list[tuple[Any, int, str | None]] | None = None
         self.algo = _algo(config.batch_size)
         self.env = _StepRecorder(ToyEnv(scenario.env, 0, scenario.seed), self._on_env_step)
-        writer = None if config.reward is None else _RewardTransformWriter(*config.reward)
-        self.buffer = ReplayBuffer(
-            _RecordingFIFO(config.limit, self._on_append),
-            writer_preprocessor=writer,
-            env=self.env,
-        )
+        p = config.preprocess
+        writer = None if p.reward is None else RewardTransformWriter(*p.reward)
+        fifo = self._fifo()
+        self.delayed = p.keep is not None
+        if p.keep is None:
+            self.buffer = ReplayBuffer(fifo, writer_preprocessor=writer, env=self.env)
+        else:
+            self.buffer = OutcomeReplayBuffer(
+                fifo, p.keep, writer_preprocessor=writer, env=self.env
+            )
+            self._wrap_writes()
         sample = self.buffer.sample_transition_batch
 
         def sample_batch(batch_size: int) -> Any:
@@ -348,6 +406,49 @@ class _TrainerRun:
 
         self.buffer.sample_transition_batch = sample_batch
 
+    def _fifo(self) -> FilteringFIFO:
+        """The user's ``BufferProtocol``, its ``keep`` and ``drop`` wrapped to record each
+        entry d3rlpy's writer handed it."""
+        c = self.config
+        rule = c.preprocess.exclusion
+        fifo = FilteringFIFO(c.limit) if rule is None else ExcludingFIFO(c.limit, rule)
+        keep, drop = fifo.keep, fifo.drop
+
+        def kept(episode: Any, index: int) -> None:
+            keep(episode, index)
+            self._on_entry(episode, index, None)
+
+        def dropped(episode: Any, index: int, reason: str) -> None:
+            drop(episode, index, reason)
+            self._on_entry(episode, index, reason)
+
+        _patch(fifo, "keep", kept)
+        _patch(fifo, "drop", dropped)
+        return fifo
+
+    def _wrap_writes(self) -> None:
+        """Episode-delayed: an ``append`` that gave the buffer no entry holds the step d3rlpy's
+        active episode took last; what one ``clip_episode`` hands the buffer is one release."""
+        buffer = self.buffer
+        append, clip = buffer.append, buffer.clip_episode
+
+        def appended(observation: Any, action: Any, reward: Any) -> None:
+            entries = self.entries
+            append(observation, action, reward)
+            if self.entries == entries:
+                self.events.append(hold(self.iteration, _held(buffer)[-1:]))
+
+        def clipped(terminated: bool) -> None:
+            self.release = []
+            try:
+                clip(terminated)
+            finally:
+                release, self.release = self.release, None
+                self._on_release(release)
+
+        _patch(buffer, "append", appended)
+        _patch(buffer, "clip_episode", clipped)
+
     def _counter(self) -> int:
         return int(self.algo.grad_step)
 
@@ -360,14 +461,47 @@ class _TrainerRun:
         self.events.append(env_step(self.iteration, [step]))
         self.env_steps += 1
 
-    def _on_append(self, episode: Any, index: int) -> None:
-        self.events.append(store(self.iteration, [_entry_step(episode, index)]))
-        self.stored += 1
+    def _on_entry(self, episode: Any, index: int, reason: str | None) -> None:
+        """An entry the user's buffer kept (``reason`` None) or left out; within a release,
+        collected until ``clip_episode`` returns."""
+        self.entries += 1
+        if self.release is not None:
+            self.release.append((episode, index, reason))
+        elif reason is None:
+            self.events.append(store(self.iteration, [_entry_step(episode, index)]))
+            self.stored += 1
+        else:
+            self.events.append(exclude(self.iteration, [_entry_step(episode, index).item], reason))
+
+    def _on_release(self, release: list[tuple[Any, int, str | None]]) -> None:
+        """One Store of the entries kept, annotated with their episode's ``terminated``
+        flag, which ``clip_episode`` sets when it shrinks the episode; one Exclude per reason
+        for the entries left out."""
+        kept = [
+            replace(_entry_step(episode, index), annotation=float(bool(episode.terminated)))
+            for episode, index, reason in release
+            if reason is None
+        ]
+        if kept:
+            self.events.append(store(self.iteration, kept))
+            self.stored += len(kept)
+        for why in dict.fromkeys(r for _, _, r in release if r is not None):
+            items = [_entry_step(e, i).item for e, i, r in release if r == why]
+            self.events.append(exclude(self.iteration, items, why))
+
+    def _pending(self) -> list[Item]:
+        """Episode-delayed: the steps d3rlpy's active episode holds, which no clip has handed
+        the buffer yet."""
+        return _held(self.buffer) if self.delayed else []
 
     def _on_step_end(self, algo: Any, epoch: int, total_step: int) -> None:
         """``fit_online``'s callback, after every loop step: the iteration ends at the step
         that is a multiple of ``update_interval``, where fit_online makes its train call."""
         if total_step % self.config.update_interval:
+            # a last, partial iteration (num_env_steps): fit_online evaluates no train gate
+            # there (it trains only when total_step % update_interval == 0), so no TrainCall
+            if total_step == self.config.n_steps:
+                self._end_iteration()
             return
         if self.trained:
             self.calls += 1
@@ -377,26 +511,23 @@ class _TrainerRun:
             )
             self.calls += 1
         self.trained = False
+        self._end_iteration()
+
+    def _end_iteration(self) -> None:
+        """The iteration's end, with the steps the writer still holds as its ``pending``."""
+        pending = len(self._pending())
         self.events.append(
-            IterationEnd(self.iteration, self._counter(), self.env_steps, self.stored, 0)
+            IterationEnd(self.iteration, self._counter(), self.env_steps, self.stored, pending)
         )
 
     def run(self) -> Trace:
-        c = self.config
         header: dict[str, Any] = {"producer": producer("d3rlpy")}
         try:
             self._fit_online()
         except IndexError as exc:
             header["stopped"] = _stopped(exc, self.iteration)
-        else:
-            # a last, partial iteration (num_env_steps): fit_online evaluates no train gate
-            # there (it trains only when total_step % update_interval == 0), so no TrainCall
-            if self.env_steps % c.update_interval:
-                self.events.append(
-                    IterationEnd(self.iteration, self._counter(), self.env_steps, self.stored, 0)
-                )
         policy = self.scenario.trainer.pending_at_end
-        self.events.append(run_end(self.iteration, self.env_steps, policy, []))
+        self.events.append(run_end(self.iteration, self.env_steps, policy, self._pending()))
         return Trace(tuple(self.events), header)
 
     def _fit_online(self) -> None:
@@ -496,7 +627,7 @@ class D3rlpyAdapter:
             framework="d3rlpy",
             framework_version=d3rlpy.__version__,
             protocol_version=PROTOCOL_VERSION,
-            capabilities=("trainer", "replay"),
+            capabilities=("trainer", "replay", "update-counter"),
             issue_tracker="https://github.com/takuseno/d3rlpy/issues",
             notes="DQN with a tiny encoder; fit_online on one env; FIFOBuffer replay",
             extra_versions={

@@ -8,10 +8,11 @@ rows of all envs). Clauses ``preprocess.transform``, ``preprocess.exclusion``,
 - :class:`RewardScalingBuffer`: ``reward * scale + shift`` before ``ReplayBuffer.add``.
 - :class:`ExcludingBuffer`: one env only; a row the user's rule (the scenario's exclusion,
   selected by :mod:`xpspec.kit.exclusion`) selects is never added.
-- :class:`EpisodeDelayedBuffer`: one env only; rows are held in the subclass until the row
-  whose ``done`` is set arrives, then added one by one (or dropped when ``keep`` rejects the
-  outcome), each with an annotation in the subclass's own ``annotations`` array (1.0 if the
-  episode terminated, 0.0 if ``TimeLimit.truncated``); ``flush`` adds what is still held.
+- :class:`EpisodeDelayedBuffer`: one env only; rows are held in the subclass
+  (:mod:`xpspec.kit.episode_hold`) until the row whose ``done`` is set arrives, then added
+  one by one (or dropped when ``keep`` rejects the outcome), each with an annotation in the
+  subclass's own ``annotations`` array (1.0 if the episode terminated, 0.0 if
+  ``TimeLimit.truncated``); ``flush`` adds what is still held.
 
 Every row SB3 stores goes through :meth:`store_row` (``ReplayBuffer.add``), every row the
 user's rule drops through :meth:`drop`, every row held through :meth:`hold`: the adapter
@@ -28,6 +29,7 @@ from typing import Any
 import numpy as np
 from stable_baselines3.common.buffers import ReplayBuffer
 
+from xpspec.kit.episode_hold import EpisodeHold
 from xpspec.kit.exclusion import Exclusion, exclusion_reason, selects
 from xpspec.kit.items import decode_item
 
@@ -121,36 +123,36 @@ class ExcludingBuffer(HookedBuffer):
 
 class EpisodeDelayedBuffer(HookedBuffer):
     """One env: holds each episode's rows until its ``done`` row, then adds them, annotated
-    with the outcome, if ``keep`` (``all``, ``success`` or ``failure``) accepts it."""
+    with the outcome, if ``keep`` (``all``, ``success`` or ``failure``) accepts it
+    (:class:`xpspec.kit.episode_hold.EpisodeHold` keeps the rows)."""
 
     def __init__(self, *args: Any, keep: str = "all", **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._one_env()
         self.keep = keep
         self.annotations = np.zeros((self.buffer_size, self.n_envs), dtype=np.float32)
-        self._episode: list[Row] = []
+        self._episodes: EpisodeHold[Row] = EpisodeHold(keep)
 
     def add(self, obs: Any, next_obs: Any, action: Any, reward: Any, done: Any, infos: Any) -> None:
         row = Row.of(obs, next_obs, action, reward, done, infos)
-        self._episode.append(row)
+        self._episodes.hold(0, row)
         self.hold(row)
         if not bool(row.done[0]):
             return
-        rows, self._episode = self._episode, []
         success = not bool(row.infos[0].get("TimeLimit.truncated", False))
-        if self.keep != "all" and (self.keep == "success") != success:
-            self.drop(rows, "outcome")
+        release = self._episodes.close(0, success)
+        if not release.kept:
+            self.drop(list(release.rows), "outcome")
             return
-        for held in rows:
-            self._add_annotated(held, float(success))
+        for held in release.rows:
+            self._add_annotated(held, release.annotation)
 
     def held(self) -> list[Row]:
-        return list(self._episode)
+        return self._episodes.held()
 
     def flush(self) -> None:
         """Add the rows still held, unannotated (the outcome is unknown)."""
-        rows, self._episode = self._episode, []
-        for held in rows:
+        for held in self._episodes.drain():
             self._add_annotated(held, 0.0)
 
     def _add_annotated(self, row: Row, annotation: float) -> None:

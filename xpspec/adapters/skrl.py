@@ -7,11 +7,14 @@ is the adapter's; each registered configuration has its own module and expectati
 (``skrl``: skrl's defaults; ``skrl_tlb``: the other settings).
 
 Offered: ``env``, ``trainer`` (:mod:`xpspec.adapters.skrl_trainer`: DQN's collect/update
-accounting, ``update_interval``, ``gradient_steps``, ``batch_size``, ``learning_starts`` and
-``rewards_shaper``), ``replay`` and ``learner``. Not offered: ``relabel`` (skrl has no
-hindsight relabeling). The observables ``counter``, ``hooks``, ``state``, ``bootstrap``,
-``loss-mask`` and ``caller-episodes`` are not declared: skrl keys schedules on its timestep and
-DQN's ``_update_counter`` (neither the spec's counter), has no ``after_update`` /
+accounting, ``update_interval``, ``gradient_steps``, ``batch_size``, ``learning_starts``,
+``rewards_shaper`` and, for exclusion and episode-delayed preprocessing, a user's
+``RandomMemory`` subclass as the agent's memory: :mod:`xpspec.adapters.skrl_preprocess`),
+``replay`` and ``learner``. Not offered: ``relabel`` (skrl has no
+hindsight relabeling). The observable ``update-counter`` is DQN's ``_update_counter`` (the
+gradient steps so far). ``counter``, ``hooks``, ``state``, ``bootstrap``, ``loss-mask`` and
+``caller-episodes`` are not declared: skrl keys schedules on its timestep (no count of
+iterations) and DQN's ``_update_counter``, has no ``after_update`` /
 ``after_train_iter`` hooks, its policies are stateless, PPO appends no bootstrap time step,
 and DQN's loss weighs every sampled row alike (no mask to read).
 
@@ -149,7 +152,7 @@ class SkrlAdapter:
             framework="skrl",
             framework_version=skrl.__version__,
             protocol_version=PROTOCOL_VERSION,
-            capabilities=("env", "trainer", "replay", "learner"),
+            capabilities=("env", "trainer", "replay", "learner", "update-counter"),
             issue_tracker="https://github.com/Toni-SM/skrl/issues",
             notes=(
                 "torch backend: GymnasiumWrapper over the toy vector env (NEXT_STEP autoreset); "

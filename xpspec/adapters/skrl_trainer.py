@@ -23,15 +23,20 @@ env was in before it (its step type from the Gymnasium flags the wrapper returne
 observation) and the action. ``store``: each ``memory.add_samples``, the row read back from the
 memory's tensors and named by :class:`~xpspec.kit.steps.NextStepRows` from the env's previous
 row: its reward, and its ``terminated`` flag (DQN's memory has no ``truncated`` tensor, so a
-truncated LAST and the FIRST after it are stored as MID). ``train_call`` ``trained``: each
+truncated LAST and the FIRST after it are stored as MID). With a user's memory (below) one
+``store`` event holds the rows that one ``add_samples`` call wrote, each read back at the
+``(memory_index, env_index)`` it was written to, after that call's ``hold`` and ``exclude``
+events. ``train_call`` ``trained``: each
 ``DQN.update``; ``update``: each ``memory.sample`` in it, its sampled ``observations`` as windows
 of one item. An iteration ends at the ``post_interaction`` of each timestep that
 ``update_interval`` admits (``timestep % update_interval == 0``, counted from 0): there
 skrl updates once ``learning_starts`` is reached, and a timestep it admits without an update is
 a ``warmup`` call; an update at any other timestep is an adapter error. Timesteps after the
 last such one form a last iteration with no train call. The counter is the agent's
-``_update_counter`` (gradient steps so far, which keys its target-network updates), not
-declared as the ``counter`` observable; skrl has no ``after_update`` / ``after_train_iter``
+``_update_counter`` (gradient steps so far, which keys its target-network updates), declared as
+the ``update-counter`` observable and not as ``counter`` (skrl counts no iterations): an
+update carries the value after its gradient step, which that step's target-network schedule
+reads; skrl has no ``after_update`` / ``after_train_iter``
 hook (no hook event) and its Q-network policy is stateless (``policy_state`` is ``t``).
 DQN's loss weighs every sampled row alike: the update's loss masks are ones the adapter
 writes, and ``loss-mask`` is not declared.
@@ -46,7 +51,19 @@ max(ceil(n / B) - 1, 0)`` opens the gate once ``n`` items are stored (gate ``sto
 ``num_iterations`` ``I`` -> ``timesteps = I * u``; ``num_env_steps`` ``N`` alone ->
 ``timesteps = ceil(N / B)`` (skrl's one budget, in vector steps). ``RewardTransform`` ->
 ``rewards_shaper`` (``r * scale + shift``, applied by ``DQN.record_transition`` before the
-memory's ``add_samples``). ``random_timesteps`` and ``exploration_scheduler`` only choose
+memory's ``add_samples``). ``ExcludeSteps``, ``ExcludeEpisodes`` and ``EpisodeDelayed`` ->
+the agent's ``memory`` is a user's ``RandomMemory`` subclass whose ``add_samples`` leaves out
+or holds back rows (:mod:`xpspec.adapters.skrl_preprocess`; clauses
+``preprocess.exclusion``, ``preprocess.delayed-per-env``, ``preprocess.pending-at-end``):
+what it decides is recorded as it decides it, what it stored is read back from skrl's
+tensors, the ``run_end``'s pending items are the rows it still holds, and under
+``pending_at_end`` ``flush`` its ``flush`` adds them after ``train``. It adds rows one at a
+time, which works with several envs as long as nothing is evicted (the memory is then one ring
+in write order, not a ring per env). DQN updates at every admitted timestep whatever was
+stored (the ``plain`` accounting), and an update on a memory that has stored nothing raises
+in skrl: the run stops there (header ``stopped``). Refused: ``ExcludeTasks`` (the memory gets
+no ``infos``), ``OverwriteStepType`` (it stores no step type), eviction with several envs,
+and a warm-up with such a memory (``learning_starts`` counts timesteps, not stored rows). ``random_timesteps`` and ``exploration_scheduler`` only choose
 actions and ``target_update_interval`` only when the target network follows the Q-network
 (every that many gradient steps): no spec knob maps onto them, and skrl's defaults stay. What
 skrl cannot express raises ``Unsupported``.
@@ -66,16 +83,30 @@ from skrl.memories.torch import RandomMemory
 from skrl.models.torch import DeterministicMixin, Model
 from skrl.trainers.torch import SequentialTrainer
 
-from xpspec.kit.events import logged_rows, run_end
+from xpspec.adapters.skrl_preprocess import (
+    EpisodeDelayedMemory,
+    ExcludingMemory,
+    HookedMemory,
+    Row,
+)
+from xpspec.kit.events import env_step, exclude, hold, run_end, store
+from xpspec.kit.exclusion import EXCLUSIONS
 from xpspec.kit.items import decode_items, single_item_windows
 from xpspec.kit.quiet import seeded_quiet
 from xpspec.kit.release import producer
 from xpspec.kit.rewards import affine_reward
 from xpspec.kit.steps import NextStepRows, Step, steps_from_columns
 from xpspec.protocol.adapter import Unsupported
+from xpspec.protocol.preprocessors import (
+    EpisodeDelayed,
+    ExcludeTasks,
+    Identity,
+    RewardTransform,
+)
 from xpspec.protocol.scenario import TrainerScenario
 from xpspec.protocol.trace import (
     Event,
+    Item,
     IterationEnd,
     IterationStart,
     Trace,
@@ -92,6 +123,14 @@ _SRC = f"skrl {_VERSION}"
 _LINK = "https://github.com/Toni-SM/skrl/tree/2.1.1/skrl"
 _DQN = "agents/torch/dqn/dqn.py"
 _LOGGERS = ("skrl",)
+_UNSETTLED = -1
+"""The counter of an update whose gradient step has not finished yet."""
+_EMPTY_MEMORY = (
+    # DQN.update's track_data of torch.max over the targets of an empty batch (replacement=False)
+    "Expected reduction dim to be specified for input.numel() == 0",
+    # RandomMemory.sample's torch.randint(0, 0, ...) (replacement=True)
+    "but got from=0 >= to=0",
+)
 
 
 def _unsupported(reason: str, where: str) -> Unsupported:
@@ -116,6 +155,10 @@ class DQNPlan:
     timesteps: int
     shaping: tuple[float, float] | None = None
     """``(scale, shift)`` of the ``rewards_shaper``, or None."""
+    memory: type[HookedMemory] | None = None
+    """The user's ``RandomMemory`` subclass that preprocesses (None: skrl's ``RandomMemory``)."""
+    memory_kwargs: tuple[tuple[str, Any], ...] = ()
+    """Its keyword arguments beyond ``RandomMemory``'s."""
 
 
 def dqn_plan(scenario: TrainerScenario) -> DQNPlan:
@@ -190,6 +233,7 @@ def dqn_plan(scenario: TrainerScenario) -> DQNPlan:
         timesteps = -(-cfg.num_env_steps // b)
     gate = cfg.initial_collect_steps
     starts = gate // b if cfg.warmup_gate == "stored>" else max(-(-gate // b) - 1, 0)
+    memory, memory_kwargs = _user_memory(scenario, timesteps)
     return DQNPlan(
         update_interval=n,
         gradient_steps=cfg.num_updates_per_train_iter,
@@ -198,20 +242,65 @@ def dqn_plan(scenario: TrainerScenario) -> DQNPlan:
         memory_size=cfg.capacity,
         timesteps=timesteps,
         shaping=_shaping(scenario),
+        memory=memory,
+        memory_kwargs=memory_kwargs,
     )
 
 
 def _shaping(scenario: TrainerScenario) -> tuple[float, float] | None:
+    """DQN_CFG's ``rewards_shaper`` for a ``RewardTransform``; None for any other."""
     try:
         return affine_reward(scenario.preprocess)
-    except TypeError as exc:
+    except TypeError:
+        return None
+
+
+def _user_memory(
+    scenario: TrainerScenario, timesteps: int
+) -> tuple[type[HookedMemory] | None, tuple[tuple[str, Any], ...]]:
+    """The ``RandomMemory`` subclass (:mod:`xpspec.adapters.skrl_preprocess`) that does the
+    scenario's exclusion or episode-delayed preprocessing; Unsupported for what no
+    ``add_samples`` override can express."""
+    p, b = scenario.preprocess, scenario.env.num_envs
+    name = type(p).__name__
+    if isinstance(p, ExcludeTasks):
         raise _unsupported(
-            f"{exc}: skrl's one store-time hook is DQN_CFG's rewards_shaper, which maps the "
-            "rewards of a vector step; record_transition adds every env's transition in one "
-            "memory row (memories/torch/base.py:Memory.add_samples) and the memory stores no "
-            "step type, so nothing leaves out, holds back or retypes a time step",
+            f"preprocessing {name}: the task id is in the env's infos, and "
+            "DQN.record_transition passes the memory's add_samples the observations, states, "
+            "actions, rewards, next observations and terminated flags only, never infos",
             f"{_DQN}:DQN.record_transition",
-        ) from None
+        )
+    if isinstance(p, (*EXCLUSIONS, EpisodeDelayed)):
+        if b > 1 and timesteps > scenario.trainer.capacity:
+            raise _unsupported(
+                f"preprocessing {name} with {b} envs and more timesteps ({timesteps}) than "
+                f"capacity ({scenario.trainer.capacity}): a memory that leaves out or holds "
+                "back one env's row adds rows one at a time, which Memory.add_samples writes "
+                "at the next (memory_index, env_index) whatever the env, so the memory is one "
+                "ring of memory_size * num_envs rows evicting in write order, never a ring of "
+                "capacity rows per env",
+                "memories/torch/base.py:Memory.add_samples",
+            )
+        if scenario.trainer.initial_collect_steps:
+            raise _unsupported(
+                f"preprocessing {name} with a warm-up of {scenario.trainer.initial_collect_steps} "
+                "stored items: post_interaction compares the timestep with learning_starts, and "
+                "a memory that leaves out or holds back rows stores fewer rows than the "
+                "timesteps say, so no learning_starts gates on the stored count",
+                f"{_DQN}:DQN.post_interaction",
+            )
+        if isinstance(p, EpisodeDelayed):
+            return EpisodeDelayedMemory, (("keep", p.keep),)
+        return ExcludingMemory, (("rule", p),)
+    if isinstance(p, (Identity, RewardTransform)):
+        return None, ()
+    raise _unsupported(
+        f"preprocessing {name}: neither DQN_CFG's rewards_shaper (which maps the rewards of a "
+        "vector step) nor the memory can change a time step's type: the memory stores no step "
+        "type, only each transition's terminated flag (DQN.init creates no truncated tensor), "
+        "and a row's type follows from the rows before it",
+        f"{_DQN}:DQN.record_transition",
+    )
 
 
 # -- skrl's objects -------------------------------------------------------------------------------
@@ -244,23 +333,27 @@ class _Shaper:
 # -- the recording --------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class _Rows:
-    """A vector step's time steps (``env``) or a stored row (``store``), with the counter."""
+    """A vector step's time steps (``env``), the rows one ``add_samples`` call stored
+    (``store``), or the items it left out (``exclude``, with ``reason``) or held back
+    (``hold``), with the counter."""
 
-    kind: Literal["env", "store"]
+    kind: Literal["env", "store", "exclude", "hold"]
     steps: tuple[Step, ...]
     counter: int
+    reason: str = ""
 
 
 @dataclass
 class _Call:
     """One train call: its status, the items stored before it, the counter before and after
-    it, and the windows of each update with the counter then."""
+    it, the windows of each update with the counter then, and the items held after it."""
 
     status: Literal["trained", "warmup"]
     stored: int
     counter: int
     updates: list[tuple[tuple[Window, ...], int]] = field(default_factory=list)
     counter_after: int = 0
+    pending: int = 0
 
 
 class _Run:
@@ -274,13 +367,17 @@ class _Run:
         self.gym_rows = np.ones(scenario.env.num_envs, dtype=bool)
         self.names = NextStepRows()
         self.call: _Call | None = None
+        self.written: list[Step] = []
+        self.marks: list[_Rows] = []
         vector = ToyVectorEnv(scenario.env, scenario.seed, autoreset_mode=AutoresetMode.NEXT_STEP)
         self.env: Wrapper = wrap_env(vector, wrapper="gymnasium", verbose=False)
-        self.memory = RandomMemory(
+        memory_class = RandomMemory if plan.memory is None else plan.memory
+        self.memory = memory_class(
             memory_size=plan.memory_size,
             num_envs=scenario.env.num_envs,
             device="cpu",
             replacement=replacement,
+            **dict(plan.memory_kwargs),
         )
         space = (self.env.observation_space, self.env.action_space)
         self.agent = DQN(
@@ -303,12 +400,27 @@ class _Run:
     def counter(self) -> int:
         return int(getattr(self.agent, "_update_counter", 0))
 
+    def _settle(self) -> None:
+        """Give the call's newest update the counter after its gradient step: skrl increments
+        ``_update_counter`` at the end of each gradient step and keys that step's
+        target-network update on the new value (``dqn.py:DQN.update``), so it is read at the
+        next ``memory.sample`` or when ``update`` returns."""
+        call = self.call
+        if call is not None and call.updates and call.updates[-1][1] == _UNSETTLED:
+            call.updates[-1] = (call.updates[-1][0], self.counter())
+
+    def held(self) -> list[Item]:
+        """The items the user's memory holds back now."""
+        memory = self.memory
+        return [row.item for row in memory.held()] if isinstance(memory, HookedMemory) else []
+
     # the seams
     def _wrap(self) -> None:
         env, memory, agent = self.env, self.memory, self.agent
         step, reset = env.step, env.reset
         add, sample = memory.add_samples, memory.sample
         update, post = agent.update, agent.post_interaction
+        hooked = isinstance(memory, HookedMemory)
 
         def reset_env() -> Any:
             obs, infos = reset()
@@ -333,7 +445,9 @@ class _Run:
 
         def add_samples(**tensors: Any) -> None:
             add(**tensors)
-            self.log.append(_Rows("store", self._stored_row(), self.counter()))
+            if not hooked:
+                self.written.extend(self._stored_row())
+            self._flush_store()
 
         def sample_rows(names: list[str], **kwargs: Any) -> Any:
             out = sample(names, **kwargs)
@@ -341,12 +455,16 @@ class _Run:
                 raise AssertionError("memory.sample outside DQN.update")
             observations = _as_numpy(out[0][names.index("observations")])
             windows = single_item_windows(decode_items(observations))
-            self.call.updates.append((windows, self.counter()))
+            self._settle()
+            self.call.updates.append((windows, _UNSETTLED))
             return out
 
         def update_agent(*, timestep: int, timesteps: int) -> None:
             self.call = _Call("trained", self.stored, self.counter())
-            update(timestep=timestep, timesteps=timesteps)
+            try:
+                update(timestep=timestep, timesteps=timesteps)
+            finally:
+                self._settle()
 
         def post_interaction(*, timestep: int, timesteps: int) -> None:
             self.call = None
@@ -362,6 +480,7 @@ class _Run:
                 call = _Call("warmup", self.stored, self.counter())
             if call is not None:
                 call.counter_after = self.counter()
+                call.pending = len(self.held())
                 self.log.append(call)
             self.call = None
 
@@ -372,6 +491,54 @@ class _Run:
         setattr(memory, "sample", sample_rows)  # noqa: B010
         setattr(agent, "update", update_agent)  # noqa: B010
         setattr(agent, "post_interaction", post_interaction)  # noqa: B010
+        if isinstance(memory, HookedMemory):
+            self._wrap_hooks(memory)
+
+    def _wrap_hooks(self, memory: HookedMemory) -> None:
+        """The user's memory's seams: each row its ``store_row`` wrote is read back from the
+        memory's tensors at the position ``Memory.add_samples`` wrote it to; each drop and
+        hold is recorded as the memory decides it."""
+        store_row, drop, keep = memory.store_row, memory.drop, memory.hold
+
+        def stored(row: Row) -> None:
+            at = (memory.memory_index, memory.env_index)
+            store_row(row)
+            self.written.append(self._stored_one(*at))
+
+        def dropped(rows: list[Row], reason: str) -> None:
+            drop(rows, reason)
+            steps = tuple(Step(row.item, 0, 0.0) for row in rows)
+            self.marks.append(_Rows("exclude", steps, self.counter(), reason))
+
+        def held(row: Row) -> None:
+            keep(row)
+            self.marks.append(_Rows("hold", (Step(row.item, 0, 0.0),), self.counter()))
+
+        setattr(memory, "store_row", stored)  # noqa: B010
+        setattr(memory, "drop", dropped)  # noqa: B010
+        setattr(memory, "hold", held)  # noqa: B010
+
+    def _flush_store(self) -> None:
+        """The entries of one ``add_samples`` call: its holds, its exclusions (one entry per
+        reason, in the order first decided) and one store entry for the rows it wrote."""
+        counter = self.counter()
+        holds = [step for mark in self.marks if mark.kind == "hold" for step in mark.steps]
+        if holds:
+            self.log.append(_Rows("hold", tuple(holds), counter))
+        reasons = list(dict.fromkeys(m.reason for m in self.marks if m.kind == "exclude"))
+        for reason in reasons:
+            left = [
+                step
+                for mark in self.marks
+                if mark.kind == "exclude" and mark.reason == reason
+                for step in mark.steps
+            ]
+            self.log.append(_Rows("exclude", tuple(left), counter, reason))
+        self.marks = []
+        if self.written:
+            self.log.append(_Rows("store", tuple(self.written), counter))
+            self.stored += len(self.written)
+            self.written = []
 
     def _named(self, obs: Any, reward: Any, terminated: Any, truncated: Any) -> list[Step]:
         """The time steps the wrapper returned: step types from the Gymnasium flags."""
@@ -388,20 +555,28 @@ class _Run:
         from the memory's tensors and named from each env's previous row."""
         memory = self.memory
         row = (memory.memory_index - 1) % memory.memory_size
+        return tuple(self._read(row, e) for e in range(memory.num_envs))
+
+    def _stored_one(self, row: int, column: int) -> Step:
+        """The one row ``store_row`` has just written at ``(row, column)``."""
+        return self._read(row % self.memory.memory_size, column)
+
+    def _read(self, row: int, column: int) -> Step:
+        """The transition at ``(row, column)`` of the memory's tensors, named from its env's
+        previous stored row (:class:`~xpspec.kit.steps.NextStepRows`); its annotation is the
+        user's memory's ``annotations`` entry where it keeps one, else 0."""
+        memory = self.memory
         names = memory.get_tensor_names()
-        obs = _as_numpy(memory.get_tensor_by_name("observations")[row])
-        rewards = _as_numpy(memory.get_tensor_by_name("rewards")[row]).reshape(-1)
-        terminated = _as_numpy(memory.get_tensor_by_name("terminated")[row]).reshape(-1)
-        truncated = (
-            _as_numpy(memory.get_tensor_by_name("truncated")[row]).reshape(-1)
-            if "truncated" in names
-            else np.zeros_like(terminated)
-        )
-        steps = [self.names.row(item) for item in decode_items(obs)]
-        for s, r, te, tr in zip(steps, rewards.tolist(), terminated.tolist(), truncated.tolist()):
-            self.names.follow(s, r, bool(te), bool(tr))
-        self.stored += len(steps)
-        return tuple(steps)
+
+        def value(name: str) -> Any:
+            return _as_numpy(memory.get_tensor_by_name(name)[row, column]).reshape(-1)
+
+        (item,) = decode_items(value("observations").reshape(1, -1))
+        annotation = float(value("annotations")[0]) if "annotations" in names else 0.0
+        step = self.names.row(item, annotation=annotation)
+        truncated = bool(value("truncated")[0]) if "truncated" in names else False
+        self.names.follow(step, float(value("rewards")[0]), bool(value("terminated")[0]), truncated)
+        return step
 
     def run(self) -> Trace:
         trainer = SequentialTrainer(
@@ -414,11 +589,25 @@ class _Run:
                 "close_environment_at_exit": False,
             },
         )
-        trainer.train()
-        return Trace(tuple(self._events()), {"producer": producer("skrl")})
+        header: dict[str, Any] = {"producer": producer("skrl")}
+        try:
+            trainer.train()
+        except RuntimeError as exc:
+            if not any(message in str(exc) for message in _EMPTY_MEMORY):
+                raise
+            header["stopped"] = (
+                f"RuntimeError: {exc} (DQN.update on a memory that holds no row, "
+                f"{_DQN}:DQN.update; the trace ends in that update's iteration)"
+            )
+            call = self.call
+            if call is not None:
+                call.counter_after, call.pending = self.counter(), len(self.held())
+                self.log.append(call)
+        return Trace(tuple(self._events(stopped="stopped" in header)), header)
 
-    def _events(self) -> list[Event]:
-        """The log as trainer events: an iteration ends with each train call, or with the log."""
+    def _events(self, stopped: bool) -> list[Event]:
+        """The log as trainer events: an iteration ends with each train call, or with the log;
+        the held rows are flushed (``pending_at_end`` ``flush``) unless skrl stopped the run."""
         events: list[Event] = []
         iteration = calls = env_steps = stored = 0
         body: list[_Rows] = []
@@ -429,19 +618,21 @@ class _Run:
             unrolled = sum(1 for r in body if r.kind == "env")
             start = body[0].counter if body else (call.counter if call else self.counter())
             events.append(IterationStart(iteration, start, unrolled))
-            rows, unrolled_steps, stored_steps = logged_rows(iteration, body)
-            events.extend(rows)
-            env_steps += unrolled_steps
-            stored += stored_steps
-            end = self.counter()
+            for entry in body:
+                events.append(self._event(iteration, entry))
+                if entry.kind == "env":
+                    env_steps += len(entry.steps)
+                elif entry.kind == "store":
+                    stored += len(entry.steps)
+            end, pending = self.counter(), len(self.held())
             if call is not None:
                 events.append(TrainCall(iteration, calls, call.counter, call.status, call.stored))
                 for index, (windows, counter) in enumerate(call.updates):
                     masks = ((1,),) * len(windows)
                     events.append(Update(iteration, calls, index, counter, windows, masks))
                 calls += 1
-                end = call.counter_after
-            events.append(IterationEnd(iteration, end, env_steps, stored, 0))
+                end, pending = call.counter_after, call.pending
+            events.append(IterationEnd(iteration, end, env_steps, stored, pending))
             body.clear()
 
         for entry in self.log:
@@ -452,8 +643,26 @@ class _Run:
         if body:
             close(None)
         policy = self.scenario.trainer.pending_at_end
-        events.append(run_end(iteration, env_steps, policy))
+        memory = self.memory
+        if policy == "flush" and isinstance(memory, EpisodeDelayedMemory) and not stopped:
+            logged = len(self.log)
+            memory.flush()
+            self._flush_store()
+            flushed = self.log[logged:]
+            events.extend(self._event(iteration, e) for e in flushed if isinstance(e, _Rows))
+        events.append(run_end(iteration, env_steps, policy, self.held()))
         return events
+
+    @staticmethod
+    def _event(iteration: int, entry: _Rows) -> Event:
+        items = [s.item for s in entry.steps]
+        if entry.kind == "env":
+            return env_step(iteration, entry.steps)
+        if entry.kind == "store":
+            return store(iteration, entry.steps)
+        if entry.kind == "exclude":
+            return exclude(iteration, items, entry.reason)
+        return hold(iteration, items)
 
 
 def run_trainer(scenario: TrainerScenario, replacement: bool) -> Trace:

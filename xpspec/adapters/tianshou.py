@@ -76,14 +76,15 @@ the framework then stores is what the trace records:
   ``KeyError: 'obs'``, ``data/buffer/buffer_base.py:581``).
 
 **Trainer** (``run_trainer``): :class:`_TrainerRun`; the counter is the trainer's training
-step number (observable ``counter``). Tianshou calls nothing after a training step, so the
+step number (observable ``counter``). Tianshou keeps no count of gradient steps, so the adapter
+does not declare ``update-counter``: a per-mini-batch counter scenario runs with the training
+step number as its counter, and its counter check is not applicable. Tianshou calls nothing after a training step, so the
 adapter does not declare the ``hooks`` observable (the ``after_update`` events it records come
 from ``Algorithm._postprocess_batch``). **Learner**: :class:`_LearnerRun`. **Relabel**:
 :class:`_RelabelRun`. Preprocessing without a route (above), fractional unroll lengths, on-policy
-and whole-buffer training, drain mode, warm-up gates still shut at the first train call, a
-per-mini-batch counter, period grids and other sampling distributions, several learners and
-the ``final`` and ``episode`` relabeling strategies are :class:`Unsupported`, each with the
-reason and source.
+and whole-buffer training, drain mode, warm-up gates still shut at the first train call,
+period grids and other sampling distributions, several learners and the ``final`` and
+``episode`` relabeling strategies are :class:`Unsupported`, each with the reason and source.
 """
 
 from __future__ import annotations
@@ -655,12 +656,6 @@ def _trainer_plan(sc: TrainerScenario) -> _TrainerPlan:
             f"unroll_length {u}: collection_step_num_env_steps = c collects ceil(c/B) vector "
             "steps every training step (Collector._collect), so only integer u is expressible",
             "data/collector.py",
-        )
-    if cfg.counter_mode != "per-iteration":
-        raise _unsupported(
-            "counter per mini-batch: the trainer counts training steps "
-            "(Trainer._current_update_step, one per collect), not gradient steps",
-            trainer_py,
         )
     if cfg.num_env_steps and cfg.env_step_count != "all":
         raise _unsupported(

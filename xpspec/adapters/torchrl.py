@@ -1042,6 +1042,7 @@ class TorchRLAdapter:
                 "learner",
                 "relabel",
                 "counter",
+                "update-counter",
                 "hooks",
                 "state",
                 "nstep",

@@ -3,8 +3,9 @@
 Both the engine (to mark a failure downstream of its scenario's cause) and ``xpspec explain``
 (to say which clause a trace breaks) run the checks of a scenario on one trace this way: the
 determinism checks are left out (they run the implementation again from scratch), and so is
-every check of an observable the implementation does not declare, a check that needs a run
-the context cannot make (it raises ``Unsupported``) and a check that itself breaks.
+every check of an observable the implementation does not declare and a check that needs a
+run the context cannot make (it raises ``Unsupported``). A check that itself breaks (raises
+anything else) judged nothing: it is listed as broken, with its error, never as passing.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from xpspec.conformance.blame import Failure
 from xpspec.conformance.checks import ALL_CHECKS, Check
 from xpspec.conformance.checks.base import CheckFailure, Context
 from xpspec.conformance.clauses import ClauseRegistry
+from xpspec.protocol.adapter import Unsupported
 from xpspec.protocol.scenario import Scenario
 from xpspec.protocol.trace import Trace
 
@@ -24,11 +26,12 @@ __all__ = ["Checked", "check_trace", "failure_of", "runs_on"]
 
 @dataclass(frozen=True)
 class Checked:
-    """The checks that judged a trace, in the suite's order, and the failures among them,
-    each with its message."""
+    """The checks that judged a trace, in the suite's order, the failures among them, each
+    with its message, and the checks that broke instead of judging, each with its error."""
 
     checks: tuple[str, ...]
     failures: tuple[tuple[Failure, str], ...]
+    broken: tuple[tuple[str, str], ...] = ()
 
 
 def runs_on(check: Check, scenario: Scenario, capabilities: Sequence[str] | None) -> bool:
@@ -72,6 +75,7 @@ def check_trace(
     """Run every check of ``scenario`` that :func:`runs_on` admits on ``trace``."""
     checks: list[str] = []
     failures: list[tuple[Failure, str]] = []
+    broken: list[tuple[str, str]] = []
     for check in ALL_CHECKS:
         if not runs_on(check, scenario, capabilities):
             continue
@@ -79,7 +83,10 @@ def check_trace(
             check.verify(scenario, trace, context)
         except CheckFailure as exc:
             failures.append((failure_of(check, exc), str(exc)))
-        except Exception:  # Unsupported (a run it cannot make), or the check itself broke
+        except Unsupported:  # a run the context cannot make
+            continue
+        except Exception as exc:  # the check itself broke
+            broken.append((check.name, f"{type(exc).__name__}: {exc}"))
             continue
         checks.append(check.name)
-    return Checked(tuple(checks), tuple(failures))
+    return Checked(tuple(checks), tuple(failures), tuple(broken))

@@ -122,14 +122,18 @@ def trainer_configs(
     clear: bool | None = None,
     env_step_budget: bool | None = None,
     synced: bool | None = None,
+    counter_mode: str | None = None,
 ) -> st.SearchStrategy[TrainerConfig]:
     """Valid trainer configs. Each knob left ``None`` is drawn; ``True``/``False`` pins it:
     ``drain`` (drain mode, ``unroll_length == 0``), ``whole_buffer``, ``clear`` (a clearing
-    whole buffer: ``clear != "none"``), ``env_step_budget`` (``num_env_steps > 0``) and
-    ``synced`` (``train_accounting == "synced"``)."""
+    whole buffer: ``clear != "none"``), ``env_step_budget`` (``num_env_steps > 0``),
+    ``synced`` (``train_accounting == "synced"``) and ``counter_mode`` (the mode itself)."""
     if clear and whole_buffer is False:
         raise ValueError("clear=True needs a whole buffer (whole_buffer=True or None)")
-    return _trainer_configs(drain, True if clear else whole_buffer, clear, env_step_budget, synced)
+    modes = ["per-iteration", "per-mini-batch"] if counter_mode is None else [counter_mode]
+    return _trainer_configs(
+        drain, True if clear else whole_buffer, clear, env_step_budget, synced, modes
+    )
 
 
 def _either(draw: st.DrawFn, pinned: bool | None) -> bool:
@@ -145,6 +149,7 @@ def _trainer_configs(
     clear: bool | None,
     env_step_budget: bool | None,
     synced: bool | None,
+    counter_modes: list[str],
 ) -> TrainerConfig:
     drains = _either(draw, drain)
     whole = _either(draw, whole_buffer)
@@ -158,7 +163,7 @@ def _trainer_configs(
         mini_batch_length=mbl,
         capacity=capacity,
         initial_collect_steps=draw(st.integers(0, 12)),
-        counter_mode=draw(st.sampled_from(["per-iteration", "per-mini-batch"])),
+        counter_mode=draw(st.sampled_from(counter_modes)),
         pending_at_end=draw(st.sampled_from(["report", "flush"])),
         train_accounting=draw(st.sampled_from(accounting)),
     )
@@ -196,6 +201,7 @@ def trainer_scenarios(
     clear: bool | None = None,
     env_step_budget: bool | None = None,
     synced: bool | None = None,
+    counter_mode: str | None = None,
 ) -> st.SearchStrategy[TrainerScenario]:
     """Valid trainer scenarios; with no arguments, the whole generated space. ``periodic``
     pins whether sampling starts lie on a grid of period > 1; the other knobs are those of
@@ -206,6 +212,7 @@ def trainer_scenarios(
         clear=clear,
         env_step_budget=env_step_budget,
         synced=synced,
+        counter_mode=counter_mode,
     )
     periods = {True: st.integers(2, 3), False: st.just(1), None: st.integers(1, 3)}[periodic]
     return _trainer_scenarios(configs, preprocessors, periods)
@@ -258,6 +265,8 @@ _CONCERNS: dict[str, dict[str, Any]] = {
     "period-anchor": dict(whole_buffer=False, periodic=True),
     "whole-buffer": dict(whole_buffer=True),
     "clear": dict(clear=True),
+    "global-counter": dict(counter_mode="per-iteration"),
+    "update-counter": dict(counter_mode="per-mini-batch"),
 }
 # Checks whose predicate holds on every trainer scenario: the whole space.
 _EVERYWHERE = frozenset(
@@ -268,7 +277,6 @@ _EVERYWHERE = frozenset(
         "state-reset",
         "loss-mask",
         "all-envs-step",
-        "global-counter",
         "conservation",
         "store-order",
         "pending-at-end",

@@ -140,6 +140,17 @@ def _unheld_first_reward(s: Scenario) -> Scenario | None:
     return replace(s, preprocess=replace(s.preprocess, first="unheld"))
 
 
+def _count_before(s: Scenario) -> Scenario | None:
+    """unroll.global-counter ``count-before``: a per-mini-batch counter grows after each
+    update, not before it (``counter_mode="per-mini-batch-after"``); a per-iteration counter
+    is left as it is."""
+    if not isinstance(s, TrainerScenario):
+        return None
+    if s.trainer.counter_mode != "per-mini-batch":
+        return s
+    return replace(s, trainer=replace(s.trainer, counter_mode="per-mini-batch-after"))
+
+
 VARIANTS: dict[tuple[str, str], VariantModel] = {
     ("timestep.auto-reset", "same-step"): _env(autoreset="same-step"),
     # SB3 2.9.2, Tianshou 2.0.1, TorchRL 0.14.1: a row is a transition holding the reward out
@@ -149,6 +160,11 @@ VARIANTS: dict[tuple[str, str], VariantModel] = {
     ),
     ("unroll.fractional-schedule", "alf-float-carry"): _trainer(unroll_carry="alf-float"),
     ("unroll.num-env-steps", "non-first"): _trainer(env_step_count="non-first"),
+    # d3rlpy 2.8.0 QLearningAlgoBase.update passes grad_step to the update, then increments it.
+    ("unroll.global-counter", "count-before"): VariantModel(
+        'trainer.counter_mode = "per-mini-batch-after" (where it was "per-mini-batch")',
+        _count_before,
+    ),
     ("train.synced-schedule", "plain"): _trainer(train_accounting="plain"),
     ("train.synced-schedule", "alf-pr1768-floor"): _trainer(train_accounting="alf-pr1768-floor"),
     ("train.warmup-gate", "strict"): _trainer(warmup_gate="stored>"),

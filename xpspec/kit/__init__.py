@@ -12,6 +12,8 @@ library, numpy and torch, never on the reference implementation or the conforman
   ``Exclude``, ``Hold``, ``RunEnd``);
 - :mod:`~xpspec.kit.exclusion` — which rows an exclusion preprocessor selects (the
   framework's own mechanism still drops them);
+- :mod:`~xpspec.kit.episode_hold` — each env's rows held until its episode ends, then
+  released with their outcome (the framework's own buffer still writes them);
 - :mod:`~xpspec.kit.goals` — the toy env's goal reward over a batch;
 - :mod:`~xpspec.kit.value` — the toy value function of the learner scenarios;
 - :mod:`~xpspec.kit.episodes` — counts and groupings of the toy env's episodes that learner

@@ -38,6 +38,7 @@ CAPABILITIES = (
     "learner",
     "relabel",
     "counter",
+    "update-counter",
     "hooks",
     "state",
     "bootstrap",
@@ -49,8 +50,10 @@ CAPABILITIES = (
     "importance-weights",
 )
 """The closed vocabulary of capabilities: five operation families (one operation each), and
-ten observables that not every framework has: ``counter`` (a global counter the trainer
-increments per iteration or per mini-batch), ``hooks`` (``after_update`` /
+eleven observables that not every framework has: ``counter`` (a global counter the trainer
+increments once per iteration, ``counter_mode`` per-iteration), ``update-counter`` (a count of
+the gradient updates made so far, kept by the framework: the counter of ``counter_mode``
+per-mini-batch), ``hooks`` (``after_update`` /
 ``after_train_iter`` calls), ``state`` (a policy state the trainer resets at FIRST),
 ``bootstrap`` (a bootstrap timestep the learner appends to each episode, row ``L``) and
 ``loss-mask`` (the per-item loss mask the trainer's own loss applies to a sampled window,

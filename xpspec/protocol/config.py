@@ -67,7 +67,12 @@ class TrainerConfig:
     # "unrolled>=" counts the items unrolled instead of stored (train.warmup-gate, variant
     # unrolled: TorchRL 0.14.1 collected frames, RLlib 2.60.0 sampled steps).
     warmup_gate: Literal["stored>=", "stored>", "size>=", "unrolled>="] = "stored>="
-    counter_mode: Literal["per-iteration", "per-mini-batch"] = "per-iteration"
+    # "per-mini-batch-after" increments after each update instead of before it, so an update
+    # runs with the number of updates made before it (unroll.global-counter, variant
+    # count-before: d3rlpy 2.8.0's grad_step).
+    counter_mode: Literal["per-iteration", "per-mini-batch", "per-mini-batch-after"] = (
+        "per-iteration"
+    )
     # train.idle-calls: "lazy" makes no train call (and no after_train_iter) while
     # nothing has been stored yet; the calls owed then are dropped, not deferred (variant
     # alf-lazy-buffer).
@@ -134,7 +139,11 @@ class TrainerConfig:
         _literal("env_step_count", self.env_step_count, ("all", "non-first"))
         _literal("train_accounting", self.train_accounting, ("synced", "plain", "alf-pr1768-floor"))
         _literal("warmup_gate", self.warmup_gate, ("stored>=", "stored>", "size>=", "unrolled>="))
-        _literal("counter_mode", self.counter_mode, ("per-iteration", "per-mini-batch"))
+        _literal(
+            "counter_mode",
+            self.counter_mode,
+            ("per-iteration", "per-mini-batch", "per-mini-batch-after"),
+        )
         _literal("replay_creation", self.replay_creation, ("eager", "lazy"))
         _literal("hook_gate", self.hook_gate, ("unrolled", "unroll-gate"))
         _literal("mini_batch_resize", self.mini_batch_resize, ("none", "alf"))

@@ -160,6 +160,7 @@ class RefimplAdapter:
                 "learner",
                 "relabel",
                 "counter",
+                "update-counter",
                 "hooks",
                 "state",
                 "bootstrap",

@@ -345,6 +345,8 @@ class Trainer:
             self.recorder.update(
                 iteration, call, index, self.counter, observation, valid, loss_mask
             )
+            if cfg.counter_mode == "per-mini-batch-after":
+                self.counter += 1
             self.updates += 1
             self.recorder.hook(iteration, "after_update")
         if status == "trained" and cfg.clear != "none":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -103,3 +104,30 @@ def test_independent_learner_failures_are_each_their_own_as_in_a_run() -> None:
     assert "also failing on its own: " in text and f"(check {other})" in text
     assert "also, on their own: " in text.splitlines()[-1]
     assert 'id="independent"' in page and other in page.split('id="independent"')[1]
+
+
+def test_a_check_that_breaks_is_listed_as_broken_never_as_passing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A check raising something other than a failure judged nothing: explain names it, with
+    its error, and does not count it among the checks that ran."""
+    from xpspec.conformance import failing
+    from xpspec.conformance.checks import ALL_CHECKS
+    from xpspec.conformance.explain.text_view import _verdict_lines
+
+    def breaks(*_: object) -> None:
+        raise ZeroDivisionError("no items")
+
+    counter = next(c for c in ALL_CHECKS if c.name == "global-counter")
+    monkeypatch.setattr(
+        failing,
+        "ALL_CHECKS",
+        tuple(replace(c, verify=breaks) if c is counter else c for c in ALL_CHECKS),
+    )
+    scenario, trace = reference("plain-u2-b3")
+    verdict = judge(scenario, trace, lambda s: trace)
+    assert verdict.broken == (("global-counter", "ZeroDivisionError: no items"),)
+    assert "global-counter" not in verdict.checked and verdict.cause is None
+    lines = _verdict_lines(SimpleNamespace(verdict=verdict, clauses=()))  # type: ignore[arg-type]
+    assert "check global-counter broke and judged nothing:" in lines
+    assert "    ZeroDivisionError: no items" in lines

@@ -217,8 +217,17 @@ TRAINER_CHECKS: tuple[Check, ...] = (
         "trainer",
         "invariant",
         check_global_counter,
-        _ANY,
+        _cfg(lambda s: s.trainer.counter_mode == "per-iteration"),
         requires=("counter",),
+    ),
+    Check(
+        "update-counter",
+        ("unroll.global-counter",),
+        "trainer",
+        "invariant",
+        check_global_counter,
+        _cfg(lambda s: s.trainer.counter_mode != "per-iteration"),
+        requires=("update-counter",),
     ),
     Check(
         "conservation",

@@ -213,7 +213,8 @@ def check_global_counter(scenario: Scenario, trace: Trace, ctx: Context) -> None
     """unroll.global-counter: the counter starts at 0 and grows by one at the start of every
     iteration (``counter_mode="per-iteration"``) or before every update
     (``"per-mini-batch"``), never otherwise; each ``iteration`` and ``update`` event carries
-    its value after that increment."""
+    its value after that increment. Under ``"per-mini-batch-after"`` (variant count-before)
+    it grows right after every update, whose event carries the value before."""
     sc = trainer_scenario(scenario)
     counter = 0
     for e in trace.events:
@@ -231,3 +232,5 @@ def check_global_counter(scenario: Scenario, trace: Trace, ctx: Context) -> None
                 raise CheckFailure(
                     f"counter at update {e.index} of call {e.call}", counter, e.counter
                 )
+            if sc.trainer.counter_mode == "per-mini-batch-after":
+                counter += 1

@@ -147,5 +147,6 @@ def explain_command(
     else:
         Path(target).write_text(page, encoding="utf-8")
         print(f"xpspec: wrote {target}: {headline(explanation)}", file=sys.stderr)
-    failed = explanation.verdict.failures or explanation.verdict.malformed
+    v = explanation.verdict
+    failed = v.failures or v.malformed or v.broken
     return ExitCode.FINDINGS if failed else ExitCode.OK

@@ -69,6 +69,7 @@ def render_html(x: Explanation) -> str:
         "cause": x.verdict.cause,
         "downstream": [f for f in x.verdict.failures if f.downstream],
         "independent": list(x.verdict.independent),
+        "broken": list(x.verdict.broken),
         "headline": headline(x),
         "shape_text": shape_text(x),
         "where": f"{x.where}, {envs_text(d.envs)}, event #{d.index}" if d else "",

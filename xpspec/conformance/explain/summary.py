@@ -64,6 +64,8 @@ def headline(x: Explanation) -> str:
             verdict += "; also, on their own: " + ", ".join(
                 f"{', '.join(f.clauses)} (check {f.check})" for f in others
             )
+    if x.verdict.broken:
+        verdict += "; broken checks: " + ", ".join(name for name, _ in x.verdict.broken)
     return f"{part}; {verdict}"
 
 

@@ -138,9 +138,14 @@ def _verdict_lines(x: Explanation) -> list[str]:
     v = x.verdict
     if v.malformed:
         return [f"the trace is malformed, so no check ran: {clean(v.malformed)}"]
+    broke = [
+        line
+        for name, error in v.broken
+        for line in [f"check {name} broke and judged nothing:", *_indented(error)]
+    ]
     cause = v.cause
     if cause is None:
-        return [f"no check fails ({len(v.checked)} checks ran)"]
+        return [f"no check fails ({len(v.checked)} checks ran)", *broke]
     at = f", iteration {cause.iteration}" if cause.iteration is not None else ""
     lines = [f"clause: {', '.join(cause.clauses)} (charged by check {cause.check}{at})"]
     for clause in x.clauses:
@@ -155,7 +160,11 @@ def _verdict_lines(x: Explanation) -> list[str]:
     for f in v.independent:
         lines.append(f"also failing on its own: {', '.join(f.clauses)} (check {f.check})")
         lines.extend(f"    {line}" for line in message_lines(f"{f.check}: {f.message}"))
-    return lines
+    return [*lines, *broke]
+
+
+def _indented(message: str) -> list[str]:
+    return [f"    {line}" for line in message_lines(message)]
 
 
 def render_text(x: Explanation) -> str:

@@ -51,6 +51,9 @@ class Verdict:
     cause_check: str = ""
     """The check whose failure is the cause, as :func:`xpspec.conformance.blame.cause_of`
     ranks them ("" if nothing fails)."""
+    broken: tuple[tuple[str, str], ...] = ()
+    """The checks that broke instead of judging the trace, each with its error: they neither
+    pass nor fail it."""
 
     @property
     def cause(self) -> FailedCheck | None:
@@ -93,4 +96,9 @@ def judge(
         )
         for f, message in found
     )
-    return Verdict(checked.checks, failures, cause_check="" if cause is None else cause.check)
+    return Verdict(
+        checked.checks,
+        failures,
+        cause_check="" if cause is None else cause.check,
+        broken=checked.broken,
+    )

@@ -1,0 +1,184 @@
+"""Minimal reproductions, with ALF alone (snapshot 23aca492, run from a checkout), of the
+learner findings that xpspec/adapters/alf.expectations.toml declares. Skipped when ALF is not
+on the path (it is not on PyPI; see the conformance(alf) nox session).
+
+One env whose episodes are F, M, L (two transitions, terminated): its first 5 time steps are
+rows F M L F M, so the second episode is in progress, its newest row M carrying the final
+observation so far. The observation is the row's index. One ``train_iter`` of ALF's PPO trains
+on the whole replay buffer as ``alf/examples/ppo_conf.py`` configures it, with
+``mini_batch_length=1`` as ``alf/examples/ppo_cart_pole_conf.py`` does, and ALF's defaults
+(``mask_out_loss_for_last_step=True``, ``PPOLoss(normalize_advantages=True)``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("alf")
+
+import alf
+import torch
+from alf.algorithms.config import TrainerConfig
+from alf.algorithms.ppo_algorithm import PPOAlgorithm
+from alf.algorithms.ppo_loss import PPOLoss
+from alf.data_structures import StepType, TimeStep
+from alf.networks import ActorDistributionNetwork, ValueNetwork
+
+ROWS = 5
+CYCLE = (StepType.FIRST, StepType.MID, StepType.LAST)
+
+
+class _CycleEnv:
+    """One batched, tensor-based env: step types F, M, L, F, M, ...; reward 1 into every
+    non-FIRST row, discount 0 at LAST; the observation is the row's index."""
+
+    batch_size = 1
+    is_tensor_based = True
+
+    def __init__(self) -> None:
+        self._n = 0
+        self._ts = self._time_step(torch.zeros(1, dtype=torch.int64))
+
+    def _time_step(self, action: torch.Tensor) -> Any:
+        step_type = CYCLE[self._n % 3]
+        return TimeStep(
+            observation=torch.tensor([[float(self._n)]]),
+            step_type=torch.tensor([int(step_type)], dtype=torch.int32),
+            reward=torch.tensor([0.0 if step_type == StepType.FIRST else 1.0]),
+            discount=torch.tensor([0.0 if step_type == StepType.LAST else 1.0]),
+            prev_action=action,
+            env_id=torch.zeros(1, dtype=torch.int32),
+        )
+
+    def observation_spec(self) -> Any:
+        return alf.TensorSpec((1,), torch.float32)
+
+    def action_spec(self) -> Any:
+        return alf.BoundedTensorSpec((), torch.int64, minimum=0, maximum=1)
+
+    def reward_spec(self) -> Any:
+        return alf.TensorSpec(())
+
+    def reset(self) -> Any:
+        return self._ts
+
+    def current_time_step(self) -> Any:
+        return self._ts
+
+    def step(self, action: torch.Tensor) -> Any:
+        self._n += 1
+        self._ts = self._time_step(action)
+        return self._ts
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass
+class _Run:
+    """What one train_iter handed ALF's seams: the preprocessed advantages of the rows (by
+    row index), and per mini-batch its rows, the valid_masks and the advantages
+    PPOLoss._pg_loss received."""
+
+    advantages: dict[int, float] = field(default_factory=dict)
+    minibatches: list[list[int]] = field(default_factory=list)
+    masks: list[list[float]] = field(default_factory=list)
+    pg_advantages: list[list[float]] = field(default_factory=list)
+
+
+def _train_once(root: Path, mini_batch_size: int) -> _Run:
+    torch.manual_seed(0)
+    env = _CycleEnv()
+    config = TrainerConfig(
+        root_dir=str(root),  # a required argument of TrainerConfig
+        unroll_length=ROWS,
+        replay_buffer_length=ROWS,
+        whole_replay_buffer_training=True,
+        clear_replay_buffer=False,
+        mini_batch_length=1,
+        mini_batch_size=mini_batch_size,
+        num_updates_per_train_iter=1,
+    )
+    alg = PPOAlgorithm(
+        observation_spec=env.observation_spec(),
+        action_spec=env.action_spec(),
+        actor_network_ctor=partial(ActorDistributionNetwork, fc_layer_params=()),
+        value_network_ctor=partial(ValueNetwork, fc_layer_params=()),
+        env=env,
+        config=config,
+        loss=PPOLoss(gamma=0.9, td_lambda=0.5),
+        optimizer=alf.optimizers.Adam(lr=1e-3),
+    )
+    run = _Run()
+    preprocess, update, gradient = alg.preprocess_experience, alg._update, alg.update_with_gradient
+    pg_loss = alg._loss._pg_loss
+
+    def preprocess_experience(inputs: Any, info: Any, batch_info: Any) -> Any:
+        out = preprocess(inputs, info, batch_info)
+        rows = inputs.observation[0, :, 0].long().tolist()
+        run.advantages.update(zip(rows, out[1].advantages[0].tolist()))
+        return out
+
+    def _update(experience: Any, batch_info: Any, weight: Any) -> Any:
+        run.minibatches.append(experience.time_step.observation.reshape(-1).long().tolist())
+        return update(experience, batch_info, weight)
+
+    def update_with_gradient(loss_info: Any, valid_masks: Any = None, *a: Any, **k: Any) -> Any:
+        run.masks.append(valid_masks.reshape(-1).tolist())
+        return gradient(loss_info, valid_masks, *a, **k)
+
+    def recorded_pg_loss(info: Any, advantages: torch.Tensor) -> Any:
+        run.pg_advantages.append(advantages.reshape(-1).tolist())
+        return pg_loss(info, advantages)
+
+    alg.preprocess_experience = preprocess_experience
+    alg._update = _update
+    alg.update_with_gradient = update_with_gradient
+    alg._loss._pg_loss = recorded_pg_loss
+    alg.train_iter()
+    return run
+
+
+def test_the_newest_row_of_an_in_progress_episode_is_trained_with_advantage_zero(
+    tmp_path: Path,
+) -> None:
+    """PPOAlgorithm.preprocess_experience zeroes the advantage of each env's newest row
+    (tensor_extend_zero, alf/algorithms/ppo_algorithm.py), the row carrying an in-progress
+    episode's final observation, and Algorithm._update masks only LAST rows
+    (mask_out_loss_for_last_step: step_type != LAST, alf/algorithms/algorithm.py), so that
+    row is trained, loss mask 1, on the made-up advantage; the LAST row is masked."""
+    run = _train_once(tmp_path, mini_batch_size=ROWS)
+    mask = {r: m for rows, ms in zip(run.minibatches, run.masks) for r, m in zip(rows, ms)}
+    assert run.advantages[4] == 0.0 and mask[4] == 1.0  # row 4: M, the newest
+    assert run.advantages[2] == 0.0 and mask[2] == 0.0  # row 2: L
+
+
+def test_advantages_are_normalised_per_mini_batch_over_every_row(tmp_path: Path) -> None:
+    """ActorCriticLoss.forward normalises the advantages of the mini-batch it is given
+    (_normalize_advantages, alf/algorithms/actor_critic_loss.py: mean and population std over
+    all its rows, plus 1e-8), LAST rows and the newest row included, and PPOLoss._pg_loss
+    trains on the result: each mini-batch's normalised advantages have mean 0 by themselves,
+    and the LAST row gets a normalised advantage of its own."""
+    whole = _train_once(tmp_path, mini_batch_size=ROWS)
+    (rows,), (normalized,) = whole.minibatches, whole.pg_advantages
+    assert sorted(rows) == list(range(ROWS))  # every row, the LAST and the newest included
+    assert abs(normalized[rows.index(2)]) > 0.1  # the LAST row's advantage 0, normalised
+    split = _train_once(
+        tmp_path, mini_batch_size=2
+    )  # 5 rows: resized to 3, mini-batches of 3 and 2
+    assert [len(r) for r in split.minibatches] == [3, 2]
+    for values in split.pg_advantages:
+        assert abs(sum(values)) < 1e-5  # each mini-batch centred on its own mean
+
+
+def test_every_buffer_row_is_an_item_of_the_update(tmp_path: Path) -> None:
+    """Algorithm._train_experience splits the rows of the whole buffer into mini-batches
+    (alf/algorithms/algorithm.py), the LAST row and the newest row counted: 5 rows with
+    mini_batch_size 2 are resized to ceil(5 / 2) = 3 and make 2 updates, where the 3
+    transitions of the episodes make 2 updates of 2 and 1."""
+    run = _train_once(tmp_path, mini_batch_size=2)
+    assert sorted(r for rows in run.minibatches for r in rows) == list(range(ROWS))
