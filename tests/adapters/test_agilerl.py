@@ -4,6 +4,7 @@ installed."""
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any
 
 import pytest
@@ -23,6 +24,7 @@ from xpspec.protocol.preprocessors import (
     OverwriteStepType,
     RewardTransform,
 )
+from xpspec.protocol.priority import PrioritySpec
 from xpspec.protocol.sampling import SamplingSpec
 from xpspec.protocol.scenario import ReplayScenario, TrainerScenario
 from xpspec.protocol.schedule import FixedSchedule
@@ -49,7 +51,13 @@ def _sampled(trace: Trace) -> list[tuple[Any, ...]]:
 def test_info_names_the_installed_versions() -> None:
     info = ADAPTER.info()
     assert (info.name, info.framework_version) == ("agilerl", "2.58.0")
-    assert info.capabilities == ("trainer", "replay", "learner")
+    assert info.capabilities == (
+        "trainer",
+        "replay",
+        "learner",
+        "priorities",
+        "importance-weights",
+    )
     ADAPTER.smoke()
 
 
@@ -106,6 +114,31 @@ def test_a_batch_larger_than_the_buffer_is_cut_to_it() -> None:
 def test_what_a_row_sampler_cannot_express_is_unsupported(sampling: dict[str, Any]) -> None:
     with pytest.raises(Unsupported, match=r"agilerl 2\.58\.0"):
         _replay(EnvSpec(2, (FixedSchedule(2),)), capacity=4, fill=4, **sampling)
+
+
+def test_prioritized_replay_reads_its_sum_tree_and_returns_its_weights() -> None:
+    # alpha = 1: every row starts at mass 1 (the initial maximum); after draw 0 the sampled
+    # rows hold their |td| and the rows stored next the largest priority seen.
+    scenario = ReplayScenario(
+        EnvSpec(1, (FixedSchedule(100),)),
+        capacity=3,
+        fill_steps=3,
+        batch_size=4,
+        draws=2,
+        priority=PrioritySpec(alpha=Fraction(1), beta=Fraction(1), add_steps=1),
+    )
+    trace = ADAPTER.run_replay(scenario)
+    held = list(trace.of_kind("priorities"))
+    assert list(held[0].mass) == [1.0, 1.0, 1.0]
+    drawn = next(trace.of_kind("prioritized"))
+    assert drawn.probability == pytest.approx([1 / 3] * 4)
+    assert drawn.weight == pytest.approx([1.0] * 4)
+    sampled = next(trace.of_kind("sampled"))
+    td = {w[0]: float(PrioritySpec().priority(w[0], 0)) for w in sampled.windows}
+    after = dict(zip(zip(held[1].env, held[1].episode, held[1].t), held[1].mass))
+    newest = max(after, key=lambda item: item[2])
+    assert after[newest] == pytest.approx(max([1.0, *td.values()]))
+    assert all(after[item] == pytest.approx(p) for item, p in td.items() if item in after)
 
 
 def test_runs_repeat_byte_for_byte_and_follow_the_seed() -> None:

@@ -23,6 +23,7 @@ from xpspec.protocol.preprocessors import (
     PreprocessorSpec,
     RewardTransform,
 )
+from xpspec.protocol.priority import PrioritySpec
 from xpspec.protocol.sampling import SamplingSpec
 from xpspec.protocol.scenario import (
     EnvScenario,
@@ -68,6 +69,8 @@ def test_info_names_the_installed_version() -> None:
         "counter",
         "state",
         "nstep",
+        "priorities",
+        "importance-weights",
     }
     ADAPTER.smoke()
 
@@ -325,6 +328,43 @@ def test_replay_pad_repeats_the_first_stored_observation() -> None:
 def test_replay_grids_and_other_distributions_are_unsupported(sampling: SamplingSpec) -> None:
     with pytest.raises(Unsupported):
         ADAPTER.run_replay(ReplayScenario(EnvSpec(), 8, 4, sampling))
+
+
+def _prioritized(**knobs: Any) -> ReplayScenario:
+    """One env of one long episode, a ring of 3, one vector step stored after each draw."""
+    return ReplayScenario(
+        EnvSpec(1, (FixedSchedule(100),)),
+        capacity=3,
+        fill_steps=3,
+        batch_size=4,
+        draws=3,
+        priority=PrioritySpec(alpha=Fraction(1), beta=Fraction(1), add_steps=1),
+        **knobs,
+    )
+
+
+def test_prioritized_replay_reads_masses_from_the_segment_tree() -> None:
+    # alpha = 1: a transition's mass is its priority. Every row starts at 1; after draw 0 the
+    # sampled rows hold |td| + float32 eps and the row stored next the largest priority seen.
+    trace = ADAPTER.run_replay(_prioritized())
+    held = list(trace.of_kind("priorities"))
+    assert [list(zip(e.t, e.mass)) for e in held[:1]] == [[(0, 1.0), (1, 1.0), (2, 1.0)]]
+    sampled = next(trace.of_kind("sampled"))
+    td = {w[0][2]: float(PrioritySpec(levels=4).priority(w[0], 0)) for w in sampled.windows}
+    after = dict(zip(held[1].t, held[1].mass))
+    for t, p in td.items():
+        if t in after:
+            assert after[t] == pytest.approx(p, rel=1e-6)
+    assert after[3] == pytest.approx(max([1.0, *td.values()]), rel=1e-6)
+    drawn = next(trace.of_kind("prioritized"))
+    total = sum(held[0].mass)
+    assert drawn.probability == pytest.approx([1 / total] * 4)
+    assert drawn.weight == pytest.approx([1.0] * 4)
+
+
+def test_prioritized_windows_longer_than_one_row_are_unsupported() -> None:
+    with pytest.raises(Unsupported, match="keyed by its last frame"):
+        ADAPTER.run_replay(_prioritized(sampling=SamplingSpec(window_length=2)))
 
 
 @pytest.mark.parametrize("ending", ["terminated", "truncated"])

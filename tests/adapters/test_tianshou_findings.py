@@ -13,7 +13,14 @@ pytest.importorskip("tianshou")
 
 import gymnasium
 from tianshou.algorithm.algorithm_base import OffPolicyAlgorithm, Policy, TrainingStats
-from tianshou.data import Batch, CachedReplayBuffer, Collector, ReplayBuffer, VectorReplayBuffer
+from tianshou.data import (
+    Batch,
+    CachedReplayBuffer,
+    Collector,
+    PrioritizedVectorReplayBuffer,
+    ReplayBuffer,
+    VectorReplayBuffer,
+)
 from tianshou.env import DummyVectorEnv
 from tianshou.trainer import OffPolicyTrainerParams
 
@@ -178,3 +185,29 @@ def test_an_episode_end_left_out_of_an_empty_buffer_stops_collection() -> None:
     with pytest.raises(KeyError, match="obs"):
         _collector(buffer, length=1).collect(n_step=1)
     assert len(buffer) == 0
+
+
+def test_an_episode_as_long_as_a_prioritized_sub_buffer_stops_collection() -> None:
+    # An episode of 3 transitions that ends in a sub-buffer of 3 rows after wrapping round it
+    # (it starts at row 2, after an episode of 2) spans get_buffer_indices(2, 2), the empty
+    # array (data/buffer/buffer_base.py: start == stop), and Collector._collect (step 9) reads
+    # buffer[that array]: the plain buffer returns an empty batch, PrioritizedReplayBuffer's
+    # __getitem__ divides by np.max of no weights (data/buffer/prio.py) and raises.
+    class _TwoThenThree(_Counter):
+        def __init__(self) -> None:
+            super().__init__(2, False)
+            self.episodes = 0
+
+        def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
+            self.length = 2 if self.episodes == 0 else 3
+            self.episodes += 1
+            return super().reset(seed=seed, options=options)
+
+    plain = Collector(_Zero(), DummyVectorEnv([_TwoThenThree]), VectorReplayBuffer(3, 1))
+    plain.reset()
+    plain.collect(n_step=5)  # no error: the episode hook would get an empty batch
+    prioritized = PrioritizedVectorReplayBuffer(3, 1, alpha=0.6, beta=0.4)
+    collector = Collector(_Zero(), DummyVectorEnv([_TwoThenThree]), prioritized)
+    collector.reset()
+    with pytest.raises(ValueError, match="zero-size array to reduction operation maximum"):
+        collector.collect(n_step=5)

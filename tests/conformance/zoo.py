@@ -19,6 +19,7 @@ from xpspec.refimpl import preprocess as pre
 from xpspec.refimpl import replay
 from xpspec.refimpl.accounting import FloatCarrySchedule
 from xpspec.refimpl.adapter import RefimplAdapter
+from xpspec.refimpl.priority import PriorityModel
 from xpspec.refimpl.relabel import Relabeled, SampledTransitions, StoredEpisode, goal_rewards
 from xpspec.refimpl.trainer import GOAL_FIELDS, ROW_FIELDS, Trainer
 
@@ -670,6 +671,15 @@ class _OneEnvPerBatchBuffer(replay.ReplayBuffer):
         )
 
 
+class _NewAtOne(PriorityModel):
+    """A window that becomes valid starts at priority 1 (the initial maximum), not at the
+    largest priority assigned so far: new experience is under-replayed once TD errors above 1
+    were seen."""
+
+    def new_priority(self) -> Fraction:
+        return Fraction(1)
+
+
 @dataclass(frozen=True)
 class Mutant:
     name: str
@@ -680,6 +690,8 @@ class Mutant:
     """Replaces refimpl's relabeling (capability ``relabel``); ``trainer`` is then refimpl's."""
     buffer: type[replay.ReplayBuffer] | None = None
     """A replay mutant: the buffer sampled by replay scenarios (the trainer is refimpl's)."""
+    priority: type[PriorityModel] | None = None
+    """A replay mutant: the priorities prioritized replay scenarios sample by."""
     same_trace_as: tuple[tuple[str, str, str], ...] = ()
     """``(scenario, mutant, clause)``: on that catalogue scenario the mutant's trace is byte
     for byte that of another mutant, which breaks ``clause``; no check can tell them apart
@@ -691,7 +703,7 @@ class Mutant:
         """The capability (and scenario kind) whose checks must catch the mutant."""
         if self.relabeler is not None:
             return "relabel"
-        return "trainer" if self.buffer is None else "replay"
+        return "trainer" if self.buffer is None and self.priority is None else "replay"
 
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -823,6 +835,7 @@ MUTANTS: tuple[Mutant, ...] = (
         buffer=_WithoutReplacementBuffer,
     ),
     Mutant("one-env-per-batch", Trainer, "replay.uniform-windows", buffer=_OneEnvPerBatchBuffer),
+    Mutant("new-at-one", Trainer, "priority.new-at-max", priority=_NewAtOne),
     Mutant(
         "budget-skips-first",
         BudgetSkipsFirst,
@@ -859,6 +872,8 @@ class MutantAdapter(RefimplAdapter):
         self.mutant = mutant
         if mutant.buffer is not None:
             self.replay_buffer = mutant.buffer
+        if mutant.priority is not None:
+            self.priority_model = mutant.priority
 
     def info(self) -> AdapterInfo:
         return AdapterInfo(
@@ -874,6 +889,8 @@ class MutantAdapter(RefimplAdapter):
                 "loss-mask",
                 "relabel",
                 "replay",
+                "priorities",
+                "importance-weights",
             ),
         )
 

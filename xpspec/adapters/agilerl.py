@@ -38,10 +38,13 @@ buffer holds fewer than 16384 rows (``ReplayBuffer._sample_indices``); a draw be
 stored fails its assertion ``Cannot sample from an empty buffer.`` and is recorded as an empty
 draw (``replay.no-window``).
 
+**Prioritized replay** (capabilities ``priorities`` and ``importance-weights``): a replay
+scenario with a priority spec runs ``PrioritizedReplayBuffer`` (:func:`_run_prioritized`), its
+masses read from its ``sum_tree``, its weights as ``sample`` returns them.
+
 **Not expressible** (:class:`~xpspec.protocol.adapter.Unsupported`): windows longer than one
-row, a period, and distributions other than ``uniform-windows``. ``PrioritizedReplayBuffer``
-and ``MultiStepReplayBuffer`` are not driven: the spec has no prioritised distribution, and
-``MultiStepReplayBuffer`` stores n-step reward sums whose bootstrap only ``RainbowDQN.learn``
+row, a period, and distributions other than ``uniform-windows``. ``MultiStepReplayBuffer`` is
+not driven: it stores n-step reward sums whose bootstrap only ``RainbowDQN.learn``
 adds, inside its distributional loss (``algorithms/dqn_rainbow.py``), so AgileRL forms no
 n-step target the adapter could read and the ``nstep`` observable is not declared.
 Every catalogue replay scenario but ``replay-empty`` asks for windows of several items, so the
@@ -51,10 +54,11 @@ sampler's rows are checked mostly through the trainer's updates.
 from __future__ import annotations
 
 from importlib import metadata
+from typing import Any
 
 try:
     from agilerl.components.data import Transition, transition_to_tensordict
-    from agilerl.components.replay_buffer import ReplayBuffer
+    from agilerl.components.replay_buffer import PrioritizedReplayBuffer, ReplayBuffer
     from agilerl.components.sampler import Sampler
 except ImportError as exc:  # pragma: no cover - exercised only without the framework
     raise ImportError(
@@ -69,14 +73,14 @@ from xpspec.adapters.agilerl_learner import run_learner
 from xpspec.adapters.agilerl_rows import StoredRows, as_numpy
 from xpspec.adapters.agilerl_trainer import run_trainer
 from xpspec.kit.events import store
-from xpspec.kit.items import decode_items, single_item_windows
+from xpspec.kit.items import decode_items, item_columns, single_item_windows
 from xpspec.kit.quiet import seeded_quiet
 from xpspec.kit.release import check_release, producer
 from xpspec.protocol.adapter import PROTOCOL_VERSION, AdapterInfo, Unsupported
 from xpspec.protocol.env_spec import EnvSpec
 from xpspec.protocol.sampling import SamplingSpec
 from xpspec.protocol.scenario import LearnerScenario, ReplayScenario, TrainerScenario
-from xpspec.protocol.trace import Event, Sampled, Trace
+from xpspec.protocol.trace import Event, Priorities, Prioritized, Sampled, Trace
 from xpspec.refimpl.toy_envs.gym_env import make_env_fns
 
 __all__ = ["AgileRLAdapter"]
@@ -133,12 +137,18 @@ class _Fill:
         self.env = _vec_env(spec, seed)
         self.num_envs = spec.num_envs
         self.events: list[Event] = []
+        self._obs: Any = None
+        self._rows = StoredRows()
 
     def run(self, steps: int) -> None:
+        """``steps`` more vector steps: the first call starts from the reset, a later one goes
+        on where the previous one stopped."""
         b = self.num_envs
         actions = np.zeros(b, dtype=np.int64)
-        obs, _ = self.env.reset()
-        rows = StoredRows()
+        if self._obs is None:
+            self._obs, _ = self.env.reset()
+        obs = self._obs
+        rows = self._rows
         for _ in range(steps):
             next_obs, reward, next_terminated, _, _ = self.env.step(actions)
             transition = transition_to_tensordict(
@@ -152,6 +162,7 @@ class _Fill:
             written = (cursor + np.arange(b)) % self.buffer.max_size
             self.events.append(store(0, rows.read(self.buffer, written)))
             obs = next_obs
+        self._obs = obs
 
 
 def _run_replay(sc: ReplayScenario) -> Trace:
@@ -177,6 +188,60 @@ def _run_replay(sc: ReplayScenario) -> Trace:
     return Trace(tuple(events), header)
 
 
+def _run_prioritized(sc: ReplayScenario) -> Trace:
+    """Prioritized replay by ``PrioritizedReplayBuffer(max_size=capacity * B, alpha)``
+    (``components/replay_buffer.py``), filled as ``run_replay`` fills it, with
+    ``priority.add_steps`` more vector steps after every draw but the last. Before each draw
+    the masses are read from its ``sum_tree`` at every stored row (its tree index is its
+    storage index: ``add`` advances both by ``B``); a draw is ``sample(batch_size, beta=beta)``,
+    whose ``weights`` the trace records and whose probabilities are the tree's masses at the
+    returned ``idxs`` over ``sum_tree.sum()``; then ``update_priorities(idxs, |td| + eps)``
+    with the scenario's TD error of each sampled row (AgileRL clamps it to at least 1e-5 and
+    raises it to ``alpha``)."""
+    priority = sc.priority
+    assert priority is not None
+    _check_sampling(sc.sampling)
+    b = sc.env.num_envs
+    buffer = PrioritizedReplayBuffer(max_size=sc.capacity * b, alpha=float(priority.alpha))
+    events: list[Event] = []
+    with seeded_quiet(sc.seed, ["torch"]):
+        fill = _Fill(buffer, sc.env, sc.seed)
+        fill.run(sc.fill_steps)
+        events.extend(fill.events)
+        for draw in range(sc.draws):
+            size = len(buffer)
+            rows = np.arange(size)
+            held = decode_items(as_numpy(buffer._storage["obs"][rows])) if size else []
+            masses = buffer.sum_tree.get_batch(rows) if size else []
+            events.append(Priorities(draw, *item_columns(held), tuple(float(m) for m in masses)))
+            try:
+                samples = buffer.sample(sc.batch_size, beta=float(priority.beta))
+            except AssertionError as exc:  # PrioritizedReplayBuffer.sample before any add
+                if str(exc) != _EMPTY:
+                    raise
+                events.extend((Sampled(draw, ()), Prioritized(draw, (), ())))
+            else:
+                idxs = as_numpy(samples["idxs"]).reshape(-1).astype(np.int64)
+                items = decode_items(as_numpy(samples["obs"]))
+                total = float(buffer.sum_tree.sum())
+                events.append(Sampled(draw, single_item_windows(items)))
+                events.append(
+                    Prioritized(
+                        draw,
+                        tuple(float(m) / total for m in buffer.sum_tree.get_batch(idxs)),
+                        tuple(float(w) for w in as_numpy(samples["weights"]).reshape(-1)),
+                    )
+                )
+                new = np.array([float(priority.priority(item, draw)) for item in items])
+                buffer.update_priorities(idxs, new)
+            if draw < sc.draws - 1 and priority.add_steps:
+                mark = len(fill.events)
+                fill.run(priority.add_steps)
+                events.extend(fill.events[mark:])
+    header = {"producer": producer("agilerl"), "stored_rows": len(buffer)}
+    return Trace(tuple(events), header)
+
+
 class AgileRLAdapter:
     """AgileRL 2.58.0 behind the xpspec protocol (see the module docstring for the mapping)."""
 
@@ -186,7 +251,7 @@ class AgileRLAdapter:
             framework="AgileRL",
             framework_version=metadata.version("agilerl"),
             protocol_version=PROTOCOL_VERSION,
-            capabilities=("trainer", "replay", "learner"),
+            capabilities=("trainer", "replay", "learner", "priorities", "importance-weights"),
             issue_tracker="https://github.com/AgileRL/AgileRL/issues",
             notes=(
                 "train_off_policy with a tiny DQN; ReplayBuffer sampled by its Sampler; one "
@@ -214,5 +279,8 @@ class AgileRLAdapter:
 
     def run_replay(self, scenario: ReplayScenario) -> Trace:
         """Fill: ``fill_steps`` vector steps, one ``ReplayBuffer.add`` of ``B`` rows each;
-        draws: ``Sampler.sample(batch_size)`` (see the module docstring)."""
+        draws: ``Sampler.sample(batch_size)`` (see the module docstring). A scenario with a
+        priority spec runs ``PrioritizedReplayBuffer`` (:func:`_run_prioritized`)."""
+        if scenario.priority is not None:
+            return _run_prioritized(scenario)
         return _run_replay(scenario)

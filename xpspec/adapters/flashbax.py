@@ -28,9 +28,17 @@ slots never written. The adapter respects the precondition as a user would: a dr
 Flashbax's own ``can_sample`` decides whether a window can be drawn; the trace header also
 records its value after the fill.
 
+**Prioritized replay** (capability ``priorities``, :func:`_run_prioritized`): a scenario with a
+priority spec runs ``make_prioritised_trajectory_buffer`` with ``priority_exponent=alpha`` and
+period 1. The masses are read from the leaves of its sum tree, the probabilities are the ones
+``sample`` returns, and the sampled windows' priorities are set with its ``set_priorities``.
+Flashbax computes no importance weights (the caller does, from the probabilities), so the
+adapter does not declare ``importance-weights``.
+
 **Not expressible** (:class:`~xpspec.protocol.adapter.Unsupported`): boundary policies other than
 ``cross`` and distributions other than ``uniform-windows``. Flashbax has no trainer loop, env
-handling or learner-side preprocessing, so the adapter declares ``replay`` only.
+handling or learner-side preprocessing, so the adapter declares ``replay`` (and
+``priorities``) only.
 
 JAX compiles per shape: the buffer functions are jitted once per ``(B, capacity, batch_size,
 window_length, period)`` and reused by every run of that shape.
@@ -60,20 +68,21 @@ except ImportError as exc:  # pragma: no cover - exercised only without the fram
     ) from exc
 
 from xpspec.kit.events import store
-from xpspec.kit.items import decode_items, decode_windows, observation_array
+from xpspec.kit.items import decode_items, decode_windows, item_columns, observation_array
 from xpspec.kit.quiet import quiet
 from xpspec.kit.steps import steps_from_columns
 from xpspec.protocol.adapter import PROTOCOL_VERSION, AdapterInfo, Unsupported
 from xpspec.protocol.env_spec import EnvSpec
 from xpspec.protocol.sampling import SamplingSpec
 from xpspec.protocol.scenario import ReplayScenario
-from xpspec.protocol.trace import Event, Sampled, Trace
+from xpspec.protocol.trace import Event, Priorities, Prioritized, Sampled, Trace
 from xpspec.refimpl.toy_envs.gym_vector import ToyVectorEnv, step_types_from_gym
 
 __all__ = ["FlashbaxAdapter"]
 
 _SOURCE = "https://github.com/instadeepai/flashbax/blob/v0.1.3/flashbax/buffers"
 _TRAJECTORY = f"{_SOURCE}/trajectory_buffer.py"
+_PRIORITISED = f"{_SOURCE}/prioritised_trajectory_buffer.py"
 
 
 # -- what Flashbax can express ----------------------------------------------------------------------
@@ -170,6 +179,7 @@ class _RecordingFill:
         self.events: list[Event] = []
         self._env = ToyVectorEnv(env, seed)
         self._actions = np.zeros(env.num_envs, dtype=np.int64)
+        self._last: tuple[np.ndarray, np.ndarray] | None = None  # (terminated, truncated)
 
     def add(
         self, obs: np.ndarray, step_type: np.ndarray, reward: np.ndarray, discount: Any
@@ -190,16 +200,19 @@ class _RecordingFill:
         self.events.append(store(0, rows))
 
     def fill(self, steps: int) -> None:
-        """``steps`` time steps of every env, from the reset's FIRST on."""
+        """``steps`` more time steps of every env: the first call starts from the reset's
+        FIRST, a later one goes on where the previous one stopped."""
         n = self._env.num_envs
-        obs, _ = self._env.reset()
-        reward = np.zeros(n)
-        terminated = truncated = np.zeros(n, dtype=bool)
-        previous_done = np.ones(n, dtype=bool)  # rows from reset() are FIRST
-        for i in range(steps):
-            if i:
-                previous_done = terminated | truncated
+        for _ in range(steps):
+            if self._last is None:
+                obs, _ = self._env.reset()
+                reward = np.zeros(n)
+                terminated = truncated = np.zeros(n, dtype=bool)
+                previous_done = np.ones(n, dtype=bool)  # rows from reset() are FIRST
+            else:
+                previous_done = self._last[0] | self._last[1]
                 obs, reward, terminated, truncated, _ = self._env.step(self._actions)
+            self._last = (terminated, truncated)
             step_type = step_types_from_gym(terminated, truncated, previous_done)
             observation = observation_array(obs).astype(np.float32)
             self.add(observation, step_type, reward, np.where(terminated, 0.0, 1.0))
@@ -227,6 +240,118 @@ def _run_replay(sc: ReplayScenario) -> Trace:
     return Trace(tuple(events), header)
 
 
+# -- prioritized replay -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _PrioritisedShape:
+    num_envs: int
+    capacity: int
+    batch_size: int
+    window_length: int
+    alpha: float
+
+
+@dataclass(frozen=True)
+class _Prioritised:
+    """Flashbax's prioritised buffer functions for one shape, jitted."""
+
+    buffer: _Buffer
+    set_priorities: Callable[[Any, Any, Any], Any]
+
+
+_PRIORITISED_BUFFERS: dict[_PrioritisedShape, _Prioritised] = {}
+
+
+def _prioritised(shape: _PrioritisedShape) -> _Prioritised:
+    """``make_prioritised_trajectory_buffer(add_batch_size=B, max_length_time_axis=capacity,
+    min_length_time_axis=T, sample_batch_size=b, sample_sequence_length=T, period=1,
+    priority_exponent=alpha, device="cpu")``, its functions jitted; cached per shape."""
+    cached = _PRIORITISED_BUFFERS.get(shape)
+    if cached is not None:
+        return cached
+    buffer = fbx.make_prioritised_trajectory_buffer(
+        add_batch_size=shape.num_envs,
+        sample_batch_size=shape.batch_size,
+        sample_sequence_length=shape.window_length,
+        period=1,
+        min_length_time_axis=shape.window_length,
+        max_length_time_axis=shape.capacity,
+        priority_exponent=shape.alpha,
+        device="cpu",
+    )
+    made = _Prioritised(
+        _Buffer(
+            init=buffer.init,
+            add=jax.jit(buffer.add),
+            sample=jax.jit(buffer.sample),
+            can_sample=jax.jit(buffer.can_sample),
+        ),
+        jax.jit(buffer.set_priorities),
+    )
+    _PRIORITISED_BUFFERS[shape] = made
+    return made
+
+
+def _held_priorities(state: Any, draw: int) -> Priorities:
+    """Every leaf of the buffer's sum tree with a positive value (a window Flashbax can
+    sample), named by the item stored at its start: leaf ``row * L + slot`` (period 1,
+    ``_get_sample_trajectories``) holds the window starting at ``experience[row, slot]``."""
+    rows, length = state.experience["step_type"].shape[:2]
+    leaves = np.asarray(
+        fbx.buffers.sum_tree.get_batch(state.sum_tree_state, jnp.arange(rows * length))
+    )
+    held = np.flatnonzero(leaves > 0)
+    observations = np.asarray(state.experience["observation"]).reshape(rows * length, -1)
+    items = decode_items(observations[held])
+    return Priorities(draw, *item_columns(items), tuple(float(m) for m in leaves[held]))
+
+
+def _run_prioritized(sc: ReplayScenario) -> Trace:
+    """Prioritized replay through Flashbax's prioritised trajectory buffer
+    (:func:`_prioritised`), filled as ``run_replay`` fills, with ``priority.add_steps`` more
+    vector steps after every draw but the last. Before each draw the sum tree's leaves give
+    the masses (:func:`_held_priorities`); a draw is its ``sample`` (refused while
+    ``can_sample`` is false, as in ``run_replay``), whose ``probabilities`` the trace records;
+    then ``set_priorities(indices, |td| + eps)`` with the scenario's TD error of each sampled
+    window (Flashbax raises it to ``priority_exponent``). Flashbax returns no importance
+    weights (the caller computes them from the probabilities), so none are recorded."""
+    priority = sc.priority
+    assert priority is not None
+    _check_support(sc.sampling)
+    shape = _PrioritisedShape(
+        sc.env.num_envs,
+        sc.capacity,
+        sc.batch_size,
+        sc.sampling.window_length,
+        float(priority.alpha),
+    )
+    prioritised = _prioritised(shape)
+    buffer = prioritised.buffer
+    recorder = _RecordingFill(buffer, sc.env, sc.seed)
+    recorder.fill(sc.fill_steps)
+    events = list(recorder.events)
+    key = jax.random.PRNGKey(sc.seed)
+    for draw in range(sc.draws):
+        events.append(_held_priorities(recorder.state, draw))
+        key, sample_key = jax.random.split(key)
+        if not bool(buffer.can_sample(recorder.state)):
+            events.extend((Sampled(draw, ()), Prioritized(draw, (), ())))
+        else:
+            sample = buffer.sample(recorder.state, sample_key)
+            windows = decode_windows(sample.experience["observation"])
+            events.append(Sampled(draw, windows))
+            probabilities = np.asarray(sample.probabilities, dtype=np.float64)
+            events.append(Prioritized(draw, tuple(float(p) for p in probabilities), ()))
+            new = [float(priority.priority(w[0], draw)) for w in windows if w[0] is not None]
+            recorder.state = prioritised.set_priorities(
+                recorder.state, sample.indices, jnp.asarray(new, dtype=jnp.float32)
+            )
+        if draw < sc.draws - 1 and priority.add_steps:
+            mark = len(recorder.events)
+            recorder.fill(priority.add_steps)
+            events.extend(recorder.events[mark:])
+    return Trace(tuple(events), {"producer": "flashbax"})
+
+
 # -- the adapter ------------------------------------------------------------------------------------
 def _version(package: str) -> str:
     return metadata.version(package)
@@ -241,11 +366,13 @@ class FlashbaxAdapter:
             framework="Flashbax",
             framework_version=_version("flashbax"),
             protocol_version=PROTOCOL_VERSION,
-            capabilities=("replay",),
+            capabilities=("replay", "priorities"),
             issue_tracker="https://github.com/instadeepai/flashbax/issues",
             notes=(
-                "Uniform trajectory buffer only: one row per env sharing one write cursor; "
-                "the period grid starts at the oldest stored step; no episode awareness."
+                "Uniform and prioritised trajectory buffers: one row per env sharing one write "
+                "cursor; the uniform buffer's period grid starts at the oldest stored step; no "
+                "episode awareness. No 'importance-weights': the prioritised buffer returns "
+                "probabilities only."
             ),
             extra_versions={
                 "jax": _version("jax"),
@@ -259,5 +386,8 @@ class FlashbaxAdapter:
 
     def run_replay(self, scenario: ReplayScenario) -> Trace:
         """The fill is ``fill_steps`` adds of one vector step each; every draw is one call of
-        Flashbax's ``sample`` (see the module docstring)."""
+        Flashbax's ``sample`` (see the module docstring); a scenario with a priority spec runs
+        the prioritised trajectory buffer (:func:`_run_prioritized`)."""
+        if scenario.priority is not None:
+            return _run_prioritized(scenario)
         return _run_replay(scenario)

@@ -112,6 +112,7 @@ try:
         CachedReplayBuffer,
         Collector,
         HERVectorReplayBuffer,
+        PrioritizedVectorReplayBuffer,
         ReplayBuffer,
         VectorReplayBuffer,
     )
@@ -166,6 +167,8 @@ from xpspec.protocol.trace import (
     IterationEnd,
     IterationStart,
     NStep,
+    Priorities,
+    Prioritized,
     Relabel,
     RunEnd,
     Sampled,
@@ -186,6 +189,11 @@ _MID = int(StepType.MID)
 _NO_WINDOW = "cannot be empty unless no samples are taken"
 """The start of numpy's ``ValueError`` when ``VectorReplayBuffer.sample`` (frame-stack with
 ``sample_avail``) finds no valid window (``data/buffer/manager.py:sample_indices``)."""
+_EMPTY_EPISODE = "zero-size array to reduction operation maximum"
+"""numpy's ``ValueError`` when ``Collector._collect`` reads an episode as long as a
+``PrioritizedVectorReplayBuffer`` sub-buffer that wrapped round it: ``get_buffer_indices(i, i)``
+is empty and ``PrioritizedReplayBuffer.__getitem__`` takes ``np.max`` of its weights
+(``data/buffer/prio.py``)."""
 _NAN_WEIGHTS = "probabilities contain NaN"
 """numpy's ``ValueError`` when ``VectorReplayBuffer.sample`` draws a sub-buffer from an empty
 buffer (weights ``lengths / 0``, ``data/buffer/manager.py:sample_indices``)."""
@@ -529,6 +537,89 @@ def _record_stores(
         return out
 
     setattr(buffer, method, recorded_add)
+
+
+# -- prioritized replay -----------------------------------------------------------------------
+def _run_prioritized(scenario: ReplayScenario) -> Trace:
+    """Prioritized replay by ``PrioritizedVectorReplayBuffer(capacity * B, B, alpha, beta)``
+    (``data/buffer/prio.py``, ``data/buffer/vecbuf.py``; ``weight_norm=True``, its default),
+    filled by a ``Collector`` as in ``run_replay`` and by ``add_steps`` more vector steps of
+    the same collector after every draw but the last. Before each draw the masses are read
+    from the buffer's ``SegmentTree`` (``buffer.weight``) at every stored index; a draw is
+    ``buffer.sample(batch_size)``, whose ``batch.weight`` is the importance weight Tianshou
+    computed and whose probabilities are the tree's masses at the sampled indices over its
+    total (``weight.reduce()``, what ``sample_indices`` draws by); then
+    ``buffer.update_weight(indices, |td| + eps)`` with the scenario's TD error of each sampled
+    transition, to which Tianshou adds its own float32 eps (1.2e-7). Windows longer than one
+    transition are unsupported. A collect that Tianshou ends by raising (an episode as long as
+    a sub-buffer, see :data:`_EMPTY_EPISODE`) ends the run: the trace so far, header
+    ``stopped``."""
+    spec, priority = scenario.env, scenario.priority
+    assert priority is not None
+    if scenario.sampling.window_length != 1:
+        raise _unsupported(
+            f"windows of {scenario.sampling.window_length} items under priorities: "
+            "PrioritizedReplayBuffer draws single indices, and a frame stack is keyed by its "
+            "last frame, not its first (spec: a window's priority is its first item's)",
+            "data/buffer/prio.py",
+        )
+    events: list[Event] = []
+    with _seeded(scenario.seed):
+        policy = _CountingPolicy(spec)
+        envs = _vector_env(spec, scenario.seed)
+        buffer = PrioritizedVectorReplayBuffer(
+            scenario.capacity * spec.num_envs,
+            spec.num_envs,
+            alpha=float(priority.alpha),
+            beta=float(priority.beta),
+        )
+        _record_stores(buffer, False, lambda rows: events.append(store(0, rows)))
+        collector = Collector(policy, envs, buffer)
+        collector.reset()
+
+        def collect(steps: int) -> str:
+            """Collect ``steps`` vector steps; why Tianshou stopped, or ""."""
+            try:
+                collector.collect(n_step=steps * spec.num_envs)
+            except ValueError as exc:
+                if _EMPTY_EPISODE not in str(exc):
+                    raise
+                return f"ValueError: {exc}"
+            return ""
+
+        header = {"producer": f"tianshou {tianshou.__version__}"}
+        stopped = collect(scenario.fill_steps) if scenario.fill_steps else ""
+        for draw in range(scenario.draws if not stopped else 0):
+            indices = buffer.sample_indices(0) if len(buffer) else np.zeros(0, dtype=int)
+            items = _items(buffer.get(indices, "obs", stack_num=1)) if len(indices) else []
+            masses = [float(m) for m in np.atleast_1d(buffer.weight[indices])] if items else []
+            events.append(Priorities(draw, *item_columns(items), tuple(masses)))
+            try:
+                batch, sampled = buffer.sample(scenario.batch_size)
+            except ValueError as exc:  # an empty buffer: NaN sub-buffer weights
+                if _NAN_WEIGHTS not in str(exc):
+                    raise
+                events.extend((Sampled(draw, ()), Prioritized(draw, (), ())))
+            else:
+                total = float(buffer.weight.reduce())
+                chosen = _items(buffer.get(sampled, "obs", stack_num=1))
+                events.append(Sampled(draw, tuple((item,) for item in chosen)))
+                events.append(
+                    Prioritized(
+                        draw,
+                        tuple(float(m) / total for m in buffer.weight[sampled]),
+                        tuple(float(w) for w in batch.weight),
+                    )
+                )
+                new = np.array([float(priority.priority(item, draw)) for item in chosen])
+                buffer.update_weight(sampled, new)
+            if draw < scenario.draws - 1 and priority.add_steps:
+                stopped = collect(priority.add_steps)
+                if stopped:
+                    break
+    if stopped:
+        header["stopped"] = stopped
+    return Trace(tuple(events), header)
 
 
 # -- trainer ----------------------------------------------------------------------------------
@@ -1136,6 +1227,8 @@ class TianshouAdapter:
                 "counter",
                 "state",
                 "nstep",
+                "priorities",
+                "importance-weights",
             ),
             issue_tracker="https://github.com/thu-ml/tianshou/issues",
             notes=(
@@ -1185,7 +1278,11 @@ class TianshouAdapter:
         windows longer than one item are frame stacks (see :func:`_stacking`). A draw Tianshou
         refuses with ``ValueError`` is recorded as an empty draw (``replay.no-window``): from an
         empty buffer ``sample_indices`` divides by the total length 0 and numpy rejects the NaN
-        probabilities; with frame stacks and no valid window it draws from an empty array."""
+        probabilities; with frame stacks and no valid window it draws from an empty array.
+        A scenario with a priority spec runs ``PrioritizedVectorReplayBuffer`` (see
+        :func:`_run_prioritized`)."""
+        if scenario.priority is not None:
+            return _run_prioritized(scenario)
         stacking = _stacking(scenario.sampling)
         spec = scenario.env
         events: list[Event] = []

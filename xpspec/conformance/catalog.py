@@ -19,6 +19,7 @@ from xpspec.protocol.preprocessors import (
     PreprocessorSpec,
     RewardTransform,
 )
+from xpspec.protocol.priority import PrioritySpec
 from xpspec.protocol.sampling import SamplingSpec
 from xpspec.protocol.scenario import (
     EnvScenario,
@@ -330,6 +331,49 @@ CATALOG: dict[str, Scenario] = {
         batch_size=4,
         draws=2,
         sampling=SamplingSpec(window_length=5),
+    ),
+    # prioritized replay (priority.*): 16 single-item windows whose priorities the draws
+    # update, enough draws for the law's statistical test
+    "priority-law": ReplayScenario(
+        EnvSpec(2, (_MIXED,)),
+        capacity=8,
+        fill_steps=8,
+        batch_size=64,
+        draws=60,
+        priority=PrioritySpec(),
+    ),
+    # one vector step stored after every draw into rings of 6: windows become valid after
+    # priorities above 1 were assigned (new-at-max), and old ones are evicted (eviction)
+    "priority-new-items": ReplayScenario(
+        EnvSpec(2, (_MIXED,)),
+        capacity=6,
+        fill_steps=4,
+        batch_size=16,
+        draws=12,
+        priority=PrioritySpec(add_steps=1, eps=Fraction(1, 100)),
+    ),
+    # windows of 3 items keyed by their first item: a start gets its priority when the window
+    # it starts is whole, and loses it when its first item is evicted
+    "priority-windows": ReplayScenario(
+        EnvSpec(2, (_MIXED,)),
+        capacity=7,
+        fill_steps=5,
+        batch_size=16,
+        draws=10,
+        sampling=SamplingSpec(window_length=3),
+        priority=PrioritySpec(add_steps=1),
+    ),
+    # nothing to sample at first (replay.no-window under priorities): windows of 2 after 0,
+    # then 1 stored vector steps, then the priorities of the first windows; weights
+    # normalised by the batch's largest (the variant batch-max's own knob)
+    "priority-warmup": ReplayScenario(
+        EnvSpec(1, (FixedSchedule(3),)),
+        capacity=4,
+        fill_steps=0,
+        batch_size=8,
+        draws=6,
+        sampling=SamplingSpec(window_length=2),
+        priority=PrioritySpec(add_steps=1, weights="batch-max"),
     ),
     # env stepping
     "env-mixed": EnvScenario(EnvSpec(3, (_MIXED,)), steps=20),

@@ -83,6 +83,10 @@ def _time_limit(seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
+def _prioritized(scenario: Scenario) -> bool:
+    return getattr(scenario, "priority", None) is not None
+
+
 def _repro(name: str, scenario: Scenario, command: str, explain: str = "") -> str:
     """The scenario of an outcome, and a copy-pasteable ``command`` that reproduces it (none
     when ``command`` is "": the user holds the scenario already), then the ``explain`` command
@@ -339,6 +343,13 @@ class Session:
         for needed in (check.capability, *check.requires):
             if needed not in self.info.capabilities:
                 return out("not-applicable", f"adapter declares no capability {needed!r}")
+        if _prioritized(scenario) and "priorities" not in self.info.capabilities:
+            # The scenario's priority spec asks for the framework's prioritized sampler; an
+            # adapter without one would answer with its uniform sampler.
+            return out(
+                "not-applicable",
+                "adapter declares no capability 'priorities' (the scenario's priority spec)",
+            )
         try:
             trace = self.run(scenario)
         except Unsupported as exc:

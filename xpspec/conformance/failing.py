@@ -43,6 +43,11 @@ def runs_on(check: Check, scenario: Scenario, capabilities: Sequence[str] | None
         and check.applies(scenario)
         and not check.name.startswith("deterministic")
         and (capabilities is None or all(n in capabilities for n in needed))
+        and (
+            capabilities is None
+            or getattr(scenario, "priority", None) is None
+            or "priorities" in capabilities
+        )
     )
 
 

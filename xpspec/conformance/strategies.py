@@ -27,14 +27,16 @@ from xpspec.protocol.preprocessors import (
     PreprocessorSpec,
     RewardTransform,
 )
+from xpspec.protocol.priority import PrioritySpec
 from xpspec.protocol.sampling import SamplingSpec
-from xpspec.protocol.scenario import RelabelScenario, Scenario, TrainerScenario
+from xpspec.protocol.scenario import RelabelScenario, ReplayScenario, Scenario, TrainerScenario
 from xpspec.protocol.schedule import CycleSchedule, EpisodePlan, FixedSchedule, RandomSchedule
 
 __all__ = [
     "env_specs",
     "preprocessor_specs",
     "preprocessors",
+    "prioritized_scenarios",
     "relabel_scenarios",
     "scenarios_for",
     "trainer_configs",
@@ -408,13 +410,46 @@ def _relabel_strategy(check: Check) -> st.SearchStrategy[RelabelScenario]:
     )
 
 
+# -- prioritized replay scenarios -------------------------------------------------------------
+@st.composite
+def prioritized_scenarios(draw: st.DrawFn) -> ReplayScenario:
+    """Valid prioritized replay scenarios (clauses ``priority.*``): 1 to 3 envs, short fills
+    (empty ones included) into small rings, windows of 1 to 3 items under ``cross`` or
+    ``forbid``, a few small batches, vector steps stored between the draws, and every knob
+    of the priority spec."""
+    env = draw(env_specs(max_envs=3))
+    capacity = draw(st.integers(2, 10))
+    length = draw(st.sampled_from([1, 1, 2, 3]))
+    return ReplayScenario(
+        env,
+        capacity=max(capacity, length),
+        fill_steps=draw(st.integers(0, 12)),
+        sampling=SamplingSpec(
+            window_length=length, boundary=draw(st.sampled_from(["cross", "forbid"]))
+        ),
+        batch_size=draw(st.integers(1, 32)),
+        draws=draw(st.integers(1, 8)),
+        seed=draw(st.integers(0, 3)),
+        priority=PrioritySpec(
+            alpha=draw(st.sampled_from([Fraction(1, 2), Fraction(3, 5), Fraction(1)])),
+            beta=draw(st.sampled_from([Fraction(0), Fraction(2, 5), Fraction(1)])),
+            eps=draw(st.sampled_from([Fraction(0), Fraction(1, 100)])),
+            levels=draw(st.integers(1, 5)),
+            add_steps=draw(st.integers(0, 3)),
+            weights=draw(st.sampled_from(["buffer-max", "batch-max"])),
+        ),
+    )
+
+
 def scenarios_for(check: Check) -> st.SearchStrategy[Scenario]:
-    """Scenarios that ``check`` (a trainer or relabel check) concerns, and only those: every
-    one satisfies ``check.applies``, with the full diversity of the generated space within
-    it. Raises ``ValueError`` for a check without a strategy here (rather than filter
-    examples)."""
+    """Scenarios that ``check`` (a trainer, relabel or priority check) concerns, and only
+    those: every one satisfies ``check.applies``, with the full diversity of the generated
+    space within it. Raises ``ValueError`` for a check without a strategy here (rather than
+    filter examples)."""
     if check.capability == "relabel":
         return _relabel_strategy(check)
+    if check.capability == "replay" and "priorities" in check.requires:
+        return prioritized_scenarios()
     if check.capability != "trainer":
         raise ValueError(
             f"check {check.name!r} is neither a trainer nor a relabel check ({check.capability!r})"

@@ -99,6 +99,15 @@ def _learner(**knobs: Any) -> VariantModel:
     return VariantModel(_knobs("", knobs), apply)
 
 
+def _priority(**knobs: Any) -> VariantModel:
+    def apply(s: Scenario) -> Scenario | None:
+        if not isinstance(s, ReplayScenario) or s.priority is None:
+            return None
+        return replace(s, priority=replace(s.priority, **knobs))
+
+    return VariantModel(_knobs("priority.", knobs), apply)
+
+
 def _total_capacity(rounding: Rounding) -> VariantModel:
     """replay.eviction ``floor``/``ceil``: the framework is given the scenario's ``capacity``
     as its total ``C`` over the ``B`` envs and keeps ``per_env_capacity(C, B, rounding)``
@@ -214,6 +223,10 @@ VARIANTS: dict[tuple[str, str], VariantModel] = {
     ("replay.eviction", "ceil"): _total_capacity("ceil"),
     # ALF snapshot 23aca492 HindsightExperienceTransformer: rand(B) < her_proportion.
     ("relabel.ratio", "alf-bernoulli"): _relabel(selection="bernoulli"),
+    # Tianshou 2.0.1 PrioritizedReplayBuffer(weight_norm=True): weights over the batch's largest.
+    ("priority.importance-weights", "batch-max"): _priority(weights="batch-max"),
+    # Flashbax 0.1.3 sum_tree.stratified_sample: one draw in each of b equal strata of the mass.
+    ("priority.sampling-law", "stratified"): _priority(draws="stratified"),
     # TorchRL 0.14.1 GAE(average_gae=True): the Bessel-corrected std (adv.std()).
     ("learner.stats-exclude-bootstrap", "sample-std"): _learner(normalization="sample"),
 }

@@ -46,9 +46,11 @@ CAPABILITIES = (
     "caller-episodes",
     "nstep",
     "shards",
+    "priorities",
+    "importance-weights",
 )
 """The closed vocabulary of capabilities: five operation families (one operation each), and
-nine observables that not every framework has: ``counter`` (a global counter the trainer
+eleven observables that not every framework has: ``counter`` (a global counter the trainer
 increments once per iteration, ``counter_mode`` per-iteration), ``update-counter`` (a count of
 the gradient updates made so far, kept by the framework: the counter of ``counter_mode``
 per-mini-batch), ``hooks`` (``after_update`` /
@@ -58,7 +60,10 @@ per-mini-batch), ``hooks`` (``after_update`` /
 read from the framework's code path) and ``caller-episodes`` (each episode object handed to
 the learner, read before and after the learner call), ``nstep`` (the n-step targets the
 framework's learner computes) and ``shards`` (how the framework splits the episodes of one
-update among several learners). A framework without one records a stand-in (an empty
+update among several learners), ``priorities`` (prioritized replay: the adapter drives the
+framework's prioritized buffer with a replay scenario's priority spec and records the
+priorities and probabilities the framework holds) and ``importance-weights`` (the importance
+weights the framework's prioritized sampler returns). A framework without one records a stand-in (an empty
 state, a zero row ``L`` with loss mask 0, a mask the adapter computes itself) that would make
 its check pass by construction, so the checks of an observable the adapter does not declare
 are not applicable, with that reason."""

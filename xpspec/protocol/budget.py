@@ -91,7 +91,12 @@ def check_budget(scenario: Scenario, budget: Budget = BUDGET) -> None:
     elif scenario.kind == "env":
         _limit("env.num_envs × steps", b * scenario.steps, budget.env_steps, "env steps")
     elif scenario.kind == "replay":
-        _limit("env.num_envs × fill_steps", b * scenario.fill_steps, budget.env_steps, "env steps")
+        if scenario.priority is None:
+            what, steps = "env.num_envs × fill_steps", scenario.fill_steps
+        else:
+            what = "env.num_envs × (fill_steps + priority.add_steps × draws)"
+            steps = scenario.fill_steps + scenario.priority.add_steps * scenario.draws
+        _limit(what, b * steps, budget.env_steps, "env steps")
         _limit(
             "env.num_envs × capacity", b * scenario.capacity, budget.buffer_items, "buffer items"
         )

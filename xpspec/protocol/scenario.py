@@ -19,6 +19,7 @@ from xpspec.protocol.config import TrainerConfig
 from xpspec.protocol.env_spec import EnvSpec
 from xpspec.protocol.errors import ConfigError
 from xpspec.protocol.preprocessors import Identity, PreprocessorSpec, require_compatible
+from xpspec.protocol.priority import PrioritySpec
 from xpspec.protocol.sampling import SamplingSpec
 
 __all__ = [
@@ -91,7 +92,13 @@ def _with_length(sampling: SamplingSpec, length: int) -> SamplingSpec:
 @dataclass(frozen=True)
 class ReplayScenario:
     """Fill a replay buffer with ``fill_steps`` vector steps of the toy env (every item
-    stored), then draw ``draws`` batches of ``batch_size`` windows (capability ``replay``)."""
+    stored), then draw ``draws`` batches of ``batch_size`` windows (capability ``replay``).
+
+    With ``priority`` the draws are prioritized (capability ``priorities``, clauses
+    ``priority.*``): after each draw the sampled windows' priorities are updated by the
+    spec's rule and ``priority.add_steps`` more vector steps are stored. It needs period 1,
+    boundary policy ``cross`` or ``forbid`` and the ``uniform-windows`` distribution (the
+    priorities replace the distribution)."""
 
     env: EnvSpec
     capacity: int
@@ -100,6 +107,7 @@ class ReplayScenario:
     batch_size: int = 16
     draws: int = 1
     seed: int = 0
+    priority: PrioritySpec | None = None
     kind: Literal["replay"] = "replay"
 
     def __post_init__(self) -> None:
@@ -114,6 +122,15 @@ class ReplayScenario:
                 self.sampling.window_length,
                 f"at most capacity ({self.capacity})",
             )
+        if self.priority is not None:
+            s = self.sampling
+            if s.period != 1 or s.boundary == "pad" or s.distribution != "uniform-windows":
+                raise ConfigError(
+                    "sampling",
+                    f"period={s.period}, boundary={s.boundary!r}, distribution={s.distribution!r}",
+                    "period 1, boundary 'cross' or 'forbid' and distribution 'uniform-windows' "
+                    "with a priority spec",
+                )
         check_budget(self)
 
 

@@ -28,6 +28,8 @@ __all__ = [
     "IterationEnd",
     "IterationStart",
     "NStep",
+    "Priorities",
+    "Prioritized",
     "Relabel",
     "RunEnd",
     "Sampled",
@@ -147,6 +149,34 @@ class Sampled:
     draw: int
     windows: tuple[Window, ...]
     kind: Literal["sampled"] = "sampled"
+
+
+@dataclass(frozen=True)
+class Priorities:
+    """The priorities an implementation holds before draw ``draw`` of a prioritized replay
+    scenario, read from its own store (a sum tree's leaves): for every window it can sample,
+    named by its first item ``(env, episode, t)``, its sampling mass ``p^alpha`` (clauses
+    ``priority.new-at-max``, ``priority.update-sampled``, ``priority.eviction``)."""
+
+    draw: int
+    env: Ints
+    episode: Ints
+    t: Ints
+    mass: Floats
+    kind: Literal["priorities"] = "priorities"
+
+
+@dataclass(frozen=True)
+class Prioritized:
+    """What the implementation computed for the windows of draw ``draw`` (one entry per
+    window of the :class:`Sampled` event, in its order): the probability with which it drew
+    each (``priority.sampling-law``) and the importance weight it returned
+    (``priority.importance-weights``; empty when it returns none)."""
+
+    draw: int
+    probability: Floats
+    weight: Floats
+    kind: Literal["prioritized"] = "prioritized"
 
 
 @dataclass(frozen=True)
@@ -276,6 +306,8 @@ Event = Union[
     TrainCall,
     Update,
     Sampled,
+    Priorities,
+    Prioritized,
     Relabel,
     Advantages,
     CallerEpisode,
@@ -312,6 +344,10 @@ class Trace:
     def of_kind(self, kind: Literal["update"]) -> Iterator[Update]: ...
     @overload
     def of_kind(self, kind: Literal["sampled"]) -> Iterator[Sampled]: ...
+    @overload
+    def of_kind(self, kind: Literal["priorities"]) -> Iterator[Priorities]: ...
+    @overload
+    def of_kind(self, kind: Literal["prioritized"]) -> Iterator[Prioritized]: ...
     @overload
     def of_kind(self, kind: Literal["relabel"]) -> Iterator[Relabel]: ...
     @overload

@@ -40,6 +40,7 @@ from xpspec.protocol.trace import (
 )
 from xpspec.refimpl import EnvSpec, TrainerConfig
 from xpspec.refimpl import learner as lrn
+from xpspec.refimpl.priority import PriorityModel, run_prioritized
 from xpspec.refimpl.recorder import Recorder, windows_of
 from xpspec.refimpl.relabel import Relabeled, SampledTransitions, StoredEpisode, relabel
 from xpspec.refimpl.replay import NoValidWindow, ReplayBuffer
@@ -139,10 +140,12 @@ class RefimplAdapter:
     The learner and relabel operations call refimpl through small methods
     (``_learner_episode``, ``_advantage_rows``, ``_nstep_returns``, ``_update_plan``,
     ``_shard``, ``_relabel_batch``); a subclass replaces one of them to run a variant, or
-    ``replay_buffer``, the buffer class :meth:`run_replay` fills and samples.
+    ``replay_buffer``, the buffer class :meth:`run_replay` fills and samples, or
+    ``priority_model``, the priorities a prioritized replay scenario samples by.
     """
 
     replay_buffer: type[ReplayBuffer] = ReplayBuffer
+    priority_model: type[PriorityModel] = PriorityModel
 
     def info(self) -> AdapterInfo:
         return AdapterInfo(
@@ -165,6 +168,8 @@ class RefimplAdapter:
                 "caller-episodes",
                 "nstep",
                 "shards",
+                "priorities",
+                "importance-weights",
             ),
             extra_versions={"torch": torch.__version__},
         )
@@ -201,7 +206,10 @@ class RefimplAdapter:
         the toy env, every item stored (one :class:`Store` event per vector step), then
         ``draws`` calls of :meth:`xpspec.refimpl.replay.ReplayBuffer.sample` with one seeded
         generator, one :class:`Sampled` event each. A draw from a buffer holding no valid
-        window is an empty :class:`Sampled` event (``replay.no-window``)."""
+        window is an empty :class:`Sampled` event (``replay.no-window``). A scenario with a
+        priority spec is run by :func:`xpspec.refimpl.priority.run_prioritized`."""
+        if scenario.priority is not None:
+            return run_prioritized(scenario, self.priority_model)
         env = ToyBatchEnv(scenario.env, scenario.seed)
         buffer = self.replay_buffer(env.num_envs, scenario.capacity, _FIELDS)
         recorder = Recorder()

@@ -29,6 +29,14 @@ from xpspec.conformance.checks.preprocessing import (
     check_store_order,
     check_transform,
 )
+from xpspec.conformance.checks.priority import (
+    check_eviction,
+    check_new_at_max,
+    check_priority_law,
+    check_priority_probabilities,
+    check_priority_weights,
+    check_update_sampled,
+)
 from xpspec.conformance.checks.relabel import (
     check_eligible,
     check_placement,
@@ -437,9 +445,15 @@ def _windows_law(s: Scenario) -> bool:
     grids change which windows exist and are left to replay-windows)."""
     return (
         isinstance(s, ReplayScenario)
+        and s.priority is None
         and s.sampling.boundary in ("cross", "forbid")
         and s.sampling.period == 1
     )
+
+
+def _prioritized(s: Scenario) -> bool:
+    """Replay scenarios with a priority spec (clauses ``priority.*``)."""
+    return isinstance(s, ReplayScenario) and s.priority is not None
 
 
 ENV_CHECKS: tuple[Check, ...] = (
@@ -475,6 +489,60 @@ REPLAY_CHECKS: tuple[Check, ...] = (
         "statistical",
         check_uniform,
         _windows_law,
+    ),
+    Check(
+        "priority-update-sampled",
+        ("priority.update-sampled",),
+        "replay",
+        "invariant",
+        check_update_sampled,
+        _prioritized,
+        requires=("priorities",),
+    ),
+    Check(
+        "priority-new-at-max",
+        ("priority.new-at-max",),
+        "replay",
+        "invariant",
+        check_new_at_max,
+        _prioritized,
+        requires=("priorities",),
+    ),
+    Check(
+        "priority-eviction",
+        ("priority.eviction",),
+        "replay",
+        "invariant",
+        check_eviction,
+        _prioritized,
+        requires=("priorities",),
+    ),
+    Check(
+        "priority-probabilities",
+        ("priority.sampling-law",),
+        "replay",
+        "invariant",
+        check_priority_probabilities,
+        _prioritized,
+        requires=("priorities",),
+    ),
+    Check(
+        "priority-law",
+        ("priority.sampling-law",),
+        "replay",
+        "statistical",
+        check_priority_law,
+        _prioritized,
+        requires=("priorities",),
+    ),
+    Check(
+        "priority-weights",
+        ("priority.importance-weights",),
+        "replay",
+        "invariant",
+        check_priority_weights,
+        _prioritized,
+        requires=("priorities", "importance-weights"),
     ),
 )
 

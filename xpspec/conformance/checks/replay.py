@@ -41,12 +41,20 @@ def _start(model: BufferModel, window: Window) -> tuple[int, int]:
 
 
 def check_replay_windows(scenario: Scenario, trace: Trace, ctx: Context) -> None:
-    """replay.window-validity, replay.eviction, replay.boundary-policy, replay.period-anchor."""
-    sc, model, draws = _replay(scenario, trace)
+    """replay.window-validity, replay.eviction, replay.boundary-policy, replay.period-anchor.
+    Each draw is judged against the buffer the stores before it imply (a prioritized
+    scenario stores more items between draws)."""
+    assert isinstance(scenario, ReplayScenario)
+    sc, model = scenario, BufferModel(scenario.capacity)
+    draws = list(trace.of_kind("sampled"))
     if len(draws) != sc.draws:
         raise CheckFailure("sampled batches", sc.draws, len(draws))
     s = sc.sampling
-    for d in draws:
+    for d in trace.events:
+        if d.kind == "store":
+            model.add(d)
+        if d.kind != "sampled":
+            continue
         # An empty draw reports that no window was valid; replay-no-window judges whether
         # that was so.
         if len(d.windows) not in (0, sc.batch_size):

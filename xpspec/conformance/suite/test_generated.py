@@ -1,4 +1,4 @@
-"""Invariant checks over Hypothesis-generated trainer and relabel scenarios (profiles ``ci`` and
+"""Invariant checks over Hypothesis-generated trainer, relabel and prioritized replay scenarios (profiles ``ci`` and
 ``thorough``). A falsifying scenario is shrunk and printed as JSON, ready for ``xpspec trace``.
 
 The recorded outcome is the test's over all its examples: a MUST-level failure (shrunk to
@@ -27,7 +27,8 @@ from xpspec.protocol.scenario import Scenario
 INVARIANTS = [
     pytest.param(c, id=c.name, marks=[pytest.mark.clause(*c.clauses)])
     for c in ALL_CHECKS
-    if c.capability in ("trainer", "relabel") and c.kind == "invariant"
+    if c.kind == "invariant"
+    and (c.capability in ("trainer", "relabel") or "priorities" in c.requires)
 ]
 
 
