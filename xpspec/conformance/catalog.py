@@ -91,6 +91,10 @@ CATALOG: dict[str, Scenario] = {
     "counter-per-mini-batch": _t(
         _ENV3, num_iterations=8, counter_mode="per-mini-batch", num_updates_per_train_iter=2
     ),
+    # One env: the per-mini-batch counter of a framework that steps a single env (d3rlpy).
+    "counter-per-mini-batch-b1": _t(
+        _ENV1, num_iterations=8, counter_mode="per-mini-batch", num_updates_per_train_iter=2
+    ),
     # warm-up and updates
     "warmup-b3": _t(
         _ENV3,
