@@ -713,21 +713,7 @@ def test_finding_iterations_train_whatever_on_sample_end_leaves_to_store() -> No
     ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
     try:
         algo = (
-            DQNConfig()
-            .environment("CartPole-v1")
-            .env_runners(num_env_runners=0, rollout_fragment_length=1)
-            .training(
-                train_batch_size_per_learner=2,
-                num_steps_sampled_before_learning_starts=2,
-                learner_class=CountingLearner,
-            )
-            .rl_module(model_config={"fcnet_hiddens": [8], "head_fcnet_hiddens": [8]})
-            .reporting(
-                min_time_s_per_iteration=0,
-                min_sample_timesteps_per_iteration=0,
-                min_train_timesteps_per_iteration=0,
-            )
-            .learners(num_learners=0)
+            _tiny_cartpole_dqn(DQNConfig(), CountingLearner)
             .callbacks(on_sample_end=keep_nothing_after_four_rounds)
             .build_algo()
         )
@@ -741,6 +727,28 @@ def test_finding_iterations_train_whatever_on_sample_end_leaves_to_store() -> No
         ray.shutdown()
     assert stored == 4
     assert per_iteration == [0, 1, 1, 1, 1, 1, 1, 1]
+
+
+def _tiny_cartpole_dqn(config: Any, learner_class: Any) -> Any:
+    """RLlib's own DQN on CartPole with the local env runner and learner, one timestep per
+    sample, two per train batch, learning from the second stored timestep, and no minimum
+    time or timesteps per ``train()``: RLlib alone, as a user configures it."""
+    return (
+        config.environment("CartPole-v1")
+        .env_runners(num_env_runners=0, rollout_fragment_length=1)
+        .training(
+            train_batch_size_per_learner=2,
+            num_steps_sampled_before_learning_starts=2,
+            learner_class=learner_class,
+        )
+        .rl_module(model_config={"fcnet_hiddens": [8], "head_fcnet_hiddens": [8]})
+        .reporting(
+            min_time_s_per_iteration=0,
+            min_sample_timesteps_per_iteration=0,
+            min_train_timesteps_per_iteration=0,
+        )
+        .learners(num_learners=0)
+    )
 
 
 def test_dqn_iteration_counts_after_the_step_and_hooks_once_per_update() -> None:
@@ -776,23 +784,8 @@ def test_dqn_iteration_counts_after_the_step_and_hooks_once_per_update() -> None
 
     ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
     try:
-        config = (
-            DQNConfig(algo_class=Algo)
-            .environment("CartPole-v1")
-            .env_runners(num_env_runners=0, rollout_fragment_length=1)
-            .training(
-                train_batch_size_per_learner=2,
-                num_steps_sampled_before_learning_starts=2,
-                learner_class=Learner,
-            )
-            .rl_module(model_config={"fcnet_hiddens": [8], "head_fcnet_hiddens": [8]})
-            .reporting(
-                min_time_s_per_iteration=0,
-                min_sample_timesteps_per_iteration=0,
-                min_train_timesteps_per_iteration=0,
-            )
-            .learners(num_learners=0)
-            .callbacks(on_train_result=on_train_result)
+        config = _tiny_cartpole_dqn(DQNConfig(algo_class=Algo), Learner).callbacks(
+            on_train_result=on_train_result
         )
         algo = config.build_algo()
         for _ in range(3):

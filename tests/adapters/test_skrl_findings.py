@@ -209,31 +209,8 @@ def _train_dqn(timesteps: int, memory_size: int = 8, **cfg: Any) -> tuple[DQN, l
     """SequentialTrainer.train of a DQN agent on two _Counter envs in a SyncVectorEnv
     (NEXT_STEP autoreset, Gymnasium's default), ``cfg`` its DQN_CFG; returns the agent and
     the timesteps at which DQN.update ran."""
-    torch.manual_seed(0)
-    venv = gymnasium.vector.SyncVectorEnv([_Counter, _Counter])
-    env = wrap_env(venv, wrapper="gymnasium", verbose=False)
     memory = RandomMemory(memory_size=memory_size, num_envs=2, device="cpu")
-    agent = DQN(
-        models={"q_network": _Q(env), "target_q_network": _Q(env)},
-        memory=memory,
-        observation_space=env.observation_space,
-        action_space=env.action_space,
-        device="cpu",
-        cfg=DQN_CFG(experiment={"write_interval": 0, "checkpoint_interval": 0}, **cfg),
-    )
-    updates: list[int] = []
-    update = agent.update
-
-    def recorded(*, timestep: int, timesteps: int) -> None:
-        updates.append(timestep)
-        update(timestep=timestep, timesteps=timesteps)
-
-    agent.update = recorded  # type: ignore[method-assign]
-    cfg_trainer = {"timesteps": timesteps, "headless": True, "disable_progressbar": True}
-    SequentialTrainer(
-        env=env, agents=agent, cfg={**cfg_trainer, "close_environment_at_exit": False}
-    ).train()
-    return agent, updates
+    return _dqn_with(memory, [_Counter, _Counter], timesteps, **cfg)
 
 
 def test_dqn_updates_after_the_first_timestep_then_every_update_interval() -> None:
@@ -351,12 +328,14 @@ class _Rewarding(gymnasium.Env[np.ndarray, np.int64]):
 
 
 def _dqn_with(
-    memory: RandomMemory, env_class: Any, timesteps: int, **cfg: Any
+    memory: RandomMemory, env_classes: Any, timesteps: int, **cfg: Any
 ) -> tuple[DQN, list[int]]:
-    """SequentialTrainer.train of a DQN agent on one ``env_class`` env with ``memory``;
-    returns the agent and the timesteps at which DQN.update ran."""
+    """SequentialTrainer.train of a DQN agent with ``memory`` on a SyncVectorEnv of
+    ``env_classes`` (one env class, or a list of them), ``cfg`` its DQN_CFG; returns the agent
+    and the timesteps at which DQN.update ran."""
     torch.manual_seed(0)
-    env = wrap_env(gymnasium.vector.SyncVectorEnv([env_class]), wrapper="gymnasium", verbose=False)
+    classes = env_classes if isinstance(env_classes, list) else [env_classes]
+    env = wrap_env(gymnasium.vector.SyncVectorEnv(classes), wrapper="gymnasium", verbose=False)
     agent = DQN(
         models={"q_network": _Q(env), "target_q_network": _Q(env)},
         memory=memory,
