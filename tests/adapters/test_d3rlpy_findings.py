@@ -38,14 +38,24 @@ class _Counting(gymnasium.Env[np.ndarray, np.int64]):
         return obs, 1.0, end and not self.truncate, end and self.truncate, {}
 
 
-def _buffer(limit: int) -> ReplayBuffer:
+def _buffer(store: Any, **kwargs: Any) -> ReplayBuffer:
+    """A ``ReplayBuffer`` of one-float observations and two actions over ``store`` (a
+    ``FIFOBuffer`` limit, or the user's buffer object); ``kwargs`` go to ``ReplayBuffer``."""
     return ReplayBuffer(
-        FIFOBuffer(limit),
+        FIFOBuffer(store) if isinstance(store, int) else store,
         observation_signature=Signature(dtype=[np.float32], shape=[(1,)]),
         action_signature=Signature(dtype=[np.int64], shape=[(1,)]),
         reward_signature=Signature(dtype=[np.float32], shape=[(1,)]),
         action_space=ActionSpace.DISCRETE,
         action_size=2,
+        **kwargs,
+    )
+
+
+def _dqn() -> Any:
+    """d3rlpy's DQN with batches of one transition and a tiny encoder, on the CPU."""
+    return DQNConfig(batch_size=1, encoder_factory=VectorEncoderFactory(hidden_units=[8])).create(
+        device="cpu:0"
     )
 
 
@@ -125,18 +135,8 @@ def test_a_window_near_an_episode_start_is_padded_in_front() -> None:
 def _delayed_fit_online(env: gymnasium.Env[Any, Any], n_steps: int) -> tuple[list[int], Any]:
     """``transition_count`` after every loop step of ``fit_online`` on a
     ``ReplayBuffer(write_at_termination=True)``, and the buffer."""
-    algo = DQNConfig(batch_size=1, encoder_factory=VectorEncoderFactory(hidden_units=[8])).create(
-        device="cpu:0"
-    )
-    buffer = ReplayBuffer(
-        FIFOBuffer(100),
-        observation_signature=Signature(dtype=[np.float32], shape=[(1,)]),
-        action_signature=Signature(dtype=[np.int64], shape=[(1,)]),
-        reward_signature=Signature(dtype=[np.float32], shape=[(1,)]),
-        action_space=ActionSpace.DISCRETE,
-        action_size=2,
-        write_at_termination=True,
-    )
+    algo = _dqn()
+    buffer = _buffer(100, write_at_termination=True)
     seen: list[int] = []
     algo.fit_online(
         env,
@@ -193,17 +193,8 @@ class _DroppingOdd(FIFOBuffer):
 def test_entries_a_user_buffer_leaves_out_take_no_update_away() -> None:
     # Once training starts, fit_online makes one update per loop step (update_interval 1)
     # whether the user's buffer kept the step's entry or left it out.
-    algo = DQNConfig(batch_size=1, encoder_factory=VectorEncoderFactory(hidden_units=[8])).create(
-        device="cpu:0"
-    )
-    buffer = ReplayBuffer(
-        _DroppingOdd(100),
-        observation_signature=Signature(dtype=[np.float32], shape=[(1,)]),
-        action_signature=Signature(dtype=[np.int64], shape=[(1,)]),
-        reward_signature=Signature(dtype=[np.float32], shape=[(1,)]),
-        action_space=ActionSpace.DISCRETE,
-        action_size=2,
-    )
+    algo = _dqn()
+    buffer = _buffer(_DroppingOdd(100))
     seen: list[tuple[int, int]] = []
     algo.fit_online(
         _Counting(100),
@@ -244,18 +235,9 @@ def test_a_step_without_an_entry_never_reaches_the_users_buffer() -> None:
     # Truncated episodes of 3 steps, 4 loop steps: the writer hands the buffer o_0 and o_1 of
     # the first episode, never o_2 (clip_episode(False)), nor o_0 of the second, the step in
     # progress when fit_online ends.
-    algo = DQNConfig(batch_size=1, encoder_factory=VectorEncoderFactory(hidden_units=[8])).create(
-        device="cpu:0"
-    )
+    algo = _dqn()
     fifo = _Recording(100)
-    buffer = ReplayBuffer(
-        fifo,
-        observation_signature=Signature(dtype=[np.float32], shape=[(1,)]),
-        action_signature=Signature(dtype=[np.int64], shape=[(1,)]),
-        reward_signature=Signature(dtype=[np.float32], shape=[(1,)]),
-        action_space=ActionSpace.DISCRETE,
-        action_size=2,
-    )
+    buffer = _buffer(fifo)
     algo.fit_online(
         _Counting(3, truncate=True),
         buffer,

@@ -114,10 +114,12 @@ def test_without_time_limit_bootstrap_a_truncated_episode_reads_the_next_one() -
 
 
 class _Counter(gymnasium.Env[np.ndarray, np.int64]):
-    """Observes its own step count t; an episode is truncated after two steps."""
+    """Observes its own step count t; an episode is truncated after two steps, every reward
+    1 (subclasses change where and how it ends and the reward into t)."""
 
     observation_space = gymnasium.spaces.Box(0.0, 10.0, (1,), np.float32)
     action_space = gymnasium.spaces.Discrete(2)
+    length, truncates, reward_is_t = 2, True, False
 
     def reset(self, *, seed: int | None = None, options: Any = None) -> tuple[np.ndarray, dict]:
         super().reset(seed=seed)
@@ -126,7 +128,10 @@ class _Counter(gymnasium.Env[np.ndarray, np.int64]):
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
         self.t += 1
-        return np.array([float(self.t)], np.float32), 1.0, False, self.t == 2, {}
+        end = self.t == self.length
+        reward = float(self.t) if self.reward_is_t else 1.0
+        obs = np.array([float(self.t)], np.float32)
+        return obs, reward, end and not self.truncates, end and self.truncates, {}
 
 
 class _Policy(CategoricalMixin, Model):
@@ -311,20 +316,10 @@ class _Keeping(RandomMemory):
             super().add_samples(**tensors)
 
 
-class _Rewarding(gymnasium.Env[np.ndarray, np.int64]):
+class _Rewarding(_Counter):
     """Observes its step count t, reward t into t; terminates at t = 3."""
 
-    observation_space = gymnasium.spaces.Box(0.0, 10.0, (1,), np.float32)
-    action_space = gymnasium.spaces.Discrete(2)
-
-    def reset(self, *, seed: int | None = None, options: Any = None) -> tuple[np.ndarray, dict]:
-        super().reset(seed=seed)
-        self.t = 0
-        return np.array([0.0], np.float32), {}
-
-    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
-        self.t += 1
-        return np.array([float(self.t)], np.float32), float(self.t), self.t == 3, False, {}
+    length, truncates, reward_is_t = 3, False, True
 
 
 def _dqn_with(
