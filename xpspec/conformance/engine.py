@@ -83,10 +83,6 @@ def _time_limit(seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def _prioritized(scenario: Scenario) -> bool:
-    return getattr(scenario, "priority", None) is not None
-
-
 def _repro(name: str, scenario: Scenario, command: str, explain: str = "") -> str:
     """The scenario of an outcome, and a copy-pasteable ``command`` that reproduces it (none
     when ``command`` is "": the user holds the scenario already), then the ``explain`` command
@@ -340,16 +336,13 @@ class Session:
         def out(status: Status, message: str = "", **kw: Any) -> Outcome:
             return Outcome(check.name, check.clauses, name, status, message, **kw)
 
-        for needed in (check.capability, *check.requires):
+        from xpspec.conformance.failing import capabilities_needed
+
+        for needed in capabilities_needed(check, scenario):
             if needed not in self.info.capabilities:
-                return out("not-applicable", f"adapter declares no capability {needed!r}")
-        if _prioritized(scenario) and "priorities" not in self.info.capabilities:
-            # The scenario's priority spec asks for the framework's prioritized sampler; an
-            # adapter without one would answer with its uniform sampler.
-            return out(
-                "not-applicable",
-                "adapter declares no capability 'priorities' (the scenario's priority spec)",
-            )
+                own = needed in (check.capability, *check.requires)
+                why = "" if own else " (the scenario's priority spec)"
+                return out("not-applicable", f"adapter declares no capability {needed!r}{why}")
         try:
             trace = self.run(scenario)
         except Unsupported as exc:

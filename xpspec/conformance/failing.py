@@ -21,7 +21,7 @@ from xpspec.protocol.adapter import Unsupported
 from xpspec.protocol.scenario import Scenario
 from xpspec.protocol.trace import Trace
 
-__all__ = ["Checked", "check_trace", "failure_of", "runs_on"]
+__all__ = ["Checked", "capabilities_needed", "check_trace", "failure_of", "runs_on"]
 
 
 @dataclass(frozen=True)
@@ -34,19 +34,26 @@ class Checked:
     broken: tuple[tuple[str, str], ...] = ()
 
 
+def capabilities_needed(check: Check, scenario: Scenario) -> tuple[str, ...]:
+    """What an implementation must declare for ``check`` to judge its trace of ``scenario``:
+    the check's capability and observables, and ``priorities`` for a scenario with a priority
+    spec (an implementation without a prioritized sampler would answer with its uniform one)."""
+    needed = (check.capability, *check.requires)
+    if getattr(scenario, "priority", None) is not None and "priorities" not in needed:
+        needed += ("priorities",)
+    return needed
+
+
 def runs_on(check: Check, scenario: Scenario, capabilities: Sequence[str] | None) -> bool:
     """Whether ``check`` judges a trace of ``scenario`` from an implementation declaring
     ``capabilities`` (``None``: every one)."""
-    needed = (check.capability, *check.requires)
     return (
         check.capability == scenario.kind
         and check.applies(scenario)
         and not check.name.startswith("deterministic")
-        and (capabilities is None or all(n in capabilities for n in needed))
         and (
             capabilities is None
-            or getattr(scenario, "priority", None) is None
-            or "priorities" in capabilities
+            or all(n in capabilities for n in capabilities_needed(check, scenario))
         )
     )
 
