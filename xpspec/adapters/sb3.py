@@ -86,6 +86,8 @@ from typing import Any
 try:
     import stable_baselines3
     from stable_baselines3 import DQN, PPO, HerReplayBuffer
+    from stable_baselines3.common.base_class import BaseAlgorithm
+    from stable_baselines3.common.logger import Logger
     from stable_baselines3.common.policies import ActorCriticPolicy
     from stable_baselines3.common.vec_env import DummyVecEnv, VecEnvWrapper
 except ImportError as exc:  # pragma: no cover - exercised only without the framework
@@ -374,8 +376,15 @@ def _user_buffer(scenario: TrainerScenario) -> _UserBuffer:
     )
 
 
+def _silent(model: BaseAlgorithm) -> None:
+    """Give ``model`` a logger that writes nothing: without one, every ``learn()`` makes a
+    fresh empty log folder in the temporary directory (SB3 2.9.2
+    ``common/utils.py:configure_logger`` -> ``common/logger.py:configure(folder=None)``)."""
+    model.set_logger(Logger(folder=None, output_formats=[]))
+
+
 def _dqn(venv: Any, spec: EnvSpec, config: _DQNConfig, seed: int, **kwargs: Any) -> DQN:
-    return DQN(
+    model = DQN(
         _policy(spec),
         venv,
         train_freq=(config.train_freq, "step"),
@@ -389,6 +398,8 @@ def _dqn(venv: Any, spec: EnvSpec, config: _DQNConfig, seed: int, **kwargs: Any)
         verbose=0,
         **kwargs,
     )
+    _silent(model)
+    return model
 
 
 # -- recording a train run --------------------------------------------------------------------
@@ -959,6 +970,7 @@ class _LearnerRun:
             device="cpu",
             verbose=0,
         )
+        _silent(model)
         policy = model.policy
         assert isinstance(policy, _ValuePolicy)
         buffer = model.rollout_buffer
