@@ -333,7 +333,7 @@ def mutation(session: nox.Session) -> None:
     each run against the suite in a copy of the tree; classifies them and writes
     docs/mutation.md. Arguments go to ``python -m mutation`` (e.g. ``-- --sample 50``,
     ``-- --all``, ``-- --resume``)."""
-    install(session)
+    install(session, "lint")  # mypy: the type gate of each mutant (mutation/typecheck.py)
     session.install("-r", "constraints/mutation.txt", *CONSTRAINTS)
     session.run("python", "-m", "mutation", *session.posargs, env=THREADS)
 

@@ -25,25 +25,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from mutation.scope import MODULES
 from mutation.verdict import parse_verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve().parent
-MODULES = (
-    "xpspec/refimpl/accounting.py",
-    "xpspec/refimpl/preprocess.py",
-    "xpspec/refimpl/replay.py",
-    "xpspec/refimpl/relabel.py",
-    "xpspec/refimpl/trainer.py",
-    "xpspec/refimpl/learner",
-    "xpspec/protocol/preprocessors.py",
-    "xpspec/protocol/sampling.py",
-)
-"""The semantic modules under mutation (a folder means every module in it): the reference
-implementation's, and the validation of the preprocessing and sampling values it takes from
-the protocol core (mutated in ``refimpl`` before those values moved there)."""
 PACKAGES = ("xpspec", "mutation")
-"""What the copy of the tree holds: the suite, the implementation and the probe."""
+"""What the copy of the tree holds: the suite, the implementation and the probe (and the
+project file, which holds the type checker's configuration)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -85,7 +74,10 @@ def run(args: argparse.Namespace) -> None:
     copy_tree(tree)
     os.chdir(tree)
     os.environ["PYTHONPATH"] = str(tree)
-    probe = f"{sys.executable} -m mutation.probe --report {work / 'probe.jsonl'}"
+    probe = (
+        f"{sys.executable} -m mutation.probe --report {work / 'probe.jsonl'}"
+        f" --typecheck-cache {work / 'mypy-cache'}"
+    )
 
     start = time.perf_counter()
     baseline = subprocess.run(probe.split(), capture_output=True, text=True, check=False)
@@ -164,6 +156,7 @@ def copy_tree(tree: Path) -> None:
         shutil.copytree(
             ROOT / package, tree / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
         )
+    shutil.copy2(ROOT / "pyproject.toml", tree / "pyproject.toml")  # mypy's configuration
 
 
 def mutant_id(mutation: Any) -> str:

@@ -2,10 +2,11 @@
 
 The classes: ``check-fail`` (a check reported fail), ``other-red`` (the suite went red
 otherwise: adapter failures, an incomplete run, a timeout, a crash of the test command),
-``survived`` (every check passed), and two that are not mutants at all: ``no-mutation``
-(cosmic-ray found nothing to mutate at that occurrence) and ``invalid`` (the mutated module
+``survived`` (every check passed), and three that are not mutants at all: ``no-mutation``
+(cosmic-ray found nothing to mutate at that occurrence), ``invalid`` (the mutated module
 is not valid Python, e.g. the keyword-only marker ``*`` of a signature taken for a
-multiplication).
+multiplication) and ``stillborn`` (the project's type check rejects the mutated tree, e.g.
+``int | Fraction``: a change that could never be merged, so no behaviour refimpl could ship).
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from mutation.verdict import parse_verdict
 
 __all__ = ["NOT_MUTANTS", "MutantClass", "classify_result", "mutation_lines", "record"]
 
-MutantClass = Literal["check-fail", "other-red", "survived", "no-mutation", "invalid"]
+MutantClass = Literal["check-fail", "other-red", "survived", "no-mutation", "invalid", "stillborn"]
 
-NOT_MUTANTS: Final = ("no-mutation", "invalid")
+NOT_MUTANTS: Final = ("no-mutation", "invalid", "stillborn")
 """Classes left out of every count."""
 
 
@@ -41,6 +42,8 @@ def classify_result(
         return "other-red", f"verdict {verdict.run_class} disagrees with outcome {test_outcome}"
     if verdict.run_class == "other-red" and "SyntaxError" in verdict.reason:
         return "invalid", verdict.reason
+    if verdict.run_class == "stillborn":
+        return "stillborn", verdict.reason
     if verdict.run_class == "check-fail":
         more = len(verdict.failed) - 1
         return "check-fail", verdict.failed[0] + (f" (+{more} more)" if more else "")

@@ -119,6 +119,10 @@ def render(
         "as caught only when **a check reports fail**. A run that goes red only through",
         "adapter failures (the mutant raised, timed out, or broke the trace format) is",
         "counted apart: such a mutant is noticed, but no clause says what it got wrong.",
+        "Before the suite runs, each mutated tree is type-checked as the `lint` session does;",
+        "a mutant mypy rejects (`int | Fraction`, a `None` where a value is required) could",
+        "never be merged, so it is *stillborn* and left out of the score, like one whose module",
+        "no longer parses.",
         "",
         "`nox -s mutation` makes the mutants with cosmic-ray (pinned in",
         "`constraints/mutation.txt`), runs `xpspec run --adapter refimpl --isolation inline`",
@@ -149,7 +153,8 @@ def render(
         f"- Not mutants (left out): {sum(1 for r in rows if r['class'] == 'invalid')} whose"
         " module no longer parses, "
         f"{sum(1 for r in rows if r['class'] == 'no-mutation')} where cosmic-ray found nothing"
-        " to change.",
+        f" to change, {sum(1 for r in rows if r['class'] == 'stillborn')} that the type check"
+        " rejects (stillborn: a change the `lint` session would refuse).",
         f"- Baseline: the unmutated suite passes in {header.get('baseline_seconds', '?')} s;"
         f" per-mutant timeout {header.get('timeout', '?')} s.",
         f"- Started {header.get('started', '?')}, ended {header.get('ended', '?')}.",

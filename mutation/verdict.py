@@ -3,7 +3,8 @@
 A mutant is *killed by a check* when some check reported ``fail``; a run that went red only
 through adapter failures (``error``, ``crash``, ``timeout``, ``resource``), an incomplete
 run, a runner that could not start the adapter, or a report that is missing is *red for
-another reason*; a complete run with every check passing is a *survivor*.
+another reason*; a complete run with every check passing is a *survivor*. A mutant the type
+checker rejects never reaches the suite: it is *stillborn* (:mod:`mutation.typecheck`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any, Final, Literal
 
 __all__ = ["MARKER", "RunClass", "Verdict", "classify_run", "parse_verdict"]
 
-RunClass = Literal["check-fail", "other-red", "survived"]
+RunClass = Literal["check-fail", "other-red", "survived", "stillborn"]
 
 MARKER: Final = "xpspec-mutation-verdict: "
 """The prefix of the one line the probe prints with its verdict as JSON."""

@@ -83,6 +83,40 @@ def test_work_results_map_to_classes() -> None:
     assert classify_result("normal", "survived", survived) == ("survived", "")
     # a probe that says survived while the command failed is not trusted
     assert classify_result("normal", "killed", survived)[0] == "other-red"
+    rejected = Verdict("stillborn", 1, reason="m.py:3: error: Unsupported operand types").to_line()
+    assert classify_result("normal", "killed", rejected) == (
+        "stillborn",
+        "m.py:3: error: Unsupported operand types",
+    )
+
+
+def test_stillborn_mutants_are_left_out_of_the_score() -> None:
+    rows = [
+        *_rows(),
+        record("m.py:Op:9", "m.py", 9, "normal", "killed", Verdict("stillborn", 1).to_line(), ""),
+    ]
+    assert Summary(rows, {}).run == Summary(_rows(), {}).run
+
+
+def test_the_type_gate_rejects_a_mutant_mypy_rejects_and_passes_a_well_typed_one(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("mypy", reason="the type gate runs mypy (the lint extra)")
+    from mutation.typecheck import type_errors
+
+    tree = tmp_path / "tree"
+    module = tree / "xpspec" / "accounting.py"
+    module.parent.mkdir(parents=True)
+    (tree / "mutation").mkdir()
+    (tree / "xpspec" / "__init__.py").write_text("")
+    (tree / "mutation" / "__init__.py").write_text("")
+    source = "from fractions import Fraction\n\n\ndef f(k: int, u: Fraction) -> Fraction:\n"
+    module.write_text(source + "    return k * u\n")
+    cache = tmp_path / "cache"
+    assert type_errors(tree, ["xpspec/accounting.py"], cache) == []
+    module.write_text(source + "    return k | u\n")  # same size: only the mtime tells
+    errors = type_errors(tree, ["xpspec/accounting.py"], cache)
+    assert any("Unsupported operand types for |" in error for error in errors)
 
 
 def test_mutation_lines_show_the_changed_code() -> None:
