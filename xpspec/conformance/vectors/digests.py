@@ -29,6 +29,7 @@ __all__ = [
     "DIGESTS_FORMAT",
     "ModelCase",
     "Pin",
+    "clause_checks",
     "digests_text",
     "model_cases",
     "pin_check",
@@ -81,6 +82,18 @@ def model_cases(catalog: Mapping[str, Scenario] | None = None) -> tuple[ModelCas
             if model is not None and model != scenario:
                 cases.append(ModelCase(name, clause, variant, model))
     return tuple(cases)
+
+
+def clause_checks(case: ModelCase) -> tuple[Check, ...]:
+    """The suite's checks of the variant's clause that run on the case's model scenario."""
+    from xpspec.conformance.checks import ALL_CHECKS
+
+    model = case.scenario
+    return tuple(
+        check
+        for check in ALL_CHECKS
+        if case.clause in check.clauses and check.capability == model.kind and check.applies(model)
+    )
 
 
 def _sha256(text: str) -> str:
