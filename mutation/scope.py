@@ -10,6 +10,7 @@ MODULES = (
     "xpspec/refimpl/priority.py",
     "xpspec/refimpl/replay.py",
     "xpspec/refimpl/relabel.py",
+    "xpspec/refimpl/recurrent.py",
     "xpspec/refimpl/trainer.py",
     "xpspec/refimpl/learner",
     "xpspec/protocol/preprocessors.py",

@@ -22,6 +22,7 @@ from xpspec.protocol.sampling import SamplingSpec
 from xpspec.protocol.scenario import (
     EnvScenario,
     LearnerScenario,
+    RecurrentScenario,
     RelabelScenario,
     ReplayScenario,
     TrainerScenario,
@@ -42,6 +43,7 @@ from xpspec.refimpl import EnvSpec, TrainerConfig
 from xpspec.refimpl import learner as lrn
 from xpspec.refimpl.priority import PriorityModel, run_prioritized
 from xpspec.refimpl.recorder import Recorder, windows_of
+from xpspec.refimpl.recurrent import CountingLearner, run_recurrent
 from xpspec.refimpl.relabel import Relabeled, SampledTransitions, StoredEpisode, relabel
 from xpspec.refimpl.replay import NoValidWindow, ReplayBuffer
 from xpspec.refimpl.toy_envs.batched import TimeStep, ToyBatchEnv
@@ -140,12 +142,14 @@ class RefimplAdapter:
     The learner and relabel operations call refimpl through small methods
     (``_learner_episode``, ``_advantage_rows``, ``_nstep_returns``, ``_update_plan``,
     ``_shard``, ``_relabel_batch``); a subclass replaces one of them to run a variant, or
-    ``replay_buffer``, the buffer class :meth:`run_replay` fills and samples, or
-    ``priority_model``, the priorities a prioritized replay scenario samples by.
+    ``replay_buffer``, the buffer class :meth:`run_replay` fills and samples,
+    ``priority_model``, the priorities a prioritized replay scenario samples by, or
+    ``recurrent_learner``, the counting network a recurrent scenario trains.
     """
 
     replay_buffer: type[ReplayBuffer] = ReplayBuffer
     priority_model: type[PriorityModel] = PriorityModel
+    recurrent_learner: type[CountingLearner] = CountingLearner
 
     def info(self) -> AdapterInfo:
         return AdapterInfo(
@@ -170,6 +174,7 @@ class RefimplAdapter:
                 "shards",
                 "priorities",
                 "importance-weights",
+                "recurrent",
             ),
             extra_versions={"torch": torch.__version__},
         )
@@ -449,6 +454,11 @@ class RefimplAdapter:
         return lrn.shard_episodes(lengths, scenario.num_learners, variant=scenario.shard_variant)
 
     # -- relabel ------------------------------------------------------------------------------
+    def run_recurrent(self, scenario: RecurrentScenario) -> Trace:
+        """Recurrent state in training (clauses ``recurrent.*``), run by
+        :func:`xpspec.refimpl.recurrent.run_recurrent` with :attr:`recurrent_learner`."""
+        return run_recurrent(scenario, self.recurrent_learner)
+
     def run_relabel(self, scenario: RelabelScenario) -> Trace:
         """Hindsight relabeling at sample time (clauses ``relabel.*``).
 
