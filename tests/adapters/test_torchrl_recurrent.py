@@ -8,13 +8,13 @@ import pytest
 
 pytest.importorskip("torchrl")
 
-from xpspec.adapters.torchrl import TorchRLAdapter  # noqa: E402
-from xpspec.adapters.torchrl_recurrent import CountingCore, run_recurrent  # noqa: E402
-from xpspec.protocol.adapter import Unsupported  # noqa: E402
-from xpspec.protocol.env_spec import EnvSpec  # noqa: E402
-from xpspec.protocol.scenario import RecurrentScenario  # noqa: E402
-from xpspec.protocol.schedule import FixedSchedule  # noqa: E402
-from xpspec.protocol.trace import EnvStep, Item, Trace, TrainSequence  # noqa: E402
+from xpspec.adapters.torchrl import TorchRLAdapter
+from xpspec.adapters.torchrl_recurrent import CountingCore, run_recurrent
+from xpspec.protocol.adapter import Unsupported
+from xpspec.protocol.env_spec import EnvSpec
+from xpspec.protocol.scenario import RecurrentScenario
+from xpspec.protocol.schedule import FixedSchedule
+from xpspec.protocol.trace import EnvStep, Item, Trace, TrainSequence
 
 ADAPTER = TorchRLAdapter()
 TWO = EnvSpec(num_envs=2, schedules=(FixedSchedule(3), FixedSchedule(5)))

@@ -126,7 +126,7 @@ class _Call:
 def _count(value: float) -> int:
     if value != round(value):
         raise ValueError(f"counting state: expected an integral count, got {value}")
-    return int(round(value))
+    return round(value)
 
 
 @dataclass
@@ -165,9 +165,7 @@ class CountingCore(torch.nn.Module):
             outputs.append(new)
             h = new
         y = torch.stack(outputs, 1)
-        call = _Call(
-            self.recorder.phase, x.detach().clone(), torch.stack(received, 1), ran.clone()
-        )
+        call = _Call(self.recorder.phase, x.detach().clone(), torch.stack(received, 1), ran.clone())
         if y.requires_grad:
 
             def keep(grad: torch.Tensor) -> None:
@@ -180,7 +178,9 @@ class CountingCore(torch.nn.Module):
 
 # -- framework objects ------------------------------------------------------------------------------
 def _gru(core: CountingCore) -> GRUModule:
-    return GRUModule(gru=core, in_keys=["observation", _STATE], out_keys=["embed", ("next", _STATE)])
+    return GRUModule(
+        gru=core, in_keys=["observation", _STATE], out_keys=["embed", ("next", _STATE)]
+    )
 
 
 def _env(spec: EnvSpec, seed: int, gru: GRUModule) -> TransformedEnv:
