@@ -15,20 +15,23 @@ A linear Q head and ``QValueModule`` complete the policy; the env is ``InitTrack
 ``GRUModule.make_tensordict_primer()``, so the collector stores with each frame the state the
 policy received (reset to 0 by the primer at every reset).
 
-**Sequences.** ``boundary="pad"``: the frames go, one collector step at a time, into a
-``ReplayBuffer`` over ``LazyTensorStorage(steps * B, ndim=2)`` sampled by
+**Sequences.** ``boundary="pad"``: the rollout, one collector batch of ``steps`` steps per env,
+goes into a ``TensorDictReplayBuffer`` over ``LazyTensorStorage(steps * B, ndim=2)`` sampled by
 ``SliceSampler(slice_len=sequence_length, traj_key=("collector", "traj_ids"),
 strict_length=False, pad_output=True)`` (``data/replay_buffers/samplers/slice.py``): slices stay
 inside one episode, a short one is padded by repeating its last step and flagged in
-``("collector", "mask")``. ``boundary="cross"``: the collector's batches of
-``sequence_length`` steps per env are stored whole, one sequence per env and batch (TorchRL's
-recurrent DQN tutorial, ``tutorials/sphinx-tutorials/dqn_with_rnn.py``), and drawn by
-``RandomSampler``; a chunk runs on across episode ends. Each draw samples ``batch_size``
-sequences; replay-buffer transforms shape them ``[batch_size, sequence_length]``, drop the stored
-state for ``initial_state="zeros"`` (``GRUModule`` then starts from its zero default) and, for
-``burn_in > 0``, run ``BurnInTransform(burn_in)`` (``envs/transforms/_env.py``), which runs the
-network over the first ``burn_in`` steps without gradient, drops them and writes the state they
-end in at the first remaining step.
+``("collector", "mask")``, which only a ``TensorDictReplayBuffer`` writes into the sample.
+``boundary="cross"``: the collector's batches of ``sequence_length`` steps per env are stored
+whole, one sequence per env and batch (TorchRL's recurrent DQN tutorial,
+``tutorials/sphinx-tutorials/dqn_with_rnn.py``), and drawn by ``RandomSampler``; a chunk runs on
+across episode ends. The collector makes whole batches (``collectors/_single.py``,
+``_setup_total_frames``), so with ``steps`` no multiple of ``sequence_length`` the rollout runs
+on to the next multiple. Each draw samples ``batch_size`` sequences, shaped ``[batch_size,
+sequence_length]``; with ``burn_in > 0`` ``BurnInTransform(burn_in)`` (``envs/transforms/
+_env.py``) is called on the sample, as its docstring does: it runs the network over the first
+``burn_in`` steps without gradient, drops them and writes the state they end in at the first
+remaining step. ``initial_state="zeros"`` is :class:`Unsupported`: TorchRL trains from the
+stored state and has no option to start from zeros.
 
 **Training** is ``DQNLoss`` (``objectives/dqn.py``) on the sample under
 ``set_recurrent_mode(True)``, its backward pass and an optimizer step on the Q head; the loss
@@ -36,14 +39,18 @@ applies ``("collector", "mask")`` itself (``LossModule._reduce_loss``, ``loss_ma
 ``objectives/common.py``).
 
 **What is recorded.** The counting core notes every call: the observation and the state it
-received at every step it ran (the ``mask`` TorchRL passes marks the split pieces' padding, which
-it did not run) and, through a tensor hook on its per-step output, the gradient the loss sent
-back to each step. ``EnvStep`` events carry the state the core received during the rollout;
-each ``TrainSequence`` joins the burn-in call and the loss's first (online) call of its draw:
-items decoded from the observations the core received, ``state_in`` as received, loss mask 1
-where the loss gradient reached that step's output (0 at burn-in steps, which ran without
-gradient, and where the loss mask zeroed it). A padding step repeats its predecessor's item
-(``pad_output``) and is named ``None``.
+received at every step (the ``mask`` TorchRL passes marks the padding of the pieces it split a
+row into, which it did not run) and, through a tensor hook on its per-step output, the gradient
+the loss sent back to each step. One ``EnvStep`` per collector step names its frames as the
+adapter's other runs do (FIRST where ``is_init``, else MID) with the state the core received
+there; an episode's LAST is no frame (the collector resets in the step that ends it), never
+receives a state and is never stored, so the rollout names none and a chunk's step after an
+episode's last frame is the next episode's FIRST. Each ``TrainSequence`` joins its draw's
+burn-in call and the loss's first (online network) call, in TorchRL's row-major order: items
+decoded from the observations the core received, ``state_in`` as received, loss mask 1 where
+the loss gradient reached that step's output (0 at burn-in steps, which ran without gradient,
+and where the loss's mask zeroed it). A padding step repeats its predecessor's item
+(``pad_output``) and is named ``None``; the core ran on it, so its state is the one it received.
 """
 
 from __future__ import annotations
@@ -78,10 +85,9 @@ with warnings.catch_warnings():  # TorchRL's import warns of its own deprecated 
     from torchrl.objectives import DQNLoss
 
 from xpspec.adapters.torchrl import _SOURCE, _FrameRows, _seeded
-from xpspec.kit.arrays import bools, floats
 from xpspec.kit.events import env_step
 from xpspec.kit.items import decode_items
-from xpspec.kit.steps import Step, last_step
+from xpspec.kit.steps import Step
 from xpspec.protocol.adapter import Unsupported
 from xpspec.protocol.env_spec import EnvSpec
 from xpspec.protocol.scenario import RecurrentScenario
@@ -259,27 +265,17 @@ def _support(sc: RecurrentScenario) -> None:
 # -- rollout ----------------------------------------------------------------------------------------
 def _rollout_steps(
     column: TensorDictBase, view: _FrameRows, received: dict[Item, int]
-) -> tuple[list[Step], list[Step]]:
-    """One vector step's rows, each with the state the core received there and the action
-    taken, and the LAST time steps of the episodes it ended (the state there is the core's
-    output, ``("next", "rs")``: no action is taken at a LAST)."""
+) -> list[Step]:
+    """One collector step's frames as rows, each with the state the core received there and
+    the action taken. An episode's LAST time step is no frame (the collector resets in the
+    step that ends it): the policy never receives a state there and nothing stores it, so the
+    rollout names none (unlike ``run_env``, whose clauses are about time steps)."""
     rows = view.rows(column)
     actions = column.get("action").reshape(-1).tolist()
-    acted = [
+    return [
         replace(r, policy_state=received[r.item], action=int(a))
         for r, a in zip(rows, actions, strict=True)
     ]
-    done = bools(column.get(("next", "done")))
-    items = decode_items(column.get(("next", "observation")))
-    reward = floats(column.get(("next", "reward")))
-    terminated = bools(column.get(("next", "terminated")))
-    state = column.get(("next", _STATE)).reshape(len(items), -1)[:, 0].tolist()
-    lasts = [
-        last_step(items[i], reward[i], terminated[i], policy_state=_count(state[i]))
-        for i in range(len(items))
-        if done[i]
-    ]
-    return acted, lasts
 
 
 def _received(calls: Sequence[_Call]) -> dict[Item, int]:
@@ -353,10 +349,7 @@ def run_recurrent(sc: RecurrentScenario, core: CountingCore | None = None) -> Tr
             received = _received(recorder.calls)
             recorder.calls.clear()
             for j in range(batch.shape[-1]):
-                rows, lasts = _rollout_steps(batch[..., j], view, received)
-                events.append(env_step(0, rows))
-                if lasts:
-                    events.append(env_step(0, lasts))
+                events.append(env_step(0, _rollout_steps(batch[..., j], view, received)))
             buffer.extend(batch)
         collector.shutdown()
         loss = DQNLoss(network, action_space="categorical", loss_function="l2")
