@@ -82,6 +82,16 @@ def test_pad_slices_are_masked_by_the_loss_after_their_episode() -> None:
     assert padded, "no slice was padded: the scenario tests nothing"
 
 
+def test_pad_with_one_stored_step_per_env() -> None:
+    # one frame per env: every slice is that frame and padding the loss masks
+    trace = ADAPTER.run_recurrent(
+        RecurrentScenario(TWO, steps=1, sequence_length=3, boundary="pad", batch_size=2)
+    )
+    for s in _sequences(trace):
+        assert s.items[1:] == (None, None) and s.loss_mask == (1, 0, 0), s
+        assert s.items[0] is not None and s.items[0][2] == 0 and s.state_in[0] == 0, s
+
+
 def test_burn_in_positions_get_no_gradient() -> None:
     trace = ADAPTER.run_recurrent(
         RecurrentScenario(TWO, steps=12, sequence_length=4, burn_in=2, boundary="pad", seed=3)

@@ -16,7 +16,9 @@ A linear Q head and ``QValueModule`` complete the policy; the env is ``InitTrack
 policy received (reset to 0 by the primer at every reset).
 
 **Sequences.** ``boundary="pad"``: the rollout, one collector batch of ``steps`` steps per env,
-goes into a ``TensorDictReplayBuffer`` over ``LazyTensorStorage(steps * B, ndim=2)`` sampled by
+goes env after env into a ``TensorDictReplayBuffer`` over ``LazyTensorStorage(steps * B)`` (an
+``ndim=2`` storage fails TorchRL 0.14.1's ``_set_index_in_td`` when a write holds one step per
+env, ``data/replay_buffers/replay_buffers/tensordict.py``) sampled by
 ``SliceSampler(slice_len=sequence_length, traj_key=("collector", "traj_ids"),
 strict_length=False, pad_output=True)`` (``data/replay_buffers/samplers/slice.py``): slices stay
 inside one episode, a short one is padded by repeating its last step and flagged in
@@ -212,7 +214,7 @@ def _network(spec: EnvSpec, gru: GRUModule, env: TransformedEnv) -> TensorDictSe
 
 
 def _buffer(sc: RecurrentScenario) -> TensorDictReplayBuffer:
-    """``pad``: one ring per env of every frame, sliced inside episodes; ``cross``: the
+    """``pad``: every frame, env after env, sliced inside episodes; ``cross``: the
     collector's chunks of ``sequence_length`` frames per env, drawn whole. (A
     ``TensorDictReplayBuffer``: it writes ``pad_output``'s ``("collector", "mask")`` into the
     sample, which a plain ``ReplayBuffer`` returns only in its info.)"""
@@ -220,7 +222,7 @@ def _buffer(sc: RecurrentScenario) -> TensorDictReplayBuffer:
     generator = torch.Generator().manual_seed(sc.seed)
     if sc.boundary == "pad":
         return TensorDictReplayBuffer(
-            storage=LazyTensorStorage(sc.steps * spec.num_envs, ndim=2),
+            storage=LazyTensorStorage(sc.steps * spec.num_envs),
             sampler=SliceSampler(
                 slice_len=sc.sequence_length,
                 traj_key=("collector", "traj_ids"),
@@ -350,7 +352,7 @@ def run_recurrent(sc: RecurrentScenario, core: CountingCore | None = None) -> Tr
             recorder.calls.clear()
             for j in range(batch.shape[-1]):
                 events.append(env_step(0, _rollout_steps(batch[..., j], view, received)))
-            buffer.extend(batch)
+            buffer.extend(batch.reshape(-1) if sc.boundary == "pad" else batch)
         collector.shutdown()
         loss = DQNLoss(network, action_space="categorical", loss_function="l2")
         head = [p for name, p in loss.named_parameters() if "step" not in name]
