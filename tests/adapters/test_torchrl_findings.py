@@ -289,3 +289,24 @@ def test_burn_in_carries_the_state_into_a_reset_step() -> None:
         core.received.clear()
         gru(rest)
     assert core.received == [[5.0], [6.0], [7.0]]  # trained from 5, not from the reset 0
+
+
+def test_burn_in_needs_a_stored_state() -> None:
+    """Finding recurrent.contiguous (zero start with burn-in): BurnInTransform is documented
+    "to obtain up-to-date recurrent states when they are not available", but on a sample
+    that holds no recurrent state it reads the shape of the missing entry and raises
+    (envs/transforms/_env.py, BurnInTransform.forward), while GRUModule alone starts such a
+    sample from zeros."""
+    from torchrl.envs import BurnInTransform
+    from torchrl.modules import GRUModule, set_recurrent_mode
+
+    gru = GRUModule(
+        input_size=1, hidden_size=2, in_keys=["obs", "rs"], out_keys=["out", ("next", "rs")]
+    )
+    sample = TensorDict(
+        {"obs": torch.zeros(2, 5, 1), "is_init": torch.zeros(2, 5, 1, dtype=torch.bool)}, [2, 5]
+    )
+    with set_recurrent_mode(True):
+        assert gru(sample.clone())["out"].shape == (2, 5, 2)  # zeros where no state is stored
+        with pytest.raises(AttributeError, match="'NoneType' object has no attribute 'shape'"):
+            BurnInTransform([gru], burn_in=2)(sample.clone())

@@ -10,7 +10,6 @@ pytest.importorskip("torchrl")
 
 from xpspec.adapters.torchrl import TorchRLAdapter
 from xpspec.adapters.torchrl_recurrent import CountingCore, run_recurrent
-from xpspec.protocol.adapter import Unsupported
 from xpspec.protocol.env_spec import EnvSpec
 from xpspec.protocol.scenario import RecurrentScenario
 from xpspec.protocol.schedule import FixedSchedule
@@ -101,11 +100,24 @@ def test_burn_in_positions_get_no_gradient() -> None:
         assert all(m == 1 for m, i in zip(s.loss_mask[2:], s.items[2:]) if i is not None), s
 
 
-def test_zero_start_is_unsupported() -> None:
-    with pytest.raises(Unsupported, match="stored hidden state"):
-        ADAPTER.run_recurrent(
-            RecurrentScenario(TWO, steps=8, sequence_length=4, initial_state="zeros")
-        )
+def test_zero_start_trains_every_sequence_from_zeros() -> None:
+    trace = ADAPTER.run_recurrent(
+        RecurrentScenario(TWO, steps=12, sequence_length=4, batch_size=3, initial_state="zeros")
+    )
+    sequences = _sequences(trace)
+    assert sequences
+    assert all(s.state_in[0] == 0 for s in sequences)
+    assert any(s.items[0] is not None and s.items[0][2] > 0 for s in sequences), (
+        "no mid-episode start"
+    )
+
+
+def test_zero_start_with_burn_in_stops_where_burn_in_transform_raises() -> None:
+    trace = ADAPTER.run_recurrent(
+        RecurrentScenario(TWO, steps=8, sequence_length=4, burn_in=2, initial_state="zeros")
+    )
+    assert not _sequences(trace)
+    assert "has no attribute 'shape'" in trace.header["stopped"]
 
 
 class _Skewed(CountingCore):

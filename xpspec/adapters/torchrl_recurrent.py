@@ -32,8 +32,11 @@ on to the next multiple. Each draw samples ``batch_size`` sequences, shaped ``[b
 sequence_length]``; with ``burn_in > 0`` ``BurnInTransform(burn_in)`` (``envs/transforms/
 _env.py``) is called on the sample, as its docstring does: it runs the network over the first
 ``burn_in`` steps without gradient, drops them and writes the state they end in at the first
-remaining step. ``initial_state="zeros"`` is :class:`Unsupported`: TorchRL trains from the
-stored state and has no option to start from zeros.
+remaining step. ``initial_state="zeros"``: the buffer's ``ExcludeTransform`` drops the stored
+state from every sample, the case ``BurnInTransform`` is documented for ("obtain up-to-date
+recurrent states when they are not available"); ``GRUModule`` then starts each row from its zero
+default. With ``burn_in > 0`` TorchRL 0.14.1's ``BurnInTransform`` raises on such a sample (it
+reads the shape of the missing state): the trace ends there (header ``stopped``).
 
 **Training** is ``DQNLoss`` (``objectives/dqn.py``) on the sample under
 ``set_recurrent_mode(True)``, its backward pass and an optimizer step on the Q head; the loss
@@ -79,6 +82,7 @@ with warnings.catch_warnings():  # TorchRL's import warns of its own deprecated 
     from torchrl.envs import (
         BurnInTransform,
         Compose,
+        ExcludeTransform,
         GymWrapper,
         InitTracker,
         TransformedEnv,
@@ -86,11 +90,10 @@ with warnings.catch_warnings():  # TorchRL's import warns of its own deprecated 
     from torchrl.modules import GRUModule, QValueModule, set_recurrent_mode
     from torchrl.objectives import DQNLoss
 
-from xpspec.adapters.torchrl import _SOURCE, _FrameRows, _seeded
+from xpspec.adapters.torchrl import _FrameRows, _seeded
 from xpspec.kit.events import env_step
 from xpspec.kit.items import decode_items
 from xpspec.kit.steps import Step
-from xpspec.protocol.adapter import Unsupported
 from xpspec.protocol.env_spec import EnvSpec
 from xpspec.protocol.scenario import RecurrentScenario
 from xpspec.protocol.trace import Event, Item, Trace, TrainSequence
@@ -100,6 +103,10 @@ __all__ = ["CountingCore", "run_recurrent"]
 
 _STATE = "rs"
 """The key of the recurrent state in TorchRL's tensordicts (``("next", "rs")`` its output)."""
+_NO_STATE = "'NoneType' object has no attribute 'shape'"
+"""The ``AttributeError`` TorchRL 0.14.1's ``BurnInTransform.forward`` raises on a sample that
+holds no recurrent state (``envs/transforms/_env.py``: it reads the shape of the missing
+entry)."""
 _OFFSET = 1.0e6
 """The Q head's bias: far from any toy reward, so a TD error is never exactly zero and a step
 the loss keeps always sends back a non-zero gradient."""
@@ -220,6 +227,8 @@ def _buffer(sc: RecurrentScenario) -> TensorDictReplayBuffer:
     sample, which a plain ``ReplayBuffer`` returns only in its info.)"""
     spec = sc.env
     generator = torch.Generator().manual_seed(sc.seed)
+    # initial_state "zeros": the sample holds no stored state, so GRUModule starts from zeros
+    zeros = ExcludeTransform(_STATE, ("next", _STATE)) if sc.initial_state == "zeros" else None
     if sc.boundary == "pad":
         return TensorDictReplayBuffer(
             storage=LazyTensorStorage(sc.steps * spec.num_envs),
@@ -230,6 +239,7 @@ def _buffer(sc: RecurrentScenario) -> TensorDictReplayBuffer:
                 pad_output=True,
             ),
             batch_size=sc.batch_size * sc.sequence_length,
+            transform=zeros,
             generator=generator,
         )
     chunks = -(-sc.steps // sc.sequence_length)
@@ -237,6 +247,7 @@ def _buffer(sc: RecurrentScenario) -> TensorDictReplayBuffer:
         storage=LazyTensorStorage(chunks * spec.num_envs),
         sampler=RandomSampler(),
         batch_size=sc.batch_size,
+        transform=zeros,
         generator=generator,
     )
 
@@ -249,19 +260,6 @@ def _sample(sc: RecurrentScenario, buffer: TensorDictReplayBuffer, gru: GRUModul
     if sc.burn_in:
         sample = BurnInTransform([gru], burn_in=sc.burn_in)(sample)
     return sample
-
-
-def _support(sc: RecurrentScenario) -> None:
-    """Raise :class:`Unsupported` for what TorchRL cannot express: training from zeros."""
-    if sc.initial_state == "zeros":
-        raise Unsupported(
-            "initial_state 'zeros': TorchRL 0.14.1 trains a recurrent module from the state "
-            "stored with each slice's first step (SliceSampler's init_key marks slice starts "
-            "'so that recurrent modules restart from the stored hidden state', "
-            "data/replay_buffers/samplers/slice.py; GRUModule reads the stored state, "
-            "modules/tensordict_module/rnn.py); it has no option to start from zeros",
-            f"{_SOURCE}/data/replay_buffers/samplers/slice.py",
-        )
 
 
 # -- rollout ----------------------------------------------------------------------------------------
@@ -329,7 +327,6 @@ def _sequences(sc: RecurrentScenario, draw: int, calls: Sequence[_Call]) -> list
 def run_recurrent(sc: RecurrentScenario, core: CountingCore | None = None) -> Trace:
     """Roll out, store, sample and train as the module docstring says; ``core`` replaces the
     counting core (tests perturb it)."""
-    _support(sc)
     spec = sc.env
     core = CountingCore() if core is None else core
     recorder = core.recorder
@@ -361,7 +358,13 @@ def run_recurrent(sc: RecurrentScenario, core: CountingCore | None = None) -> Tr
             recorder.calls.clear()
             with set_recurrent_mode(True):
                 recorder.phase = ("sample", draw)
-                sample = _sample(sc, buffer, gru)
+                try:
+                    sample = _sample(sc, buffer, gru)
+                except AttributeError as exc:  # BurnInTransform with no stored state
+                    if _NO_STATE not in str(exc):
+                        raise
+                    header = {"producer": "torchrl", "stopped": f"AttributeError: {exc}"}
+                    return Trace(tuple(events), header)
                 recorder.phase = ("loss", draw)
                 loss(sample)["loss"].backward()
             optimizer.step()
