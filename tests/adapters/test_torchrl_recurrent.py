@@ -4,6 +4,8 @@ to name every expected value. Skipped when TorchRL is not installed."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 pytest.importorskip("torchrl")
@@ -118,6 +120,23 @@ def test_zero_start_with_burn_in_stops_where_burn_in_transform_raises() -> None:
     )
     assert not _sequences(trace)
     assert "has no attribute 'shape'" in trace.header["stopped"]
+
+
+def test_the_loss_mask_is_the_one_the_loss_applies(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a DQNLoss told to read no mask trains the padding: the recorded masks follow the loss
+    import xpspec.adapters.torchrl_recurrent as module
+
+    class Unmasked(module.DQNLoss):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.loss_mask_key = None
+
+    sc = RecurrentScenario(TWO, steps=12, sequence_length=4, boundary="pad", batch_size=3, seed=3)
+    masked = [s.loss_mask for s in _sequences(ADAPTER.run_recurrent(sc))]
+    monkeypatch.setattr(module, "DQNLoss", Unmasked)
+    unmasked = _sequences(ADAPTER.run_recurrent(sc))
+    assert any(0 in m for m in masked)
+    assert all(s.loss_mask == (1, 1, 1, 1) for s in unmasked), unmasked
 
 
 class _Skewed(CountingCore):
