@@ -206,7 +206,7 @@ def _env(spec: EnvSpec, seed: int, gru: GRUModule) -> TransformedEnv:
     return TransformedEnv(base, Compose(InitTracker(), gru.make_tensordict_primer()))
 
 
-def _network(spec: EnvSpec, gru: GRUModule, env: TransformedEnv) -> TensorDictSequential:
+def _network(spec: EnvSpec, gru: GRUModule) -> TensorDictSequential:
     """The policy and value network: the counting ``GRUModule``, a linear Q head (weight 1,
     bias far from any reward), TorchRL's ``QValueModule``."""
     head = torch.nn.Linear(1, spec.num_actions)
@@ -335,7 +335,7 @@ def run_recurrent(sc: RecurrentScenario, core: CountingCore | None = None) -> Tr
     with _seeded(sc.seed):
         gru = _gru(core)
         env = _env(spec, sc.seed, gru)
-        network = _network(spec, gru, env)
+        network = _network(spec, gru)
         buffer = _buffer(sc)
         per_batch = sc.steps if sc.boundary == "pad" else sc.sequence_length
         collector = Collector(
