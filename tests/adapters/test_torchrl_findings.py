@@ -231,3 +231,82 @@ def test_one_ring_over_all_envs_evicts_across_envs_and_within_a_write() -> None:
     assert held == {(0, 1), (0, 2), (1, 0), (1, 1)}  # env 0's t = 0 evicted by env 1's write
     rb.extend(frames(0, range(3, 9)))  # six frames into a ring of four
     assert sorted(int(t) for t in rb[:]["t"]) == [5, 6, 7, 8]
+
+
+class _CountingCore(torch.nn.Module):
+    """A torch.nn.GRU-like core for GRUModule whose state counts steps (out = in + 1); it
+    notes the state it received at every step (BurnInTransform reads the device of a
+    module's first parameter: it has one, unused)."""
+
+    batch_first, bidirectional, num_layers, hidden_size = True, False, 1, 1
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.unused = torch.nn.Parameter(torch.zeros(()))
+        self.received: list[list[float]] = []
+
+    def forward(self, x: torch.Tensor, hx: torch.Tensor, mask: Any = None) -> Any:
+        h, outputs = hx[0], []
+        for t in range(x.shape[1]):
+            self.received.append(h[:, 0].tolist())
+            h = h + 1 if mask is None else torch.where(mask[:, t : t + 1], h + 1, h)
+            outputs.append(h)
+        return torch.stack(outputs, 1), h.unsqueeze(0)
+
+
+def test_burn_in_carries_the_state_into_a_reset_step() -> None:
+    """Finding recurrent.reset-at-first: BurnInTransform writes the state its burn-in steps
+    end in at the first remaining step (envs/transforms/_env.py, BurnInTransform.forward)
+    whatever that step's is_init, and GRUModule in recurrent mode starts a row from the state
+    at its first step without reading is_init there (modules/tensordict_module/rnn.py,
+    _split_and_pad_for_reset splits only at is_init[..., 1:]): a sequence whose step after
+    the burn-in starts an episode trains that step from the carried count, not from the reset
+    state the same step had in the rollout."""
+    from torchrl.envs import BurnInTransform
+    from torchrl.modules import GRUModule, set_recurrent_mode
+
+    core = _CountingCore()
+    gru = GRUModule(gru=core, in_keys=["obs", "rs"], out_keys=["out", ("next", "rs")])
+    # one env's steps t = 3, 4 of an episode, then t = 0, 1, 2 of the next (is_init at 2);
+    # the stored states are what the rollout gave the policy: the count since the reset
+    sequence = TensorDict(
+        {
+            "obs": torch.zeros(1, 5, 1),
+            "is_init": torch.tensor([[False, False, True, False, False]]).unsqueeze(-1),
+            "rs": torch.tensor([[3.0, 4.0, 0.0, 1.0, 2.0]]).reshape(1, 5, 1, 1),
+        },
+        [1, 5],
+    )
+    with set_recurrent_mode(True):
+        gru(sequence.clone())  # no burn-in: the row splits at the reset
+        # two pieces, [t = 3, 4] from the stored 3 and [t = 0, 1, 2] from the stored reset 0
+        assert [r[0] for r in core.received[:2]] == [3.0, 4.0]
+        assert [r[1] for r in core.received] == [0.0, 1.0, 2.0]
+        core.received.clear()
+        rest = BurnInTransform([gru], burn_in=2)(sequence.clone())
+        assert bool(rest["is_init"][0, 0])  # the first trained step is still a reset
+        assert rest["rs"][0, 0].item() == 5.0  # ... but holds the carried count
+        core.received.clear()
+        gru(rest)
+    assert core.received == [[5.0], [6.0], [7.0]]  # trained from 5, not from the reset 0
+
+
+def test_burn_in_needs_a_stored_state() -> None:
+    """Finding recurrent.contiguous (zero start with burn-in): BurnInTransform is documented
+    "to obtain up-to-date recurrent states when they are not available", but on a sample
+    that holds no recurrent state it reads the shape of the missing entry and raises
+    (envs/transforms/_env.py, BurnInTransform.forward), while GRUModule alone starts such a
+    sample from zeros."""
+    from torchrl.envs import BurnInTransform
+    from torchrl.modules import GRUModule, set_recurrent_mode
+
+    gru = GRUModule(
+        input_size=1, hidden_size=2, in_keys=["obs", "rs"], out_keys=["out", ("next", "rs")]
+    )
+    sample = TensorDict(
+        {"obs": torch.zeros(2, 5, 1), "is_init": torch.zeros(2, 5, 1, dtype=torch.bool)}, [2, 5]
+    )
+    with set_recurrent_mode(True):
+        assert gru(sample.clone())["out"].shape == (2, 5, 2)  # zeros where no state is stored
+        with pytest.raises(AttributeError, match="'NoneType' object has no attribute 'shape'"):
+            BurnInTransform([gru], burn_in=2)(sample.clone())

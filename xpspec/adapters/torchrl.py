@@ -77,6 +77,10 @@ targets, and the PPO scripts' ``SamplerWithoutReplacement`` epochs. ``run_relabe
 each env's frames whole into ``HERReplayBuffer`` (1-D storage) with ``achieved_goal_key=
 ("next", "achieved_goal")``; its stores name every time step the frames it writes hold
 (not read back).
+
+**Recurrent state** (``run_recurrent``): ``GRUModule`` around a counting core, its state primer,
+``SliceSampler`` slices or collector chunks, ``BurnInTransform`` and ``DQNLoss`` in recurrent
+mode, in :mod:`xpspec.adapters.torchrl_recurrent`.
 """
 
 from __future__ import annotations
@@ -152,6 +156,7 @@ from xpspec.protocol.sampling import SamplingSpec
 from xpspec.protocol.scenario import (
     EnvScenario,
     LearnerScenario,
+    RecurrentScenario,
     RelabelScenario,
     ReplayScenario,
     TrainerScenario,
@@ -1027,7 +1032,7 @@ def _version(package: str) -> str:
 
 class TorchRLAdapter:
     """TorchRL 0.14.1 behind the xpspec protocol (capabilities env, trainer, replay,
-    learner)."""
+    learner, relabel, recurrent and the observables above)."""
 
     def info(self) -> AdapterInfo:
         return AdapterInfo(
@@ -1046,6 +1051,7 @@ class TorchRLAdapter:
                 "hooks",
                 "state",
                 "nstep",
+                "recurrent",
             ),
             issue_tracker="https://github.com/pytorch/rl/issues",
             notes=(
@@ -1090,3 +1096,12 @@ class TorchRLAdapter:
         1-D storage, each env's frames written whole and in env order; relabeled rows are
         the rows TorchRL passes to the reward function (the first ``int(n * her_ratio)``)."""
         return _run_relabel(scenario)
+
+    def run_recurrent(self, scenario: RecurrentScenario) -> Trace:
+        """``GRUModule`` around a counting core, collected with its state primer, sliced by
+        ``SliceSampler`` (``pad``) or stored as collector chunks (``cross``), burnt in by
+        ``BurnInTransform`` and trained by ``DQNLoss`` in recurrent mode (see
+        :mod:`xpspec.adapters.torchrl_recurrent`)."""
+        from xpspec.adapters.torchrl_recurrent import run_recurrent
+
+        return run_recurrent(scenario)
