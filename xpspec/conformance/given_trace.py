@@ -16,6 +16,7 @@ from xpspec.protocol.adapter import CAPABILITIES, PROTOCOL_VERSION, AdapterInfo,
 from xpspec.protocol.scenario import (
     EnvScenario,
     LearnerScenario,
+    RecurrentScenario,
     RelabelScenario,
     ReplayScenario,
     Scenario,
@@ -86,6 +87,9 @@ class GivenTrace:
         return self._answer(scenario)
 
     def run_relabel(self, scenario: RelabelScenario) -> Trace:
+        return self._answer(scenario)
+
+    def run_recurrent(self, scenario: RecurrentScenario) -> Trace:
         return self._answer(scenario)
 
 

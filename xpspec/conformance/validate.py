@@ -109,6 +109,10 @@ def validate_trace(scenario: Scenario, trace: Trace) -> None:
             problem = _window_problem(scenario, event, plans)
             if problem:
                 raise TraceError(f"{where}: {problem}")
+        if event.kind == "train_sequence":
+            problem = _sequence_problem(scenario, event, plans)
+            if problem:
+                raise TraceError(f"{where}: {problem}")
         if scenario.kind != "trainer":
             continue
         if event.kind == "iteration":
@@ -166,6 +170,27 @@ def _window_problem(scenario: Scenario, event: Any, plans: Plans) -> str | None:
         if [len(m) for m in event.loss_mask] != shape:
             got = [len(m) for m in event.loss_mask]
             return f"loss mask of shape {got} (expected one row per window, as long as it: {shape})"
+    return None
+
+
+def _sequence_problem(scenario: Scenario, event: Any, plans: Plans) -> str | None:
+    """A trained sequence no learner can produce: no positions, an item that is no time step
+    of the env, a state or loss-mask column not as long as the items, a loss mask that is
+    not 0/1, a state below -1 (-1 marks a padding position the network was not run on)."""
+    if not event.items:
+        return "a sequence of no positions (expected sequence_length positions, padding included)"
+    for item in event.items:
+        problem = None if item is None else item_problem(scenario.env, scenario.seed, item, plans)
+        if problem:
+            return f"item {item} decodes to no real step: {problem}"
+    n = len(event.items)
+    for name in ("state_in", "loss_mask"):
+        if len(getattr(event, name)) != n:
+            return f"{name} of length {len(getattr(event, name))} (expected one per position: {n})"
+    if not set(event.loss_mask) <= {0, 1}:
+        return f"loss mask values {sorted(set(event.loss_mask) - {0, 1})} (expected 0 or 1)"
+    if min(event.state_in) < -1:
+        return f"state {min(event.state_in)} (expected a count >= 0, or -1 at padding)"
     return None
 
 

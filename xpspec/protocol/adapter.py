@@ -14,6 +14,7 @@ from typing import Protocol, runtime_checkable
 from xpspec.protocol.scenario import (
     EnvScenario,
     LearnerScenario,
+    RecurrentScenario,
     RelabelScenario,
     ReplayScenario,
     TrainerScenario,
@@ -48,8 +49,9 @@ CAPABILITIES = (
     "shards",
     "priorities",
     "importance-weights",
+    "recurrent",
 )
-"""The closed vocabulary of capabilities: five operation families (one operation each), and
+"""The closed vocabulary of capabilities: six operation families (one operation each), and
 eleven observables that not every framework has: ``counter`` (a global counter the trainer
 increments once per iteration, ``counter_mode`` per-iteration), ``update-counter`` (a count of
 the gradient updates made so far, kept by the framework: the counter of ``counter_mode``
@@ -63,7 +65,10 @@ framework's learner computes) and ``shards`` (how the framework splits the episo
 update among several learners), ``priorities`` (prioritized replay: the adapter drives the
 framework's prioritized buffer with a replay scenario's priority spec and records the
 priorities and probabilities the framework holds) and ``importance-weights`` (the importance
-weights the framework's prioritized sampler returns). A framework without one records a stand-in (an empty
+weights the framework's prioritized sampler returns); and a sixth operation family,
+``recurrent`` (a recurrent learner trained on sequences of stored experience: the adapter
+records the state the framework's network received at each position of each sequence and
+its loss mask, operation :meth:`Adapter.run_recurrent`). A framework without one records a stand-in (an empty
 state, a zero row ``L`` with loss mask 0, a mask the adapter computes itself) that would make
 its check pass by construction, so the checks of an observable the adapter does not declare
 are not applicable, with that reason."""
@@ -141,6 +146,11 @@ class Adapter(Protocol):
 
     def run_relabel(self, scenario: RelabelScenario) -> Trace:
         """Store events for the fill, then one Relabel event per draw."""
+        ...
+
+    def run_recurrent(self, scenario: RecurrentScenario) -> Trace:
+        """One EnvStep event per vector step (``policy_state``: the state the policy
+        received at each env), then one TrainSequence event per sequence trained on."""
         ...
 
 

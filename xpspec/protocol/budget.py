@@ -118,6 +118,18 @@ def check_budget(scenario: Scenario, budget: Budget = BUDGET) -> None:
             budget.sampled_items,
             "sampled items",
         )
+    elif scenario.kind == "recurrent":
+        steps = b * scenario.steps
+        _limit("env.num_envs × steps", steps, budget.env_steps, "env steps")
+        _limit(
+            "env.num_envs × steps (every item stored)", steps, budget.buffer_items, "buffer items"
+        )
+        _limit(
+            "batch_size × sequence_length × draws",
+            scenario.batch_size * scenario.sequence_length * scenario.draws,
+            budget.sampled_items,
+            "sampled items",
+        )
     elif scenario.kind == "learner":
         steps = b * scenario.steps
         _limit("env.num_envs × steps", steps, budget.env_steps, "env steps")

@@ -26,6 +26,7 @@ __all__ = [
     "MAX_SEED",
     "EnvScenario",
     "LearnerScenario",
+    "RecurrentScenario",
     "RelabelScenario",
     "ReplayScenario",
     "Scenario",
@@ -58,7 +59,7 @@ def _check_seed(value: object) -> None:
 
 
 def _require_next_step(env: EnvSpec) -> None:
-    """Learner and relabel scenarios cut episodes at LAST: their data is defined with the
+    """Learner, relabel and recurrent scenarios cut episodes at LAST: their data is defined with the
     spec's next-step auto-reset (the framework's own reset convention is an env matter)."""
     if env.autoreset != "next-step":
         raise ConfigError("env.autoreset", env.autoreset, "'next-step' for this kind of scenario")
@@ -273,7 +274,72 @@ class RelabelScenario:
         check_budget(self)
 
 
-Scenario = Union[TrainerScenario, ReplayScenario, EnvScenario, LearnerScenario, RelabelScenario]
+@dataclass(frozen=True)
+class RecurrentScenario:
+    """Recurrent state in training (capability ``recurrent``, clauses ``recurrent.*``).
+
+    The toy env runs ``steps`` vector steps under a counting recurrent policy: the state it
+    returns is the state it received plus one, and the initial state is 0 (so under
+    ``timestep.state-reset`` the state received at item (e, j, t) is t). The implementation
+    stores that experience with each step's policy state and trains a recurrent learner (the
+    same counting network) on sequences of ``sequence_length`` positions taken from it by its
+    own rule (replay windows drawn ``draws`` times ``batch_size`` at a time, or rollout
+    chunks), the first ``burn_in`` positions of each only warming the state. ``boundary``:
+    ``"cross"`` sequences run on across an episode end (the state is reset at the FIRST
+    inside), ``"pad"`` a sequence stops at its episode's LAST and is padded to
+    ``sequence_length``. ``initial_state`` selects ``recurrent.initial-state``'s variant:
+    ``"stored"`` (the clause) or ``"zeros"`` (variant zero-start).
+
+    With boundary ``"cross"`` a sequence holds ``sequence_length`` consecutive stored steps
+    of one env, so ``steps`` must be at least ``sequence_length``."""
+
+    env: EnvSpec
+    steps: int
+    sequence_length: int
+    burn_in: int = 0
+    boundary: Literal["cross", "pad"] = "cross"
+    batch_size: int = 4
+    draws: int = 2
+    seed: int = 0
+    initial_state: Literal["stored", "zeros"] = "stored"
+    kind: Literal["recurrent"] = "recurrent"
+
+    def __post_init__(self) -> None:
+        _require_next_step(self.env)
+        for name, minimum in (
+            ("steps", 1),
+            ("sequence_length", 1),
+            ("burn_in", 0),
+            ("batch_size", 1),
+            ("draws", 1),
+        ):
+            _check_int(name, getattr(self, name), minimum)
+        _check_seed(self.seed)
+        if self.burn_in >= self.sequence_length:
+            raise ConfigError(
+                "burn_in", self.burn_in, f"less than sequence_length ({self.sequence_length})"
+            )
+        if self.boundary not in ("cross", "pad"):
+            raise ConfigError("boundary", self.boundary, "'cross' or 'pad'")
+        if self.initial_state not in ("stored", "zeros"):
+            raise ConfigError("initial_state", self.initial_state, "'stored' or 'zeros'")
+        if self.boundary == "cross" and self.steps < self.sequence_length:
+            raise ConfigError(
+                "steps",
+                self.steps,
+                f"at least sequence_length ({self.sequence_length}) with boundary 'cross'",
+            )
+        check_budget(self)
+
+
+Scenario = Union[
+    TrainerScenario,
+    ReplayScenario,
+    EnvScenario,
+    LearnerScenario,
+    RelabelScenario,
+    RecurrentScenario,
+]
 
 
 def reference_form(scenario: Scenario) -> Scenario:

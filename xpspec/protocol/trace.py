@@ -37,6 +37,7 @@ __all__ = [
     "Store",
     "Trace",
     "TrainCall",
+    "TrainSequence",
     "Update",
     "UpdatePlan",
     "Window",
@@ -202,6 +203,21 @@ class Relabel:
 
 
 @dataclass(frozen=True)
+class TrainSequence:
+    """One sequence a recurrent learner trained on (clauses ``recurrent.*``): its items in
+    order (``None`` for a padding position), the state the learner's network received at
+    each position (the counting network's count, read from the network's own input; -1 at a
+    padding position the network was not run on) and the loss mask of each position."""
+
+    draw: int
+    index: int
+    items: Window
+    state_in: Ints
+    loss_mask: Ints
+    kind: Literal["train_sequence"] = "train_sequence"
+
+
+@dataclass(frozen=True)
 class Advantages:
     """Learner-side preprocessing of one episode: one entry per row ``t`` (the extra
     bootstrap row last), with the loss mask that excludes it."""
@@ -309,6 +325,7 @@ Event = Union[
     Priorities,
     Prioritized,
     Relabel,
+    TrainSequence,
     Advantages,
     CallerEpisode,
     NStep,
@@ -350,6 +367,8 @@ class Trace:
     def of_kind(self, kind: Literal["prioritized"]) -> Iterator[Prioritized]: ...
     @overload
     def of_kind(self, kind: Literal["relabel"]) -> Iterator[Relabel]: ...
+    @overload
+    def of_kind(self, kind: Literal["train_sequence"]) -> Iterator[TrainSequence]: ...
     @overload
     def of_kind(self, kind: Literal["advantages"]) -> Iterator[Advantages]: ...
     @overload

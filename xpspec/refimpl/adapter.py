@@ -17,11 +17,12 @@ from dataclasses import dataclass
 
 import torch
 
-from xpspec.protocol.adapter import PROTOCOL_VERSION, AdapterInfo
+from xpspec.protocol.adapter import PROTOCOL_VERSION, AdapterInfo, Unsupported
 from xpspec.protocol.sampling import SamplingSpec
 from xpspec.protocol.scenario import (
     EnvScenario,
     LearnerScenario,
+    RecurrentScenario,
     RelabelScenario,
     ReplayScenario,
     TrainerScenario,
@@ -449,6 +450,11 @@ class RefimplAdapter:
         return lrn.shard_episodes(lengths, scenario.num_learners, variant=scenario.shard_variant)
 
     # -- relabel ------------------------------------------------------------------------------
+    def run_recurrent(self, scenario: RecurrentScenario) -> Trace:
+        """Not declared yet (the suite never calls it): refimpl's recurrent model is the
+        next step of the ``recurrent`` area."""
+        raise Unsupported("refimpl does not model recurrent state in training yet")
+
     def run_relabel(self, scenario: RelabelScenario) -> Trace:
         """Hindsight relabeling at sample time (clauses ``relabel.*``).
 

@@ -22,6 +22,7 @@ from xpspec.protocol.adapter import AdapterInfo, Unsupported
 from xpspec.protocol.scenario import (
     EnvScenario,
     LearnerScenario,
+    RecurrentScenario,
     RelabelScenario,
     ReplayScenario,
     Scenario,
@@ -85,6 +86,9 @@ class RemoteAdapter:
         return self._run(scenario)
 
     def run_relabel(self, scenario: RelabelScenario) -> Trace:
+        return self._run(scenario)
+
+    def run_recurrent(self, scenario: RecurrentScenario) -> Trace:
         return self._run(scenario)
 
     def close(self) -> None:
