@@ -110,3 +110,11 @@ def test_what_skrl_cannot_express_is_unsupported(fields: dict[str, object], reas
     with pytest.raises(Unsupported, match=r"skrl 2\.1\.1") as info:
         recurrent_plan(_scenario(**fields))
     assert reason in str(info.value)
+
+
+def test_goal_observations_are_read_through_skrls_unflattening() -> None:
+    env = EnvSpec(num_envs=2, schedules=(FixedSchedule(3),), goals=True)
+    scenario = RecurrentScenario(env=env, steps=8, sequence_length=4, batch_size=2, draws=2)
+    sequences = _sequences(run_recurrent(scenario))
+    assert sequences[1].items == tuple((0, 1, t) for t in range(4))
+    assert sequences[1].state_in == (2, 3, 4, 0)

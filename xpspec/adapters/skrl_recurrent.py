@@ -62,6 +62,7 @@ from skrl.envs.wrappers.torch import Wrapper, wrap_env
 from skrl.memories.torch import RandomMemory
 from skrl.models.torch import CategoricalMixin, DeterministicMixin, Model
 from skrl.trainers.torch import SequentialTrainer
+from skrl.utils.spaces.torch import unflatten_tensorized_space
 
 from xpspec.kit.events import env_step
 from xpspec.kit.items import decode_items
@@ -107,6 +108,14 @@ def _as_numpy(x: Any) -> np.ndarray:
     return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
 
 
+def _toy(model: Model, observations: torch.Tensor) -> torch.Tensor:
+    """The toy observations ``[N, 3]`` in what a model received: the wrapper flattens a goal
+    env's Dict observation, which skrl's ``unflatten_tensorized_space`` gives back
+    (``utils/spaces/torch/spaces.py``)."""
+    value = unflatten_tensorized_space(model.observation_space, observations)
+    return value["observation"] if isinstance(value, dict) else value
+
+
 # -- the configuration ----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class RecurrentPlan:
@@ -139,12 +148,6 @@ def recurrent_plan(scenario: RecurrentScenario) -> RecurrentPlan:
             f"initial_state {s.initial_state!r}: PPO_RNN.update hands the model the stored "
             "rnn states of the sampled rows, and no setting starts a sequence from zeros",
             f"{_PPO_RNN}:PPO_RNN.update",
-        )
-    if s.env.goals:
-        raise _unsupported(
-            "goal observations: the recurrent operation drives PPO_RNN on plain observations "
-            "(a Dict observation space is flattened into one tensor by the wrapper)",
-            "envs/wrappers/torch/gymnasium_envs.py:GymnasiumWrapper",
         )
     rows = s.steps * b
     if rows % t:
@@ -287,12 +290,16 @@ class CountingPolicy(CategoricalMixin, Model):
         if self.training:
             output, h = self._sequences(observations, states, self._resets(inputs))
             received = torch.cat(self.rnn.received, dim=1)
-            forward = _Forward(decode_items(_as_numpy(observations)), _as_numpy(received))
+            items = decode_items(_as_numpy(_toy(self, observations)))
+            forward = _Forward(items, _as_numpy(received))
             self.log.training.append(forward)
         else:
             output, h = self.rnn(observations.view(-1, 1, observations.shape[-1]), states)
             self.log.rollout.append(
-                (decode_items(_as_numpy(observations)), _as_numpy(self.rnn.received[0][:, 0]))
+                (
+                    decode_items(_as_numpy(_toy(self, observations))),
+                    _as_numpy(self.rnn.received[0][:, 0]),
+                )
             )
         output = torch.flatten(output, start_dim=0, end_dim=1)
         logits = self.bias.expand(output.shape[0], -1) + 0.0 * output
@@ -316,7 +323,7 @@ class _Value(DeterministicMixin, Model):
     def compute(
         self, inputs: dict[str, Any], role: str = ""
     ) -> tuple[torch.Tensor, dict[str, Any]]:
-        return toy_value(inputs["observations"], 1.0), {}
+        return toy_value(_toy(self, inputs["observations"]), 1.0), {}
 
 
 # -- the run ------------------------------------------------------------------------------------
