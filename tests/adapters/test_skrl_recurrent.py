@@ -22,9 +22,15 @@ F, M, L = 0, 1, 2
 def _scenario(ending: str = "terminated", **fields: object) -> RecurrentScenario:
     """Two envs, episodes of 3 transitions (items t = 0 .. 3), 8 timesteps, sequences of 4."""
     env = EnvSpec(num_envs=2, schedules=(FixedSchedule(3, ending),))  # type: ignore[arg-type]
-    values: dict[str, object] = {"steps": 8, "sequence_length": 4, "batch_size": 2, "draws": 2}
+    values: dict[str, object] = {
+        "env": env,
+        "steps": 8,
+        "sequence_length": 4,
+        "batch_size": 2,
+        "draws": 2,
+    }
     values.update(fields)
-    return RecurrentScenario(env=env, **values)  # type: ignore[arg-type]
+    return RecurrentScenario(**values)  # type: ignore[arg-type]
 
 
 def _sequences(trace: Trace) -> list[TrainSequence]:
@@ -104,6 +110,7 @@ def test_epochs_repeat_the_mini_batches() -> None:
         ({"steps": 5, "sequence_length": 3}, "10 rows"),
         ({"batch_size": 3}, "batch_size 3 of 4 sequences"),
         ({"draws": 3}, "draws 3 with 2 mini-batches"),
+        ({"env": EnvSpec(1), "steps": 1, "sequence_length": 1, "batch_size": 1}, "one row"),
     ],
 )
 def test_what_skrl_cannot_express_is_unsupported(fields: dict[str, object], reason: str) -> None:

@@ -35,7 +35,8 @@ adapter's reading of Gymnasium's next-step autoreset), the state the module rece
 the action skrl passed to the env. ``train_sequence``: per mini-batch forward of the update
 (``draw`` = epoch * mini_batches + part), per sequence of it: the items the policy received,
 the state the module received at each position and the loss mask observed from skrl's loss: 1
-where the gradient of the loss reaches the position's logits (a tensor hook), else 0. So that
+where the gradient of the loss reaches the position's logits (a tensor hook; nonzero, NaN
+included), else 0. So that
 every position the loss covers gets a nonzero gradient whatever its advantage, the policy's
 logits are not uniform and ``entropy_loss_scale`` is 0.01 (the entropy term is averaged over
 the same rows as the surrogate).
@@ -44,8 +45,8 @@ the same rows as the surrogate).
 ``sequence_length`` -> the model's ``sequence_length``; ``batch_size`` sequences per
 mini-batch -> ``mini_batches = steps * B / (T * batch_size)``; ``draws`` mini-batch passes ->
 ``learning_epochs = draws / mini_batches``. ``burn_in > 0``, boundary ``"pad"``,
-initial state ``"zeros"`` and batch sizes or draws those counts cannot express raise
-``Unsupported``.
+initial state ``"zeros"``, a memory of one row (whose advantage skrl normalises by a NaN std)
+and batch sizes or draws those counts cannot express raise ``Unsupported``.
 """
 
 from __future__ import annotations
@@ -150,6 +151,12 @@ def recurrent_plan(scenario: RecurrentScenario) -> RecurrentPlan:
             f"{_PPO_RNN}:PPO_RNN.update",
         )
     rows = s.steps * b
+    if rows < 2:
+        raise _unsupported(
+            "a memory of one row: compute_gae normalises the advantages by their "
+            "Bessel-corrected std, NaN for one row, so the update's loss and parameters are NaN",
+            f"{_PPO_RNN}:compute_gae",
+        )
     if rows % t:
         raise _unsupported(
             f"{rows} rows ({s.steps} timesteps of {b} envs) in sequences of {t}: "
@@ -403,7 +410,9 @@ def _sequences(policy: CountingPolicy, plan: RecurrentPlan) -> list[Event]:
     for draw, forward in enumerate(forwards):
         if forward.grad is None:
             raise RuntimeError(f"PPO_RNN.update: no gradient reached training forward {draw}")
-        reached = np.abs(forward.grad).sum(axis=-1).reshape(-1, t) > 0
+        # reached: a nonzero gradient (NaN included: skrl's advantage of a one-row memory is
+        # normalised by a NaN std, and its gradient still reaches the position)
+        reached = (forward.grad != 0).any(axis=-1).reshape(-1, t)
         for index, states in enumerate(forward.states):
             items = tuple(forward.items[index * t : (index + 1) * t])
             events.append(
