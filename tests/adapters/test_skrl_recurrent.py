@@ -125,3 +125,22 @@ def test_goal_observations_are_read_through_skrls_unflattening() -> None:
     sequences = _sequences(run_recurrent(scenario))
     assert sequences[1].items == tuple((0, 1, t) for t in range(4))
     assert sequences[1].state_in == (2, 3, 4, 0)
+
+
+def test_an_agent_that_stores_the_received_state_changes_what_is_recorded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Perturbing skrl itself: a PPO_RNN whose record_transition keeps its initial and final
+    # states apart (a copy of the dict instead of the dict) stores the state the policy
+    # received, and the sequence starting at t = 0 of episode 1 then starts from 1, not 2.
+    from skrl.agents.torch.ppo import PPO_RNN
+
+    original = PPO_RNN.record_transition
+
+    def record_transition(self: PPO_RNN, **kwargs: object) -> None:
+        original(self, **kwargs)
+        self._rnn_initial_states = dict(self._rnn_final_states)
+
+    monkeypatch.setattr(PPO_RNN, "record_transition", record_transition)
+    sequences = _sequences(run_recurrent(_scenario()))
+    assert [s.state_in for s in sequences] == [(0, 1, 2, 0), (1, 2, 3, 0)] * 2

@@ -9,9 +9,13 @@ the model follows the recurrent model of skrl's documentation
 tensor ``rnn_policy_0`` and zero initial states (``agents/torch/ppo/ppo_rnn.py``). In the
 rollout (``SequentialTrainer.train``, one ``act`` and one ``record_transition`` per timestep)
 ``act`` passes the model ``inputs["rnn"]``, the agent's current states, and keeps the states
-the model returns; ``record_transition`` stores ``rnn_policy_0`` with the transition and then
-zeroes the returned states of the envs whose transition was ``terminated | truncated``, which
-become the next step's states. After ``rollouts`` timesteps ``PPO_RNN.update`` cuts the memory
+the model returns; ``record_transition`` stores the agent's current states as ``rnn_policy_0``
+with the transition and then zeroes the returned states of the envs whose transition was
+``terminated | truncated``, which become the next step's states. It does so by making the
+dict of current states the dict of returned ones, which ``act`` writes into: from the second
+timestep on, the stored state is the one the policy returned at that step, not the one it
+received (a finding, as is the reset landing on an episode's final observation under
+next-step autoreset). After ``rollouts`` timesteps ``PPO_RNN.update`` cuts the memory
 with ``Memory.sample_all(names, mini_batches, sequence_length=T)``
 (``memories/torch/base.py``): with ``T > 1`` every env's rows in time order, env after env
 (``all_sequence_indexes``), split by ``np.array_split`` into ``mini_batches`` parts; with
