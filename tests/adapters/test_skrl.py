@@ -46,7 +46,14 @@ def _items(trace: Trace, kind: str) -> list[list[tuple[int, int, int]]]:
 def test_info_names_the_installed_version_and_configuration() -> None:
     info = ADAPTER.info()
     assert (info.name, info.framework_version) == ("skrl", "2.1.1")
-    assert set(info.capabilities) == {"env", "trainer", "replay", "learner", "update-counter"}
+    assert set(info.capabilities) == {
+        "env",
+        "trainer",
+        "replay",
+        "learner",
+        "update-counter",
+        "recurrent",
+    }
     assert "replacement=False" in info.notes and "time_limit_bootstrap=False" in info.notes
     tlb = SkrlTlbAdapter().info()
     assert tlb.name == "skrl_tlb"

@@ -4,6 +4,7 @@ when skrl is not installed."""
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -14,7 +15,7 @@ pytest.importorskip("skrl")
 import gymnasium
 import torch
 from skrl.agents.torch.dqn import DQN, DQN_CFG
-from skrl.agents.torch.ppo import PPO, PPO_CFG
+from skrl.agents.torch.ppo import PPO, PPO_CFG, PPO_RNN
 from skrl.agents.torch.ppo.ppo import compute_gae
 from skrl.envs.wrappers.torch import wrap_env
 from skrl.memories.torch import RandomMemory
@@ -438,3 +439,138 @@ def test_several_rows_into_a_one_env_memory_land_at_different_positions_per_tens
     assert memory.get_tensor_by_name("x")[:2, 0, 0].tolist() == [1.0, 2.0]
     assert memory.get_tensor_by_name("y")[2:4, 0, 0].tolist() == [11.0, 12.0]
     assert memory.memory_index == 4
+
+
+# -- recurrent state: PPO_RNN with skrl's documented recurrent model (a counting RNN) ---------
+
+
+class _Terminating(_Counter):
+    """Observes its step count t; terminates at t = 3."""
+
+    length, truncates = 3, False
+
+
+class _CountingRNN(CategoricalMixin, Model):
+    """skrl's documented recurrent categorical model (docs/source/snippets/
+    categorical_model.py, rnn-sequential-torch) whose RNN counts: the state it returns is the
+    state it received plus one. ``rollout`` and ``training`` keep the states it received."""
+
+    def __init__(self, env: Any, sequence_length: int) -> None:
+        Model.__init__(
+            self,
+            observation_space=env.observation_space,
+            action_space=env.action_space,
+            device="cpu",
+        )
+        CategoricalMixin.__init__(self)
+        self.num_envs, self.sequence_length = env.num_envs, sequence_length
+        self.w = torch.nn.Parameter(torch.zeros(1))
+        self.rollout: list[list[float]] = []
+        self.training_states: list[list[list[float]]] = []
+
+    def get_specification(self) -> dict[str, Any]:
+        return {"rnn": {"sequence_length": self.sequence_length, "sizes": [(1, self.num_envs, 1)]}}
+
+    def _count(self, length: int, h: torch.Tensor, received: list[torch.Tensor]) -> torch.Tensor:
+        for _ in range(length):
+            received.append(h[0, :, 0].clone())
+            h = h + 1
+        return h
+
+    def compute(self, inputs: dict[str, Any], role: str = "") -> tuple[torch.Tensor, dict]:
+        n, h = inputs["observations"].shape[0], inputs["rnn"][0]
+        received: list[torch.Tensor] = []
+        if self.training:
+            t = self.sequence_length
+            h = h.view(1, -1, t, h.shape[-1])[:, :, 0, :].contiguous()
+            terminated = inputs["terminated"].view(-1, t)
+            cuts = (terminated[:, :-1].any(dim=0).nonzero(as_tuple=True)[0] + 1).tolist()
+            bounds = [0, *cuts, t]
+            for i0, i1 in pairwise(bounds):
+                h = self._count(i1 - i0, h, received)
+                h[:, terminated[:, i1 - 1], :] = 0
+            self.training_states.append(torch.stack(received, dim=1).tolist())
+        else:
+            h = self._count(1, h, received)
+            self.rollout.append(received[0].tolist())
+        return torch.zeros(n, 2) * self.w, {"rnn": [h]}
+
+
+def _ppo_rnn(
+    envs: int, timesteps: int, sequence_length: int, rollouts: int
+) -> tuple[_CountingRNN, RandomMemory]:
+    """SequentialTrainer.train of PPO_RNN with the counting model on a SyncVectorEnv of
+        ``envs`` _Terminating envs, memory of ``timesteps`` rows, updating every ``rollouts`` on
+    one mini-batch in one epoch."""
+    venv = gymnasium.vector.SyncVectorEnv([_Terminating] * envs)
+    env = wrap_env(venv, wrapper="gymnasium", verbose=False)
+    memory = RandomMemory(memory_size=timesteps, num_envs=envs, device="cpu")
+    policy = _CountingRNN(env, sequence_length)
+    cfg = PPO_CFG(
+        rollouts=rollouts,
+        learning_epochs=1,
+        mini_batches=1,
+        experiment={"write_interval": 0, "checkpoint_interval": 0},
+    )
+    agent = PPO_RNN(
+        models={"policy": policy, "value": _Value(env)},
+        memory=memory,
+        observation_space=env.observation_space,
+        action_space=env.action_space,
+        device="cpu",
+        cfg=cfg,
+    )
+    trainer_cfg = {"timesteps": timesteps, "headless": True, "disable_progressbar": True}
+    SequentialTrainer(
+        env=env, agents=agent, cfg={**trainer_cfg, "close_environment_at_exit": False}
+    ).train()
+    return policy, memory
+
+
+def test_ppo_rnn_resets_the_rollout_state_at_an_episode_last_observation() -> None:
+    """PPO_RNN.record_transition zeroes the states the policy returned for the envs whose
+    transition was terminated or truncated (agents/torch/ppo/ppo_rnn.py): under Gymnasium's
+    NEXT_STEP autoreset that transition leads to the episode's final observation, so the
+    policy acts there (t = 3) from the zero state and on the next episode's first observation
+    (t = 0) from 1, not from 0."""
+    policy, memory = _ppo_rnn(envs=1, timesteps=6, sequence_length=2, rollouts=100)
+    obs = memory.get_tensor_by_name("observations")[:, 0, 0].tolist()
+    assert obs == [0.0, 1.0, 2.0, 3.0, 0.0, 1.0]
+    assert [s[0] for s in policy.rollout] == [0.0, 1.0, 2.0, 0.0, 1.0, 2.0]
+
+
+def test_ppo_rnn_stores_the_state_its_policy_returned_instead_of_the_one_it_received() -> None:
+    """PPO_RNN.record_transition stores self._rnn_initial_states and then sets it to
+    self._rnn_final_states, the same dict from then on; PPO_RNN.act writes the states the
+    policy returned into that dict's "policy" entry (agents/torch/ppo/ppo_rnn.py). From the
+    second timestep on, rnn_policy_0 holds the state the policy returned at that step (before
+    the reset at an episode end), not the state it received there, and a sequence starting at
+    such a row starts from it."""
+    policy, memory = _ppo_rnn(envs=1, timesteps=6, sequence_length=2, rollouts=100)
+    received = [s[0] for s in policy.rollout]
+    stored = memory.get_tensor_by_name("rnn_policy_0")[:, 0, 0, 0].tolist()
+    assert received == [0.0, 1.0, 2.0, 0.0, 1.0, 2.0]
+    assert stored == [0.0, 2.0, 3.0, 1.0, 2.0, 3.0]
+
+
+def test_the_documented_model_resets_after_a_terminated_row_so_a_first_carries_on() -> None:
+    """In PPO_RNN.update the documented recurrent model zeroes a sequence's state after a
+    position whose sampled terminated flag is set: the transition into an episode's final
+    observation, one step before the next episode's first observation. Trained on one
+    sequence of the six rows (from row 0, whose stored state is the one received), the model
+    receives 0 at the final observation t = 3 and 1 at the next t = 0."""
+    policy, _ = _ppo_rnn(envs=1, timesteps=6, sequence_length=6, rollouts=6)
+    assert policy.training_states == [[[0.0, 1.0, 2.0, 0.0, 1.0, 2.0]]]
+
+
+def test_sample_all_sequences_run_from_one_env_into_the_next() -> None:
+    """Memory.sample_all with sequence_length > 1 returns every env's rows in time order, env
+    after env (all_sequence_indexes, memories/torch/base.py), and PPO_RNN's model views them
+    as consecutive sequences: with 3 rows per env and sequences of 2, the second sequence is
+    env 0's last row followed by env 1's first."""
+    memory = RandomMemory(memory_size=3, num_envs=2, device="cpu")
+    memory.create_tensor(name="x", size=1, dtype=torch.float32)
+    for m in range(3):
+        memory.add_samples(x=torch.tensor([[float(m)], [10.0 + m]]))
+    ((x,),) = memory.sample_all(["x"], mini_batches=1, sequence_length=2)
+    assert x.view(-1, 2).tolist() == [[0.0, 1.0], [2.0, 10.0], [11.0, 12.0]]

@@ -10,7 +10,8 @@ Offered: ``env``, ``trainer`` (:mod:`xpspec.adapters.skrl_trainer`: DQN's collec
 accounting, ``update_interval``, ``gradient_steps``, ``batch_size``, ``learning_starts``,
 ``rewards_shaper`` and, for exclusion and episode-delayed preprocessing, a user's
 ``RandomMemory`` subclass as the agent's memory: :mod:`xpspec.adapters.skrl_preprocess`),
-``replay`` and ``learner``. Not offered: ``relabel`` (skrl has no
+``replay``, ``learner`` and ``recurrent`` (:mod:`xpspec.adapters.skrl_recurrent`: ``PPO_RNN``
+with a counting recurrent model). Not offered: ``relabel`` (skrl has no
 hindsight relabeling). The observable ``update-counter`` is DQN's ``_update_counter`` (the
 gradient steps so far). ``counter``, ``hooks``, ``state``, ``bootstrap``, ``loss-mask`` and
 ``caller-episodes`` are not declared: skrl keys schedules on its timestep (no count of
@@ -54,6 +55,7 @@ try:
     from skrl.models.torch import CategoricalMixin, DeterministicMixin, Model
     from skrl.trainers.torch import SequentialTrainer
 
+    from xpspec.adapters.skrl_recurrent import run_recurrent
     from xpspec.adapters.skrl_trainer import run_trainer
 except ImportError as exc:  # pragma: no cover - exercised only without the framework
     raise ImportError(
@@ -74,7 +76,13 @@ from xpspec.kit.steps import Step
 from xpspec.kit.value import toy_value
 from xpspec.protocol.adapter import PROTOCOL_VERSION, AdapterInfo, Unsupported
 from xpspec.protocol.env_spec import EnvSpec
-from xpspec.protocol.scenario import EnvScenario, LearnerScenario, ReplayScenario, TrainerScenario
+from xpspec.protocol.scenario import (
+    EnvScenario,
+    LearnerScenario,
+    RecurrentScenario,
+    ReplayScenario,
+    TrainerScenario,
+)
 from xpspec.protocol.step_type import StepType
 from xpspec.protocol.trace import Event, Item, Sampled, Trace
 from xpspec.refimpl.toy_envs.gym_vector import ToyVectorEnv
@@ -152,13 +160,14 @@ class SkrlAdapter:
             framework="skrl",
             framework_version=skrl.__version__,
             protocol_version=PROTOCOL_VERSION,
-            capabilities=("env", "trainer", "replay", "learner", "update-counter"),
+            capabilities=("env", "trainer", "replay", "learner", "update-counter", "recurrent"),
             issue_tracker="https://github.com/Toni-SM/skrl/issues",
             notes=(
                 "torch backend: GymnasiumWrapper over the toy vector env (NEXT_STEP autoreset); "
                 f"RandomMemory(replacement={self.config.replacement}); DQN trained by "
                 "SequentialTrainer; one PPO update by SequentialTrainer with "
-                f"time_limit_bootstrap={self.config.time_limit_bootstrap}"
+                f"time_limit_bootstrap={self.config.time_limit_bootstrap}; PPO_RNN with a "
+                "counting recurrent model (skrl's documented RNN model) for recurrent"
             ),
             extra_versions={
                 "torch": torch.__version__,
@@ -235,6 +244,13 @@ class SkrlAdapter:
     def run_learner(self, scenario: LearnerScenario) -> Trace:
         """One PPO update by skrl's own code (see :class:`_LearnerRun`)."""
         return _LearnerRun(scenario, self.config.time_limit_bootstrap).run()
+
+    # -- recurrent ----------------------------------------------------------------------------
+    def run_recurrent(self, scenario: RecurrentScenario) -> Trace:
+        """One ``SequentialTrainer.train`` of ``PPO_RNN`` with a counting recurrent policy
+        (:mod:`xpspec.adapters.skrl_recurrent`), ``time_limit_bootstrap`` from the
+        configuration (it changes rewards only)."""
+        return run_recurrent(scenario, self.config.time_limit_bootstrap)
 
     # -- replay -------------------------------------------------------------------------------
     def run_replay(self, scenario: ReplayScenario) -> Trace:
