@@ -94,6 +94,13 @@ def test_one_step_windows_take_each_stored_state(adapter: Any) -> None:
         assert s.loss_mask == ((0,) if item[2] == 4 else (1,))
 
 
+def test_runs_are_deterministic_and_the_seed_moves_alfs_draws(adapter: Any) -> None:
+    first, again = adapter.run_recurrent(SCENARIO), adapter.run_recurrent(SCENARIO)
+    assert first.events == again.events
+    other = adapter.run_recurrent(replace(SCENARIO, seed=1))
+    assert [s.items for s in _sequences(other)] != [s.items for s in _sequences(first)]
+
+
 @pytest.mark.parametrize(
     ("changes", "words"),
     [
