@@ -72,11 +72,15 @@ _REPLAY = f"{_BLOB}/experience_replayers/replay_buffer.py"
 
 
 def recurrent_problem(sc: RecurrentScenario) -> Unsupported | None:
-    """Why ALF cannot express ``sc`` (None if it can)."""
-    if getattr(sc.env, "autoreset", "next-step") != "next-step":
+    """Why ALF cannot express ``sc`` (None if it can; ``RecurrentScenario`` itself requires
+    next-step auto-reset, which is ALF's). Padding is named before burn-in, so a padded
+    scenario's reason is the one the padding clause needs."""
+    if sc.boundary != "cross":
         return Unsupported(
-            "same-step auto-reset: ALF's environments return FIRST on the step after LAST",
-            _ALGORITHM,
+            f"boundary {sc.boundary!r}: ALF's ReplayBuffer.get_batch windows run on across "
+            "episode ends (the train state is reset at the FIRST inside) and ALF has no option "
+            "to stop or pad them (alf/experience_replayers/replay_buffer.py, snapshot 23aca492)",
+            _REPLAY,
         )
     if sc.burn_in > 0:
         return Unsupported(
@@ -86,13 +90,6 @@ def recurrent_problem(sc: RecurrentScenario) -> Unsupported | None:
             "(mask_out_loss_for_last_step); the state warm-up Algorithm._prepare_experience_data "
             "recommends in a comment is left to the user's own loss (alf/algorithms/algorithm.py)",
             _ALGORITHM,
-        )
-    if sc.boundary != "cross":
-        return Unsupported(
-            f"boundary {sc.boundary!r}: ALF's ReplayBuffer.get_batch windows run on across "
-            "episode ends (the train state is reset at the FIRST inside) and ALF has no option "
-            "to stop or pad them (alf/experience_replayers/replay_buffer.py, snapshot 23aca492)",
-            _REPLAY,
         )
     if sc.initial_state == "zeros" and sc.sequence_length == 1:
         return Unsupported(
