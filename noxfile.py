@@ -404,6 +404,7 @@ def conformance_alf(session: nox.Session) -> None:
             "-q",
             "tests/adapters/test_alf.py",
             "tests/adapters/test_alf_findings.py",
+            "tests/adapters/test_alf_recurrent.py",
             env=THREADS,
         )
         session.run(

@@ -75,6 +75,7 @@ def test_info_and_smoke(adapter: Any) -> None:
         "loss-mask",
         "bootstrap",
         "nstep",
+        "recurrent",
     } == set(info.capabilities)
     assert info.framework_version == "unknown" or len(info.framework_version) == 8
     adapter.smoke()

@@ -83,6 +83,14 @@ the update plan the mini-batches ``Algorithm._train_experience`` made; n-step ta
 ``TDLoss(td_lambda=1).compute_td_target`` on windows of the same buffer. ALF's row ``L`` is an
 ordinary buffer row (``bootstrap`` is declared); several learners are not applicable.
 
+**Recurrent** (``run_recurrent``, :mod:`xpspec.adapters.alf_recurrent`): one ``train_iter``
+of an off-policy algorithm whose counting ``alf.networks.Network`` keeps its count in ALF's
+rollout and train state; ALF stores each step's input state (``use_rollout_state`` for
+initial state ``stored``), draws ``mini_batch_length`` windows across episode ends and trains
+them position by position with its resets at FIRST. Recorded: the state the network received
+in every rollout and training step and, per position, whether the gradient of ALF's loss
+reached its output. ALF has no burn-in and no padding (those scenarios are unsupported).
+
 **Relabel** (``run_relabel``): a ``ReplayBuffer(keep_episodic_info=True)`` of ``Experience``
 with dict observations (``observation``, ``achieved_goal``, ``desired_goal``), drawn by
 ``get_batch(batch_size, 2)`` (ALF asserts windows of 2) and relabeled by
@@ -119,6 +127,7 @@ import torch
 
 from xpspec.adapters.alf_learner import learner_problem, run_learner
 from xpspec.adapters.alf_preprocess import preprocessing_algorithm
+from xpspec.adapters.alf_recurrent import recurrent_problem, run_recurrent
 from xpspec.kit.arrays import floats, ints
 from xpspec.kit.events import env_step, run_end, store
 from xpspec.kit.events import exclude as exclude_event
@@ -129,6 +138,7 @@ from xpspec.protocol.adapter import PROTOCOL_VERSION, AdapterInfo, Unsupported
 from xpspec.protocol.env_spec import EnvSpec
 from xpspec.protocol.scenario import (
     LearnerScenario,
+    RecurrentScenario,
     RelabelScenario,
     ReplayScenario,
     TrainerScenario,
@@ -244,8 +254,8 @@ def _dist_version(name: str) -> str:
 
 class ALFAdapter:
     """Adapter over ALF (see the module docstring): capabilities trainer (with its global
-    counter and its ``after_update``/``after_train_iter`` hooks), replay, learner (PPO) and
-    relabel."""
+    counter and its ``after_update``/``after_train_iter`` hooks), replay, learner (PPO),
+    relabel and recurrent."""
 
     fresh_process_per_operation = True
     """ALF's configuration, global counter, env and trainer progress are process-wide."""
@@ -271,6 +281,7 @@ class ALFAdapter:
                 "loss-mask",  # the valid_masks ALF passes to update_with_gradient
                 "bootstrap",  # PPO's row L: the LAST (or newest) row ALF values and masks
                 "nstep",  # TDLoss(td_lambda=1).compute_td_target over windows of n + 1 rows
+                "recurrent",  # a counting Network trained by ALF from its replayed windows
             ),
             issue_tracker="https://github.com/HorizonRobotics/alf/issues",
             notes=(
@@ -331,6 +342,15 @@ class ALFAdapter:
         if problem:
             raise Unsupported(problem, _LINK)
         return _operation(partial(_run_relabel, scenario))
+
+    def run_recurrent(self, scenario: RecurrentScenario) -> Trace:
+        problem = recurrent_problem(scenario)
+        if problem is not None:
+            raise problem
+        with tempfile.TemporaryDirectory(
+            prefix="xpspec-alf-", ignore_cleanup_errors=True
+        ) as workdir:
+            return _operation(partial(run_recurrent, scenario, _learner_env, workdir))
 
 
 _PRELOAD = (
