@@ -455,4 +455,20 @@ CATALOG: dict[str, Scenario] = {
     "recurrent-zero-start": RecurrentScenario(
         _ENV3, steps=16, sequence_length=5, burn_in=2, batch_size=8, draws=2, initial_state="zeros"
     ),
+    # Without a burn-in: the frameworks that have none (ALF, skrl, RLlib's PPO) run these, so
+    # their start, reset, carry and order are judged on the catalogue, not only on generated
+    # scenarios. The chunk shapes divide evenly (skrl's mini-batches are whole sequences);
+    # the two-env one has a rollout that is no multiple of the sequence length.
+    "recurrent-chunks": RecurrentScenario(
+        _ENV3, steps=20, sequence_length=5, batch_size=4, draws=3
+    ),
+    "recurrent-chunks-b2": RecurrentScenario(
+        EnvSpec(2, (_MIXED,)), steps=10, sequence_length=4, batch_size=5, draws=1, seed=1
+    ),
+    "recurrent-pad-no-burn-in": RecurrentScenario(
+        _ENV3, steps=20, sequence_length=6, boundary="pad", batch_size=8, draws=3, seed=3
+    ),
+    "recurrent-zero-start-no-burn-in": RecurrentScenario(
+        _ENV3, steps=16, sequence_length=5, batch_size=8, draws=2, initial_state="zeros", seed=4
+    ),
 }
