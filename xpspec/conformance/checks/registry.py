@@ -45,6 +45,7 @@ from xpspec.conformance.checks.relabel import (
     check_same_episode,
     check_uniform_goals,
 )
+from xpspec.conformance.checks.resume import check_resume_buffer, check_resume_same_trace
 from xpspec.conformance.checks.replay import check_no_window, check_replay_windows, check_uniform
 from xpspec.conformance.checks.timesteps import (
     check_auto_reset,
@@ -101,18 +102,23 @@ __all__ = [
     "LEARNER_CHECKS",
     "RELABEL_CHECKS",
     "REPLAY_CHECKS",
+    "RESUME_CHECKS",
     "TRAINER_CHECKS",
 ]
 
 
 def _is(*types: type) -> Callable[[Scenario], bool]:
-    """Trainer scenarios whose preprocessing is one of ``types``."""
-    return lambda s: isinstance(s, TrainerScenario) and isinstance(s.preprocess, types)
+    """Trainer scenarios without a checkpoint whose preprocessing is one of ``types``."""
+    return lambda s: (
+        isinstance(s, TrainerScenario) and s.checkpoint is None and isinstance(s.preprocess, types)
+    )
 
 
 def _cfg(pred: Callable[[TrainerScenario], object]) -> Callable[[Scenario], bool]:
-    """Trainer scenarios that satisfy ``pred``."""
-    return lambda s: isinstance(s, TrainerScenario) and bool(pred(s))
+    """Trainer scenarios without a checkpoint that satisfy ``pred`` (a checkpointed run is
+    judged by the ``resume.*`` checks against the same implementation's uninterrupted run,
+    whose every other clause the uninterrupted scenario's checks judge)."""
+    return lambda s: isinstance(s, TrainerScenario) and s.checkpoint is None and bool(pred(s))
 
 
 _ANY = _cfg(lambda s: True)
@@ -678,6 +684,39 @@ RELABEL_CHECKS: tuple[Check, ...] = (
     ),
 )
 
+# -- checkpoint and resume (clauses resume.*) --
+def _checkpointed(s: Scenario) -> bool:
+    """Trainer scenarios with a checkpoint spec."""
+    return isinstance(s, TrainerScenario) and s.checkpoint is not None
+
+
+RESUME_CHECKS: tuple[Check, ...] = (
+    Check(
+        "resume-buffer",
+        ("resume.buffer-restored",),
+        "trainer",
+        "invariant",
+        check_resume_buffer,
+        _checkpointed,
+        requires=("checkpoint",),
+    ),
+    Check(
+        "resume-same-trace",
+        (
+            "resume.same-trace",
+            "resume.env-continues",
+            "resume.buffer-restored",
+            "resume.accounting-restored",
+            "resume.rng-restored",
+        ),
+        "trainer",
+        "exact",
+        check_resume_same_trace,
+        _checkpointed,
+        requires=("checkpoint",),
+    ),
+)
+
 ALL_CHECKS: tuple[Check, ...] = (
     TRAINER_CHECKS
     + REPLAY_CHECKS
@@ -685,4 +724,5 @@ ALL_CHECKS: tuple[Check, ...] = (
     + DETERMINISM_CHECKS
     + LEARNER_CHECKS
     + RELABEL_CHECKS
+    + RESUME_CHECKS
 )
