@@ -19,6 +19,7 @@ from xpspec.refimpl import preprocess as pre
 from xpspec.refimpl import replay
 from xpspec.refimpl.accounting import FloatCarrySchedule
 from xpspec.refimpl.adapter import RefimplAdapter
+from xpspec.refimpl.checkpoint import run_checkpointed
 from xpspec.refimpl.priority import PriorityModel
 from xpspec.refimpl.relabel import Relabeled, SampledTransitions, StoredEpisode, goal_rewards
 from xpspec.refimpl.trainer import GOAL_FIELDS, ROW_FIELDS, Trainer
@@ -118,15 +119,15 @@ class MaskNothing(Trainer):
 class HookEveryIteration(Trainer):
     """after_train_iter also on iterations without an unroll."""
 
+    def __init__(self, *a: Any, **k: Any) -> None:
+        super().__init__(*a, **k)
+        self._hooked: set[int] = set()
+
     def _train_call(self, iteration: int) -> None:
         super()._train_call(iteration)
         if self._schedule is not None and iteration not in self._hooked:
             self._hooked.add(iteration)
             self.recorder.hook(iteration, "after_train_iter")
-
-    def run(self) -> Any:
-        self._hooked: set[int] = set()
-        return super().run()
 
 
 class CounterOnUnrollOnly(Trainer):
@@ -692,6 +693,9 @@ class Mutant:
     """A replay mutant: the buffer sampled by replay scenarios (the trainer is refimpl's)."""
     priority: type[PriorityModel] | None = None
     """A replay mutant: the priorities prioritized replay scenarios sample by."""
+    forgets: tuple[str, ...] = ()
+    """A resume mutant: the parts of a saved trainer its restore leaves out
+    (:data:`xpspec.refimpl.checkpoint.PARTS`; the trainer is refimpl's)."""
     same_trace_as: tuple[tuple[str, str, str], ...] = ()
     """``(scenario, mutant, clause)``: on that catalogue scenario the mutant's trace is byte
     for byte that of another mutant, which breaks ``clause``; no check can tell them apart
@@ -861,6 +865,10 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant("budget-cuts-unroll", BudgetCutsUnroll, "unroll.budget-whole-unroll"),
     Mutant("stop-at-budget", StopAtBudget, "unroll.budget-run-end"),
+    # checkpoint and resume: a restore that leaves the unroll schedule's carry out
+    Mutant(
+        "resume-forgets-carry", Trainer, "resume.accounting-restored", forgets=("unroll_schedule",)
+    ),
 )
 
 
@@ -874,6 +882,7 @@ class MutantAdapter(RefimplAdapter):
             self.replay_buffer = mutant.buffer
         if mutant.priority is not None:
             self.priority_model = mutant.priority
+        self.checkpoint_forgets = mutant.forgets
 
     def info(self) -> AdapterInfo:
         return AdapterInfo(
@@ -891,6 +900,7 @@ class MutantAdapter(RefimplAdapter):
                 "replay",
                 "priorities",
                 "importance-weights",
+                "checkpoint",
             ),
         )
 
@@ -907,6 +917,8 @@ class MutantAdapter(RefimplAdapter):
 
     def run_trainer(self, scenario: TrainerScenario) -> Trace:
         sc = scenario
+        if sc.checkpoint is not None:
+            return run_checkpointed(sc, self.checkpoint_forgets, self.mutant.trainer)
         trainer = self.mutant.trainer(
             sc.env, sc.trainer, sc.preprocess, sc.sampling, sc.seed, record=True
         )

@@ -101,6 +101,7 @@ EVENT_STAGE: Final[dict[str, int]] = {
     "update_plan": STAGE["learner"],
     "shard": STAGE["learner"],
     "relabel": STAGE["relabel"],
+    "resume": STAGE["train"],
 }
 """Pipeline stage of a trace event kind."""
 

@@ -75,10 +75,15 @@ def save(trainer: Trainer) -> SavedTrainer:
 
 
 def restore(
-    data: bytes, env: ToyBatchEnv, record: bool = True, forget: Collection[str] = ()
+    data: bytes,
+    env: ToyBatchEnv,
+    record: bool = True,
+    forget: Collection[str] = (),
+    trainer_class: type[Trainer] = Trainer,
 ) -> Trainer:
-    """A fresh trainer built from ``data`` alone, acting in the live ``env``. ``forget``:
-    parts of :data:`PARTS` left at a new trainer's values (for the zoo's mutants)."""
+    """A fresh trainer (of ``trainer_class``) built from ``data`` alone, acting in the live
+    ``env``. ``forget``: parts of :data:`PARTS` left at a new trainer's values, as an
+    implementation that does not save them would."""
     payload: dict[str, Any] = pickle.loads(data)  # bytes this module wrote
     if payload.get("format") != FORMAT:
         raise ValueError(f"checkpoint format: expected {FORMAT!r}, got {payload.get('format')!r}")
@@ -86,21 +91,26 @@ def restore(
     unknown = set(forget) - set(PARTS)
     if unknown:
         raise ValueError(f"forget: expected parts from {PARTS}, got {sorted(unknown)}")
-    trainer = Trainer(*arguments, record=record)
+    env_spec, config, preprocess, sampling, seed = arguments
+    trainer = trainer_class(env_spec, config, preprocess, sampling, seed, record=record)
     fresh = trainer.state_dict()
     trainer.load_state_dict({k: fresh[k] if k in forget else v for k, v in state.items()})
     trainer.env = env
     return trainer
 
 
-def run_checkpointed(scenario: TrainerScenario, forget: Collection[str] = ()) -> Trace:
+def run_checkpointed(
+    scenario: TrainerScenario,
+    forget: Collection[str] = (),
+    trainer_class: type[Trainer] = Trainer,
+) -> Trace:
     """Run ``scenario`` to ``checkpoint.after_iteration``, save, drop the trainer, restore a
-    fresh one from the bytes and run to the end; the trace holds both parts around one
-    :class:`Resume` event (clauses ``resume.*``)."""
+    fresh one (of ``trainer_class``) from the bytes and run to the end; the trace holds both
+    parts around one :class:`Resume` event (clauses ``resume.*``)."""
     spec = scenario.checkpoint
     if spec is None:
         raise ValueError("run_checkpointed: the scenario has no checkpoint spec")
-    first = Trainer(
+    first = trainer_class(
         scenario.env,
         scenario.trainer,
         scenario.preprocess,
@@ -115,7 +125,7 @@ def run_checkpointed(scenario: TrainerScenario, forget: Collection[str] = ()) ->
     saved = save(first)
     env = first.env
     del first  # nothing of the first trainer but its bytes crosses the checkpoint
-    second = restore(saved.data, env, forget=forget)
+    second = restore(saved.data, env, forget=forget, trainer_class=trainer_class)
     events.append(Resume(spec.after_iteration, saved.held, held_items(second)))
     while not second.run_iteration():
         pass

@@ -200,7 +200,7 @@ class ReplayBuffer:
     def held_positions(self) -> list[tuple[int, int]]:
         """``(env, slot)`` of every stored item, per env in env order, oldest first."""
         c = self.capacity
-        out = []
+        out: list[tuple[int, int]] = []
         for env, (end, size) in enumerate(zip(self._end.tolist(), self._size.tolist())):
             out.extend((env, p % c) for p in range(end - size, end))
         return out

@@ -45,8 +45,8 @@ from xpspec.conformance.checks.relabel import (
     check_same_episode,
     check_uniform_goals,
 )
-from xpspec.conformance.checks.resume import check_resume_buffer, check_resume_same_trace
 from xpspec.conformance.checks.replay import check_no_window, check_replay_windows, check_uniform
+from xpspec.conformance.checks.resume import check_resume_buffer, check_resume_same_trace
 from xpspec.conformance.checks.timesteps import (
     check_auto_reset,
     check_identity,
@@ -683,6 +683,7 @@ RELABEL_CHECKS: tuple[Check, ...] = (
         whole_trace=True,
     ),
 )
+
 
 # -- checkpoint and resume (clauses resume.*) --
 def _checkpointed(s: Scenario) -> bool:

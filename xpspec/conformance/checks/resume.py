@@ -12,7 +12,7 @@ from itertools import zip_longest
 
 from xpspec.conformance.checks.base import CheckFailure, Context
 from xpspec.protocol.scenario import Scenario, TrainerScenario
-from xpspec.protocol.trace import Event, Item, Resume, Trace
+from xpspec.protocol.trace import EnvStep, Event, Item, Resume, Trace, Update
 
 __all__ = ["check_resume_buffer", "check_resume_same_trace", "resume_event"]
 
@@ -26,12 +26,12 @@ def _checkpointed(scenario: Scenario) -> TrainerScenario:
     return scenario
 
 
-def resume_event(scenario: Scenario, trace: Trace) -> tuple[int, Resume]:
-    """The one :class:`Resume` event of ``trace`` and its index; it must follow the
+def resume_event(scenario: Scenario, events: list[Event]) -> tuple[int, Resume]:
+    """The one :class:`Resume` event of ``events`` and its index; it must follow the
     ``IterationEnd`` of ``checkpoint.after_iteration`` (clause ``resume.same-trace``)."""
     spec = _checkpointed(scenario).checkpoint
     assert spec is not None
-    marks = [(i, e) for i, e in enumerate(trace.events) if isinstance(e, Resume)]
+    marks = [(i, e) for i, e in enumerate(events) if isinstance(e, Resume)]
     if len(marks) != 1:
         raise CheckFailure(
             "resume events in the trace of a checkpointed run",
@@ -40,7 +40,7 @@ def resume_event(scenario: Scenario, trace: Trace) -> tuple[int, Resume]:
             clause="resume.same-trace",
         )
     index, event = marks[0]
-    before = trace.events[index - 1] if index > 0 else None
+    before = events[index - 1] if index > 0 else None
     placed = (
         event.iteration == spec.after_iteration
         and before is not None
@@ -59,9 +59,9 @@ def resume_event(scenario: Scenario, trace: Trace) -> tuple[int, Resume]:
     return index, event
 
 
-def _stored_before(trace: Trace, index: int) -> Counter[Item]:
+def _stored_before(events: list[Event], index: int) -> Counter[Item]:
     stored: Counter[Item] = Counter()
-    for event in trace.events[:index]:
+    for event in events[:index]:
         if event.kind == "store":
             stored.update(zip(event.env, event.episode, event.t))
     return stored
@@ -71,8 +71,9 @@ def check_resume_buffer(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     """resume.buffer-restored: the restored buffer holds what the saved one held, item for
     item in the same order (per env, oldest first: the same write heads evict the same items),
     and what the saved one held was stored before the checkpoint."""
-    index, event = resume_event(scenario, trace)
-    stored = _stored_before(trace, index)
+    events = list(trace.events)
+    index, event = resume_event(scenario, events)
+    stored = _stored_before(events, index)
     never = [item for item in event.saved if item not in stored]
     if never:
         raise CheckFailure(
@@ -99,31 +100,24 @@ def check_resume_buffer(scenario: Scenario, trace: Trace, ctx: Context) -> None:
 def _clause(want: Event | None, got: Event | None, mark: Resume) -> str:
     """The clause the first difference of a resumed run belongs to: the part of the trainer
     whose loss shows there first."""
-    one = want if want is not None else got
-    assert one is not None
-    if want is None or got is None or want.kind != got.kind:
-        kinds = {e.kind for e in (want, got) if e is not None}
-        if "env_step" in kinds:
-            return "resume.env-continues"
-        if kinds & {"store", "exclude", "hold"}:
-            return "resume.accounting-restored"
-        return "resume.accounting-restored" if kinds & _ACCOUNTING else "resume.same-trace"
-    kind = one.kind
-    if kind == "env_step":
+    kinds = {e.kind for e in (want, got) if e is not None}
+    if isinstance(want, EnvStep) and isinstance(got, EnvStep):
         fields = ("env", "episode", "t", "step_type", "reward", "discount")
         if any(getattr(want, f) != getattr(got, f) for f in fields):
             return "resume.env-continues"
-        if getattr(want, "action") != getattr(got, "action"):
+        if want.action != got.action:
             return "resume.rng-restored"
         return "resume.accounting-restored"  # the policy state
-    if kind in ("store", "exclude", "hold") or kind in _ACCOUNTING:
-        return "resume.accounting-restored"
-    if kind == "update":
+    if "env_step" in kinds:  # a vector step more or less
+        return "resume.env-continues"
+    if isinstance(want, Update) and isinstance(got, Update):
         if mark.restored != mark.saved:
             return "resume.buffer-restored"
-        if getattr(want, "windows") != getattr(got, "windows"):
+        if want.windows != got.windows:
             return "resume.rng-restored"
         return "resume.accounting-restored"  # the counter or the loss mask
+    if kinds & ({"store", "exclude", "hold", "update"} | _ACCOUNTING):
+        return "resume.accounting-restored"
     return "resume.same-trace"
 
 
@@ -135,16 +129,19 @@ def check_resume_same_trace(scenario: Scenario, trace: Trace, ctx: Context) -> N
     windows to ``resume.buffer-restored`` when the restored buffer differs from the saved one,
     else to ``resume.rng-restored`` (as are the actions), counters, schedules, stores and
     held rows to ``resume.accounting-restored``."""
-    index, mark = resume_event(scenario, trace)
+    events = list(trace.events)
+    index, mark = resume_event(scenario, events)
     uninterrupted = ctx.fresh(replace(_checkpointed(scenario), checkpoint=None))
     want = list(uninterrupted.events)
-    got = [e for e in trace.events if not isinstance(e, Resume)]
+    got = [e for e in events if not isinstance(e, Resume)]
     if want == got:
         return
     first = next(i for i, (a, b) in enumerate(zip_longest(want, got)) if a != b)
     a = want[first] if first < len(want) else None
     b = got[first] if first < len(got) else None
-    where = getattr(a or b, "iteration", None)
+    one = a if a is not None else b
+    assert one is not None
+    where = getattr(one, "iteration", None)
     if first < index:
         raise CheckFailure(
             f"the run before the checkpoint vs the uninterrupted run (event {first}): they "
@@ -153,7 +150,7 @@ def check_resume_same_trace(scenario: Scenario, trace: Trace, ctx: Context) -> N
             b,
             clause="resume.same-trace",
             iteration=where if isinstance(where, int) else None,
-            diverged=(a or b).kind if (a or b) is not None else None,
+            diverged=one.kind,
         )
     clause = _clause(a, b, mark)
     raise CheckFailure(
@@ -163,5 +160,5 @@ def check_resume_same_trace(scenario: Scenario, trace: Trace, ctx: Context) -> N
         b,
         clause=clause,
         iteration=where if isinstance(where, int) else None,
-        diverged=(a or b).kind if (a or b) is not None else None,
+        diverged=one.kind,
     )
