@@ -472,7 +472,8 @@ CATALOG: dict[str, Scenario] = {
         counter_mode="per-mini-batch",
     ),
     # episodes of 19 steps held until they end, an episode held at the checkpoint and the
-    # calls the synced accounting owes for the held rows still to come
+    # calls the synced accounting owes for the held rows still to come; training waits for
+    # the first episode's release (a framework that trains on an empty buffer may not)
     "resume-delayed": _checkpointed(
         8,
         EnvSpec(1, _LONG2.schedules),
@@ -480,5 +481,6 @@ CATALOG: dict[str, Scenario] = {
         unroll_length=Fraction(3),
         num_iterations=12,
         capacity=16,
+        initial_collect_steps=20,
     ),
 }
