@@ -19,7 +19,13 @@ from xpspec.adapters import sb3_checkpoint
 from xpspec.adapters.sb3 import SB3Adapter
 from xpspec.conformance.catalog import CATALOG
 from xpspec.conformance.checks.base import CheckFailure, Context
-from xpspec.conformance.checks.resume import check_resume_buffer, check_resume_same_trace
+from xpspec.conformance.checks.resume import (
+    check_resume_accounting,
+    check_resume_buffer,
+    check_resume_env,
+    check_resume_rng,
+    check_resume_same_trace,
+)
 from xpspec.protocol.checkpoint import CheckpointSpec
 from xpspec.protocol.config import TrainerConfig
 from xpspec.protocol.env_spec import EnvSpec
@@ -47,7 +53,8 @@ def test_the_resumed_run_goes_on_where_it_stopped() -> None:
     # goes on, the buffer, counters and warm-up are SB3's saved ones.
     assert first > index
     assert resumed[first].kind == "update"
-    check_resume_buffer(scenario, trace, _context(SB3Adapter()))
+    for check in (check_resume_env, check_resume_buffer, check_resume_accounting):
+        check(scenario, trace, _context(SB3Adapter()))
 
 
 def test_a_resume_without_a_buffer_load_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -105,9 +112,16 @@ def test_a_fractional_unroll_is_unsupported() -> None:
         SB3Adapter().run_trainer(scenario)
 
 
-def test_same_trace_charges_the_reseeded_sampling_to_rng_restored() -> None:
-    scenario = CATALOG["resume-delayed"]
+@pytest.mark.parametrize("name", ["resume-plain", "resume-delayed"])
+def test_the_reseeded_sampling_fails_rng_restored_and_same_trace_only(name: str) -> None:
+    scenario = CATALOG[name]
     trace = SB3Adapter().run_trainer(scenario)
-    with pytest.raises(CheckFailure) as failure:
-        check_resume_same_trace(scenario, trace, _context(SB3Adapter()))
-    assert failure.value.clause == "resume.rng-restored"
+    for check in (check_resume_env, check_resume_buffer, check_resume_accounting):
+        check(scenario, trace, _context(SB3Adapter()))
+    for check, clause in (
+        (check_resume_rng, "resume.rng-restored"),
+        (check_resume_same_trace, "resume.same-trace"),
+    ):
+        with pytest.raises(CheckFailure) as failure:
+            check(scenario, trace, _context(SB3Adapter()))
+        assert failure.value.clause == clause

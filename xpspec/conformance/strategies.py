@@ -280,7 +280,10 @@ _CONCERNS: dict[str, dict[str, Any]] = {
     "global-counter": dict(counter_mode="per-iteration"),
     "update-counter": dict(counter_mode="per-mini-batch"),
     # checkpoint and resume
+    "resume-env": dict(checkpoint=True),
     "resume-buffer": dict(checkpoint=True),
+    "resume-accounting": dict(checkpoint=True),
+    "resume-rng": dict(checkpoint=True),
     "resume-same-trace": dict(checkpoint=True),
 }
 # Checks whose predicate holds on every trainer scenario: the whole space.

@@ -7,17 +7,22 @@ from the spec's still resumes correctly when it resumes into what it would have 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import replace
+from dataclasses import fields, replace
 from itertools import zip_longest
 
 from xpspec.conformance.checks.base import CheckFailure, Context
+from xpspec.protocol.adapter import Unsupported
 from xpspec.protocol.scenario import Scenario, TrainerScenario
 from xpspec.protocol.trace import EnvStep, Event, Item, Resume, Trace, Update
 
-__all__ = ["check_resume_buffer", "check_resume_same_trace", "resume_event"]
-
-_ACCOUNTING = frozenset({"iteration", "train_call", "hook", "iteration_end", "run_end"})
-"""Event kinds whose values are the trainer's counters and schedules."""
+__all__ = [
+    "check_resume_accounting",
+    "check_resume_buffer",
+    "check_resume_env",
+    "check_resume_rng",
+    "check_resume_same_trace",
+    "resume_event",
+]
 
 
 def _checkpointed(scenario: Scenario) -> TrainerScenario:
@@ -82,6 +87,7 @@ def check_resume_buffer(scenario: Scenario, trace: Trace, ctx: Context) -> None:
             never[:10],
             clause="resume.buffer-restored",
             iteration=event.iteration,
+            diverged="resume",
         )
     if event.restored != event.saved:
         first = next(
@@ -94,71 +100,180 @@ def check_resume_buffer(scenario: Scenario, trace: Trace, ctx: Context) -> None:
             event.restored[first : first + 5],
             clause="resume.buffer-restored",
             iteration=event.iteration,
+            diverged="resume",
         )
 
 
-def _clause(want: Event | None, got: Event | None, mark: Resume) -> str:
-    """The clause the first difference of a resumed run belongs to: the part of the trainer
-    whose loss shows there first."""
-    kinds = {e.kind for e in (want, got) if e is not None}
-    if isinstance(want, EnvStep) and isinstance(got, EnvStep):
-        fields = ("env", "episode", "t", "step_type", "reward", "discount")
-        if any(getattr(want, f) != getattr(got, f) for f in fields):
-            return "resume.env-continues"
-        if want.action != got.action:
-            return "resume.rng-restored"
-        return "resume.accounting-restored"  # the policy state
-    if "env_step" in kinds:  # a vector step more or less
-        return "resume.env-continues"
-    if isinstance(want, Update) and isinstance(got, Update):
-        if mark.restored != mark.saved:
-            return "resume.buffer-restored"
-        if want.windows != got.windows:
-            return "resume.rng-restored"
-        return "resume.accounting-restored"  # the counter or the loss mask
-    if kinds & ({"store", "exclude", "hold", "update"} | _ACCOUNTING):
-        return "resume.accounting-restored"
-    return "resume.same-trace"
+def _runs(
+    scenario: Scenario, trace: Trace, ctx: Context
+) -> tuple[list[Event], list[Event], Resume]:
+    """The events of the uninterrupted run (a fresh run of the same implementation, so no cache
+    or live object joins the two), those of the checkpointed run without its resume event,
+    and that event."""
+    events = list(trace.events)
+    _, mark = resume_event(scenario, events)
+    uninterrupted = ctx.fresh(replace(_checkpointed(scenario), checkpoint=None))
+    return list(uninterrupted.events), [e for e in events if not isinstance(e, Resume)], mark
+
+
+def _first(want: list[object], got: list[object]) -> int | None:
+    """The first index at which two lists differ (a missing element counts), or None."""
+    return next((i for i, (a, b) in enumerate(zip_longest(want, got)) if a != b), None)
+
+
+def _time_steps(events: list[Event]) -> dict[int, list[tuple[object, ...]]]:
+    """Each env's time steps in the order the trainer acted on them, each with the iteration
+    it was taken in (last, not compared)."""
+    out: dict[int, list[tuple[object, ...]]] = {}
+    for e in events:
+        if isinstance(e, EnvStep):
+            for row in zip(e.env, e.episode, e.t, e.step_type, e.reward, e.discount):
+                out.setdefault(row[0], []).append((*row[1:], e.iteration))
+    return out
+
+
+def _same_steps(want: list[Event], got: list[Event]) -> bool:
+    """Whether every env's time steps agree, one sequence a prefix of the other."""
+    ours, theirs = _time_steps(got), _time_steps(want)
+    for env in set(ours) | set(theirs):
+        a, b = _steps(theirs.get(env, [])), _steps(ours.get(env, []))
+        n = min(len(a), len(b))
+        if a[:n] != b[:n]:
+            return False
+    return True
+
+
+def _steps(rows: list[tuple[object, ...]]) -> list[tuple[object, ...]]:
+    return [row[:-1] for row in rows]
+
+
+def _accounting(events: list[Event]) -> list[tuple[object, ...]]:
+    """What the trainer's counters, schedules and preprocessing decided, event by event: every
+    event but the time steps' actions and the sampled windows (their items and loss masks)."""
+    out: list[tuple[object, ...]] = []
+    for e in events:
+        if isinstance(e, EnvStep):
+            out.append(("env_step", e.iteration, len(e.env), e.policy_state))
+        elif isinstance(e, Update):
+            out.append(("update", e.iteration, e.call, e.index, e.counter))
+        else:
+            out.append(tuple(getattr(e, f.name) for f in fields(e)))
+    return out
+
+
+def _draws(events: list[Event]) -> list[tuple[object, ...]]:
+    """The random draws a trace shows: the actions taken and the windows sampled (with the
+    loss masks of their items)."""
+    out: list[tuple[object, ...]] = []
+    for e in events:
+        if isinstance(e, EnvStep):
+            out.append(("actions", e.iteration, e.action))
+        elif isinstance(e, Update):
+            out.append(("windows", e.iteration, e.windows, e.loss_mask))
+    return out
+
+
+def _iteration(event: object) -> int | None:
+    value = getattr(event, "iteration", None)
+    return value if isinstance(value, int) else None
 
 
 def check_resume_same_trace(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     """resume.same-trace: the trace of the checkpointed run, its Resume event left out,
-    equals the same implementation's uninterrupted run of the scenario (a fresh run, so no
-    cache or live object joins them). The first difference is charged to the part of the
-    trainer that shows it: the env's time steps to ``resume.env-continues``, the sampled
-    windows to ``resume.buffer-restored`` when the restored buffer differs from the saved one,
-    else to ``resume.rng-restored`` (as are the actions), counters, schedules, stores and
-    held rows to ``resume.accounting-restored``."""
-    events = list(trace.events)
-    index, mark = resume_event(scenario, events)
-    uninterrupted = ctx.fresh(replace(_checkpointed(scenario), checkpoint=None))
-    want = list(uninterrupted.events)
-    got = [e for e in events if not isinstance(e, Resume)]
-    if want == got:
+    equals the same implementation's uninterrupted run of the scenario, event for event."""
+    want, got, mark = _runs(scenario, trace, ctx)
+    first = _first(list(want), list(got))
+    if first is None:
         return
-    first = next(i for i, (a, b) in enumerate(zip_longest(want, got)) if a != b)
     a = want[first] if first < len(want) else None
     b = got[first] if first < len(got) else None
     one = a if a is not None else b
-    assert one is not None
-    where = getattr(one, "iteration", None)
-    if first < index:
-        raise CheckFailure(
-            f"the run before the checkpoint vs the uninterrupted run (event {first}): they "
-            "differ before anything was saved",
-            a,
-            b,
-            clause="resume.same-trace",
-            iteration=where if isinstance(where, int) else None,
-            diverged=one.kind,
-        )
-    clause = _clause(a, b, mark)
     raise CheckFailure(
-        f"the resumed run vs the uninterrupted run (event {first}, after the checkpoint of "
-        f"iteration {mark.iteration}; charged to {clause})",
+        f"the checkpointed run vs the uninterrupted run (event {first}; saved after "
+        f"iteration {mark.iteration})",
         a,
         b,
-        clause=clause,
-        iteration=where if isinstance(where, int) else None,
-        diverged=one.kind,
+        clause="resume.same-trace",
+        iteration=_iteration(one),
+        diverged=one.kind if one is not None else None,
+    )
+
+
+def check_resume_env(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """resume.env-continues: every env's time steps (items, step types, rewards, discounts)
+    in the checkpointed run are the uninterrupted run's, one sequence a prefix of the other
+    (how many steps a run takes is the accounting's)."""
+    want, got, mark = _runs(scenario, trace, ctx)
+    ours, theirs = _time_steps(got), _time_steps(want)
+    for env in sorted(set(ours) | set(theirs)):
+        a, b = _steps(theirs.get(env, [])), _steps(ours.get(env, []))
+        n = min(len(a), len(b))
+        first = _first(list(a[:n]), list(b[:n]))
+        if first is not None:
+            at = ours[env][first][-1]
+            raise CheckFailure(
+                f"env {env}'s time step {first} (episode, t, step type, reward, discount) vs the "
+                f"uninterrupted run's (saved after iteration {mark.iteration})",
+                a[first : first + 3],
+                b[first : first + 3],
+                clause="resume.env-continues",
+                iteration=at if isinstance(at, int) else None,
+                diverged="env_step",
+            )
+
+
+def check_resume_accounting(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """resume.accounting-restored: the checkpointed run's counters, unroll lengths, train
+    calls and their statuses, updates per call, stores, holds, exclusions, hooks and iteration
+    ends are the uninterrupted run's (every event with the actions and the sampled windows'
+    items left out: those are the random streams')."""
+    want, got, mark = _runs(scenario, trace, ctx)
+    a, b = _accounting(want), _accounting(got)
+    first = _first(list(a), list(b))
+    if first is not None:
+        one = want[first] if first < len(want) else got[first]
+        raise CheckFailure(
+            f"the checkpointed run's event {first} without its random draws vs the "
+            f"uninterrupted run's (saved after iteration {mark.iteration})",
+            a[first] if first < len(a) else None,
+            b[first] if first < len(b) else None,
+            clause="resume.accounting-restored",
+            iteration=_iteration(one),
+            diverged=one.kind,
+        )
+
+
+def check_resume_rng(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """resume.rng-restored: the actions taken and the windows sampled in the checkpointed run
+    are the uninterrupted run's. Judged where everything else was restored (the buffer, the
+    env's time steps, the accounting); otherwise other draws follow from what was lost, and
+    the check is not applicable."""
+    want, got, mark = _runs(scenario, trace, ctx)
+    a, b = _draws(want), _draws(got)
+    first = _first(list(a), list(b))
+    if first is None:
+        return
+    lost = [
+        name
+        for name, same in (
+            ("the buffer", mark.saved == mark.restored),
+            ("the env's time steps", _same_steps(want, got)),
+            ("the accounting", _accounting(want) == _accounting(got)),
+        )
+        if not same
+    ]
+    draw = a[first] if first < len(a) else b[first]
+    if lost:
+        raise Unsupported(
+            f"resume.rng-restored cannot be judged: {', '.join(lost)} differ after the resume, "
+            "so the draws differ for that reason"
+        )
+    raise CheckFailure(
+        f"random draw {first} (actions of a vector step, or the windows of an update) vs the "
+        f"uninterrupted run's (saved after iteration {mark.iteration})",
+        a[first] if first < len(a) else None,
+        b[first] if first < len(b) else None,
+        clause="resume.rng-restored",
+        iteration=int(str(draw[1])),
+        diverged="update" if draw[0] == "windows" else "env_step",
     )
