@@ -57,17 +57,23 @@ def _delayed_with(runtime: type[pre._EpisodeDelayedRuntime]) -> type[Trainer]:
 ClearAllCaches = _delayed_with(_ClearAllCaches)
 
 
+@dataclass
+class _Floor:
+    """A train schedule that owes floor(stored / (u*B)) calls per iteration (a module-level
+    class, so that a checkpoint pickles it)."""
+
+    unit: Fraction
+
+    def calls_for_iteration(self, unrolled: int, stored: int) -> int:
+        return int(Fraction(stored) / self.unit)
+
+
 class FloorWithoutCarry(Trainer):
     """Effective iterations floor(stored / (u*B)) per iteration, remainders dropped."""
 
     def _train_schedule(self) -> Any:
         u, b = Fraction(self.config.unroll_length) or Fraction(1), self.num_envs
-
-        class Floor:
-            def calls_for_iteration(self, unrolled: int, stored: int) -> int:
-                return int(Fraction(stored) / (u * b))
-
-        return Floor()
+        return _Floor(u * b)
 
 
 class FloatCarry(Trainer):
@@ -435,6 +441,12 @@ class _OneStepLate(pre.Runtime):
 
     def pending(self) -> pre.Rows | None:
         return self._previous
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"previous": self._previous}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._previous = state["previous"]
 
 
 class IdentityOneStepLate(Trainer):
