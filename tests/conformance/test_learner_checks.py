@@ -538,3 +538,42 @@ def test_without_a_bootstrap_row_its_mask_check_is_not_applicable() -> None:
     outcome = Session(NoBootstrapRow(), "nb").evaluate(check, name, scenario)
     assert outcome.status == "not-applicable" and "'bootstrap'" in outcome.message
     assert Session(RefimplAdapter(), "refimpl").evaluate(check, name, scenario).status == "pass"
+
+
+class RLlibPiecesOffByOne(RefimplAdapter):
+    """RLlib's split pieces, but the first piece of the first split episode ends one row late
+    (``grow=1``: that row goes to two learners) or early (``grow=-1``: no learner gets it)."""
+
+    grow = 1
+
+    def _shard(self, lengths: Sequence[int], scenario):
+        shards = [
+            list(s)
+            for s in lrn.shard_episodes(lengths, scenario.num_learners, variant="rllib-2.60")
+        ]
+        counts: dict[int, int] = {}
+        for piece in (p for s in shards for p in s):
+            counts[piece.episode] = counts.get(piece.episode, 0) + 1
+        split = next(episode for episode, n in counts.items() if n > 1)
+        for s in shards:
+            for k, piece in enumerate(s):
+                if piece.episode == split and piece.start == 0:
+                    s[k] = replace(piece, stop=piece.stop + self.grow)
+                    return tuple(tuple(s) for s in shards)
+        raise AssertionError("no first piece of the split episode")
+
+
+class RLlibPiecesShort(RLlibPiecesOffByOne):
+    grow = -1
+
+
+@pytest.mark.parametrize("adapter", [RLlibPiecesOffByOne, RLlibPiecesShort])
+def test_split_shards_must_tile_each_episode(adapter: type[RefimplAdapter]) -> None:
+    """learner.shard-episodes' rllib-splits-episodes: each row of an episode goes to exactly
+    one learner, a rule the check states itself (not through ``shard_episodes``)."""
+    check = next(c for c in CHECKS if c.name == "learner-shards")
+    scenario = replace(CATALOG["learner-mixed"], shard_variant="rllib-2.60")  # splits one
+    assert Session(RefimplAdapter(), "refimpl").evaluate(check, "s", scenario).status == "pass"
+    outcome = Session(adapter(), "a").evaluate(check, "s", scenario)
+    assert outcome.status == "fail"
+    assert "each row to exactly one learner" in outcome.message, outcome.message

@@ -402,3 +402,14 @@ def test_a_run_cut_short_is_no_pass_and_no_verdict(tmp_path: Path) -> None:
     # Not a regression: the framework's stop is declared.
     before = build_compliance([_run(tmp_path / "b.jsonl", "a", [("x.one", "pass")])], ["x.one"])
     assert regressions(before, doc) == []
+
+
+def test_the_summary_counts_findings_apart_from_reproduced_deviations(tmp_path: Path) -> None:
+    from xpspec.conformance.report import summarise
+
+    path = _run(tmp_path / "a.jsonl", "a", [("x.one", "deviation"), ("x.two", "deviation")])
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    records[1]["variant"] = "finding"
+    records[2]["variant"] = "plain"
+    path.write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    assert summarise(read_run(path).results) == {"x": {"finding": 1, "deviation": 1}}

@@ -35,7 +35,7 @@ if typing.TYPE_CHECKING:  # the plugin loads in every pytest run: the engine onl
     from xpspec.protocol.adapter import Adapter
     from xpspec.protocol.scenario import Scenario
 
-__all__ = ["Handoff", "XpspecSession", "run_settings"]
+__all__ = ["Handoff", "XpspecSession", "run_profile", "run_settings"]
 
 
 @dataclass(eq=False)
@@ -288,10 +288,15 @@ def _versions() -> dict[str, str]:
     return versions
 
 
+def run_profile(config: pytest.Config) -> str:
+    """The run's profile, ``ci`` (the default) or ``thorough`` (``--xpspec-profile``)."""
+    return config.stash.get(_PROFILE, "ci")
+
+
 def run_settings(config: pytest.Config) -> dict[str, Any]:
     """The run's settings as the report header states them."""
     return {
-        "profile": config.stash.get(_PROFILE, "ci"),
+        "profile": run_profile(config),
         "isolation": config.getoption("--xpspec-isolation", "process"),
         "timeout": config.getoption("--xpspec-timeout", 120.0),
         "run_timeout": config.getoption("--xpspec-run-timeout", 0.0) or 0.0,

@@ -417,6 +417,31 @@ def _check_cyclic_updates(sc: LearnerScenario, trace: Trace) -> None:
 
 
 # -- learner.shard-episodes -----------------------------------------------------------------
+def _check_tiling(
+    lengths: dict[tuple[int, int], int], by_learner: dict[int, list[tuple[int, ...]]]
+) -> None:
+    """Split episodes: the pieces of each episode, over all learners, cover its rows
+    ``0..L-1`` once each (contiguous, no overlap, nothing left out). Stated here, not taken
+    from :func:`xpspec.refimpl.learner.shard_episodes`, so it holds that function too."""
+    spans: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
+    for learner, pieces in by_learner.items():
+        for env, episode, start, stop in pieces:
+            spans.setdefault((env, episode), []).append((start, stop, learner))
+    for key in spans:
+        if key not in lengths:
+            raise CheckFailure(f"sharded episode {key}", "an episode of the scenario", key)
+    for key, length in lengths.items():
+        found = sorted(spans.get(key, []))
+        bounds = [0, *(b for start, stop, _ in found for b in (start, stop)), length]
+        if length and any(bounds[k] != bounds[k + 1] for k in range(0, len(bounds), 2)):
+            raise CheckFailure(
+                f"pieces (start, stop, learner) of episode {key} of {length} rows (each row "
+                "to exactly one learner)",
+                f"pieces that tile [0, {length})",
+                found,
+            )
+
+
 def _pieces_by_learner(sc: LearnerScenario, trace: Trace) -> dict[int, list[tuple[int, ...]]]:
     """Non-empty pieces ``(env, episode, start, stop)`` of each learner; fails on a learner id
     out of range or repeated."""
@@ -439,9 +464,12 @@ def check_shards(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     lengths in canonical order; the load bound (max - min <= longest episode) follows and is
     reported first, as it names the imbalance.
 
-    Variant ``shard_variant="rllib-2.60"``: each learner's pieces are exactly those of
+    Variant ``shard_variant="rllib-2.60"``: the pieces of each episode tile its rows (each row
+    to one learner), and each learner's pieces are exactly those of
     :func:`xpspec.refimpl.learner.shard_episodes` with that variant over the episodes' lengths in
-    canonical order (compared as sets)."""
+    canonical order (compared as sets). RLlib's greedy placement has no closed form, so that
+    function is the expectation; the suite pins it by the digests of its model scenarios
+    (check ``pinned-model``, :mod:`xpspec.conformance.vectors.digests`)."""
     sc = _sc(scenario)
     if sc.shard_variant == "rllib-2.60":
         _check_split_shards(sc, trace)
@@ -488,8 +516,9 @@ def check_shards(scenario: Scenario, trace: Trace, ctx: Context) -> None:
 
 def _check_split_shards(sc: LearnerScenario, trace: Trace) -> None:
     episodes = learner_episodes(sc)
-    expected = shard_episodes([ep.length for ep in episodes], sc.num_learners, variant="rllib-2.60")
     got = _pieces_by_learner(sc, trace)
+    _check_tiling({(ep.env, ep.episode): ep.length for ep in episodes}, got)
+    expected = shard_episodes([ep.length for ep in episodes], sc.num_learners, variant="rllib-2.60")
     for learner, group in enumerate(expected):
         want = sorted(
             (episodes[p.episode].env, episodes[p.episode].episode, p.start, p.stop)

@@ -11,8 +11,10 @@ A vector is two files in this package's directory, named after the catalogue sce
 ``index.json`` lists every vector with its kind and the clause ids of the checks that run on
 it. The suite takes a committed trace, not a fresh run of the reference implementation, as
 the reference of its exact comparisons, so a change of refimpl's behaviour on a vector
-scenario fails the suite (see :func:`difference_note`). ``python -m xpspec.conformance.vectors
---write`` regenerates the files; ``--check`` exits with status 1 when they are stale.
+scenario fails the suite (see :func:`difference_note`). ``variant-digests.json`` pins refimpl
+run as each variant model the same way, by digest (:mod:`xpspec.conformance.vectors.digests`).
+``python -m xpspec.conformance.vectors --write`` regenerates the files; ``--check`` exits with
+status 1 when they are stale.
 """
 
 from __future__ import annotations
@@ -182,8 +184,12 @@ def _trace_text(scenario: Scenario) -> str:
     return trace.to_jsonl()
 
 
-def generate(catalog: Mapping[str, Scenario] | None = None) -> dict[str, str]:
-    """File name -> file text of every vector and of the index, from the catalogue."""
+def generate(
+    catalog: Mapping[str, Scenario] | None = None, *, models: bool = True
+) -> dict[str, str]:
+    """File name -> file text of every vector and of the index, from the catalogue, and with
+    ``models`` of the variant models' digests (:mod:`xpspec.conformance.vectors.digests`,
+    the bulk of the time: refimpl runs every model case)."""
     if catalog is None:
         from xpspec.conformance.catalog import CATALOG
 
@@ -207,11 +213,17 @@ def generate(catalog: Mapping[str, Scenario] | None = None) -> dict[str, str]:
         raise ValueError("two catalogue names map to the same vector file name")
     index = {"format": INDEX_FORMAT, "vectors": entries}
     files[INDEX] = json.dumps(index, indent=1, sort_keys=True) + "\n"
+    if models:
+        from xpspec.conformance.vectors.digests import DIGESTS, digests_text
+
+        files[DIGESTS] = digests_text(catalog)
     return files
 
 
-def _data_files(directory: Path) -> dict[str, Path]:
-    patterns = ("*.scenario.json", "*.trace.jsonl", INDEX)
+def _data_files(directory: Path, models: bool = True) -> dict[str, Path]:
+    from xpspec.conformance.vectors.digests import DIGESTS
+
+    patterns = ("*.scenario.json", "*.trace.jsonl", INDEX, *((DIGESTS,) if models else ()))
     return {p.name: p for pattern in patterns for p in directory.glob(pattern)}
 
 
@@ -231,18 +243,27 @@ def write(directory: Path | None = None) -> list[str]:
 
 
 def _clear_caches() -> None:
+    from xpspec.conformance.vectors.digests import pins
+
+    pins.cache_clear()
     vectors.cache_clear()
     _by_scenario.cache_clear()
     _parsed_trace.cache_clear()
 
 
-def stale_files(directory: Path | None = None) -> list[str]:
-    """Names of vector files that are missing, different or no longer generated."""
+def stale_files(
+    directory: Path | None = None,
+    *,
+    catalog: Mapping[str, Scenario] | None = None,
+    models: bool = True,
+) -> list[str]:
+    """Names of vector files that are missing, different or no longer generated (from
+    ``catalog``, default the suite's; the variant models' digests only with ``models``)."""
     present = {
         name: path.read_text(encoding="utf-8")
-        for name, path in _data_files(directory or default_directory()).items()
+        for name, path in _data_files(directory or default_directory(), models).items()
     }
-    files = generate()
+    files = generate(catalog, models=models)
     differ = [name for name, text in files.items() if present.get(name) != text]
     extra = [name for name in present if name not in files]
     return sorted(differ + extra)
@@ -270,5 +291,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"stale vector files in {directory}: {', '.join(stale)}", file=sys.stderr)
         print("regenerate with: python -m xpspec.conformance.vectors --write", file=sys.stderr)
         return 1
-    print(f"{len(generate())} vector files up to date in {directory}")
+    print(f"every vector file is up to date in {directory}")
     return 0
