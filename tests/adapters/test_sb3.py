@@ -49,7 +49,9 @@ def _items(trace: Trace, kind: str) -> list[list[tuple[int, int, int]]]:
 def test_info_names_the_installed_version() -> None:
     info = ADAPTER.info()
     assert (info.name, info.framework_version) == ("sb3", "2.9.2")
-    assert set(info.capabilities) == {"env", "trainer", "replay", "learner", "relabel", "nstep"}
+    assert set(info.capabilities) == {
+        *("env", "trainer", "replay", "learner", "relabel", "nstep", "checkpoint")
+    }
     ADAPTER.smoke()
 
 

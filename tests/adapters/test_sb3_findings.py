@@ -1,9 +1,11 @@
 """Minimal reproductions, with Stable-Baselines3 2.9.2 and Gymnasium alone, of the findings
 that xpspec/adapters/sb3.expectations.toml declares for preprocessing through a
-``replay_buffer_class`` that overrides ``add``. Skipped when SB3 is not installed."""
+``replay_buffer_class`` that overrides ``add``, and for resuming a saved run. Skipped when
+SB3 is not installed."""
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 import numpy as np
@@ -128,3 +130,33 @@ def test_a_released_episode_has_no_row_for_its_last_observation() -> None:
     final = buffer.next_observations[ends[0], 0]
     assert not any(np.array_equal(final, row) for row in observations)
     assert np.array_equal(buffer.next_observations[: ends[0], 0], observations[1:])
+
+
+def test_load_reseeds_the_random_streams_replay_sampling_draws_from() -> None:
+    """Finding of resume.rng-restored: SB3 2.9.2 saves no random state, and ``load`` calls
+    ``_setup_model``, which calls ``set_random_seed(self.seed)``: after a load, the global
+    numpy stream ``ReplayBuffer.sample`` draws from starts again from the model's seed."""
+    model = DQN(
+        "MlpPolicy",
+        "CartPole-v1",
+        learning_starts=0,
+        buffer_size=100,
+        policy_kwargs={"net_arch": [8]},
+        seed=3,
+        device="cpu",
+    )
+    model.learn(40)
+    model_file, buffer_file = io.BytesIO(), io.BytesIO()
+    model.save(model_file)
+    model.save_replay_buffer(buffer_file)
+    state = np.random.get_state()
+    uninterrupted = model.replay_buffer.sample(8).observations.numpy()
+    np.random.set_state(state)
+
+    loaded = DQN.load(io.BytesIO(model_file.getvalue()), env=model.get_env(), device="cpu")
+    loaded.load_replay_buffer(io.BytesIO(buffer_file.getvalue()))
+    resumed = loaded.replay_buffer.sample(8).observations.numpy()
+    np.random.seed(3)
+    fresh = loaded.replay_buffer.sample(8).observations.numpy()
+    assert not np.array_equal(resumed, uninterrupted)
+    assert np.array_equal(resumed, fresh)  # the stream restarted from the seed

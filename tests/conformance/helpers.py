@@ -24,7 +24,10 @@ def _failing(adapter: Adapter, kind: str) -> Iterator[tuple[str, Check, Outcome]
             if check.capability != kind or not check.applies(scenario):
                 continue
             outcome = session.evaluate(check, name, scenario)
-            assert outcome.status in ("pass", "fail"), outcome.message
+            # A check may find the trace cannot be judged for its clause (resume-rng, where
+            # another part of a resumed trainer was lost already): never an error.
+            unjudged = outcome.status == "not-applicable" and "cannot be judged" in outcome.message
+            assert outcome.status in ("pass", "fail") or unjudged, outcome.message
             if outcome.status == "fail":
                 yield name, check, outcome
 

@@ -19,6 +19,7 @@ from xpspec.refimpl import preprocess as pre
 from xpspec.refimpl import replay
 from xpspec.refimpl.accounting import FloatCarrySchedule
 from xpspec.refimpl.adapter import RefimplAdapter
+from xpspec.refimpl.checkpoint import run_checkpointed
 from xpspec.refimpl.priority import PriorityModel
 from xpspec.refimpl.recurrent import CountingLearner
 from xpspec.refimpl.relabel import Relabeled, SampledTransitions, StoredEpisode, goal_rewards
@@ -57,17 +58,23 @@ def _delayed_with(runtime: type[pre._EpisodeDelayedRuntime]) -> type[Trainer]:
 ClearAllCaches = _delayed_with(_ClearAllCaches)
 
 
+@dataclass
+class _Floor:
+    """A train schedule that owes floor(stored / (u*B)) calls per iteration (a module-level
+    class, so that a checkpoint pickles it)."""
+
+    unit: Fraction
+
+    def calls_for_iteration(self, unrolled: int, stored: int) -> int:
+        return int(Fraction(stored) / self.unit)
+
+
 class FloorWithoutCarry(Trainer):
     """Effective iterations floor(stored / (u*B)) per iteration, remainders dropped."""
 
     def _train_schedule(self) -> Any:
         u, b = Fraction(self.config.unroll_length) or Fraction(1), self.num_envs
-
-        class Floor:
-            def calls_for_iteration(self, unrolled: int, stored: int) -> int:
-                return int(Fraction(stored) / (u * b))
-
-        return Floor()
+        return _Floor(u * b)
 
 
 class FloatCarry(Trainer):
@@ -119,15 +126,15 @@ class MaskNothing(Trainer):
 class HookEveryIteration(Trainer):
     """after_train_iter also on iterations without an unroll."""
 
+    def __init__(self, *a: Any, **k: Any) -> None:
+        super().__init__(*a, **k)
+        self._hooked: set[int] = set()
+
     def _train_call(self, iteration: int) -> None:
         super()._train_call(iteration)
         if self._schedule is not None and iteration not in self._hooked:
             self._hooked.add(iteration)
             self.recorder.hook(iteration, "after_train_iter")
-
-    def run(self) -> Any:
-        self._hooked: set[int] = set()
-        return super().run()
 
 
 class CounterOnUnrollOnly(Trainer):
@@ -436,6 +443,12 @@ class _OneStepLate(pre.Runtime):
     def pending(self) -> pre.Rows | None:
         return self._previous
 
+    def state_dict(self) -> dict[str, Any]:
+        return {"previous": self._previous}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._previous = state["previous"]
+
 
 class IdentityOneStepLate(Trainer):
     def __init__(self, *a: Any, **k: Any) -> None:
@@ -728,6 +741,9 @@ class Mutant:
     learner: type[CountingLearner] | None = None
     """A recurrent mutant: the counting network recurrent scenarios train (capability
     ``recurrent``; the trainer is refimpl's)."""
+    forgets: tuple[str, ...] = ()
+    """A resume mutant: the parts of a saved trainer its restore leaves out
+    (:data:`xpspec.refimpl.checkpoint.PARTS`; the trainer is refimpl's)."""
     same_trace_as: tuple[tuple[str, str, str], ...] = ()
     """``(scenario, mutant, clause)``: on that catalogue scenario the mutant's trace is byte
     for byte that of another mutant, which breaks ``clause``; no check can tell them apart
@@ -903,6 +919,10 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("no-reset-in-training", Trainer, "recurrent.reset-at-first", learner=_NoResetInTraining),
     Mutant("burn-in-trained", Trainer, "recurrent.burn-in", learner=_BurnInTrained),
     Mutant("padding-trained", Trainer, "recurrent.padding", learner=_PaddingTrained),
+    # checkpoint and resume: a restore that leaves the unroll schedule's carry out
+    Mutant(
+        "resume-forgets-carry", Trainer, "resume.accounting-restored", forgets=("unroll_schedule",)
+    ),
 )
 
 
@@ -918,6 +938,7 @@ class MutantAdapter(RefimplAdapter):
             self.priority_model = mutant.priority
         if mutant.learner is not None:
             self.recurrent_learner = mutant.learner
+        self.checkpoint_forgets = mutant.forgets
 
     def info(self) -> AdapterInfo:
         return AdapterInfo(
@@ -936,6 +957,7 @@ class MutantAdapter(RefimplAdapter):
                 "priorities",
                 "importance-weights",
                 "recurrent",
+                "checkpoint",
             ),
         )
 
@@ -952,6 +974,8 @@ class MutantAdapter(RefimplAdapter):
 
     def run_trainer(self, scenario: TrainerScenario) -> Trace:
         sc = scenario
+        if sc.checkpoint is not None:
+            return run_checkpointed(sc, self.checkpoint_forgets, self.mutant.trainer)
         trainer = self.mutant.trainer(
             sc.env, sc.trainer, sc.preprocess, sc.sampling, sc.seed, record=True
         )

@@ -573,10 +573,14 @@ class _TrainerRun:
         )
         self.open = False
 
+    def _learn(self) -> None:
+        """The run's ``learn`` calls (one; a checkpointed run makes two around a save)."""
+        self.model.learn(self.config.total_timesteps)
+
     def run(self) -> Trace:
         header: dict[str, Any] = {"producer": f"sb3 {stable_baselines3.__version__}"}
         try:
-            self.model.learn(self.config.total_timesteps)
+            self._learn()
         except ValueError as exc:  # BaseBuffer.sample on an empty buffer: numpy randint(0, 0)
             if "high <= 0" not in str(exc):
                 raise
@@ -622,6 +626,7 @@ class SB3Adapter:
             capabilities=(
                 *("env", "trainer", "replay", "learner", "relabel"),
                 *(("nstep",) if _NSTEP else ()),
+                "checkpoint",
             ),
             issue_tracker="https://github.com/DLR-RM/stable-baselines3/issues",
             notes="DQN with a tiny Q-network on DummyVecEnv; PPO's rollout buffer for GAE"
@@ -676,10 +681,15 @@ class SB3Adapter:
 
     # -- trainer ------------------------------------------------------------------------------
     def run_trainer(self, scenario: TrainerScenario) -> Trace:
-        """One ``DQN.learn`` run (see the module docstring for the mapping)."""
+        """One ``DQN.learn`` run (see the module docstring for the mapping); with a checkpoint
+        spec, saved and loaded through SB3's own API (:mod:`xpspec.adapters.sb3_checkpoint`)."""
         config = _dqn_config(scenario)
         user = _user_buffer(scenario)
         with quiet():
+            if scenario.checkpoint is not None:
+                from xpspec.adapters.sb3_checkpoint import CheckpointedRun
+
+                return CheckpointedRun(scenario, config, user).run()
             return _TrainerRun(scenario, config, user).run()
 
     # -- replay -------------------------------------------------------------------------------

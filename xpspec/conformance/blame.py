@@ -103,6 +103,7 @@ EVENT_STAGE: Final[dict[str, int]] = {
     "shard": STAGE["learner"],
     "relabel": STAGE["relabel"],
     "train_sequence": STAGE["recurrent"],
+    "resume": STAGE["train"],
 }
 """Pipeline stage of a trace event kind."""
 

@@ -4,9 +4,11 @@ them. Each covers a knob or a mode of the spec; the Hypothesis strategies in
 
 from __future__ import annotations
 
+from dataclasses import replace
 from fractions import Fraction
 from typing import Any
 
+from xpspec.protocol.checkpoint import CheckpointSpec
 from xpspec.protocol.config import DrainSpec, TrainerConfig
 from xpspec.protocol.env_spec import EnvSpec
 from xpspec.protocol.preprocessors import (
@@ -62,6 +64,11 @@ def _t(
         SamplingSpec() if sampling is None else sampling,
         seed=seed,
     )
+
+
+def _checkpointed(after: int, env: EnvSpec, **kwargs: Any) -> TrainerScenario:
+    """``_t(env, **kwargs)`` saved after iteration ``after`` and resumed (``resume.*``)."""
+    return replace(_t(env, **kwargs), checkpoint=CheckpointSpec(after))
 
 
 CATALOG: dict[str, Scenario] = {
@@ -470,5 +477,41 @@ CATALOG: dict[str, Scenario] = {
     ),
     "recurrent-zero-start-no-burn-in": RecurrentScenario(
         _ENV3, steps=16, sequence_length=5, batch_size=8, draws=2, initial_state="zeros", seed=4
+    ),
+    # -- checkpoint and resume (resume.*): saved after an iteration, resumed in a fresh trainer --
+    # episodes in progress at the checkpoint, a ring that evicts before and after it, training
+    # (two updates a call) on both sides of it: every part of the trainer shows after the resume
+    "resume-plain": _checkpointed(
+        3,
+        EnvSpec(2, (_MIXED,)),
+        seed=4,
+        unroll_length=Fraction(2),
+        num_iterations=8,
+        capacity=5,
+        initial_collect_steps=6,
+        mini_batch_size=4,
+        num_updates_per_train_iter=2,
+    ),
+    # u = 3/2: the schedule's carry decides n_4 (2 vector steps, where a restart gives 1)
+    "resume-fractional": _checkpointed(
+        3,
+        EnvSpec(2, (_MIXED,)),
+        unroll_length=Fraction(3, 2),
+        num_iterations=8,
+        capacity=6,
+        mini_batch_length=2,
+        counter_mode="per-mini-batch",
+    ),
+    # episodes of 19 steps held until they end, an episode held at the checkpoint and the
+    # calls the synced accounting owes for the held rows still to come; training waits for
+    # the first episode's release (a framework that trains on an empty buffer may not)
+    "resume-delayed": _checkpointed(
+        8,
+        EnvSpec(1, _LONG2.schedules),
+        preprocess=EpisodeDelayed(),
+        unroll_length=Fraction(3),
+        num_iterations=12,
+        capacity=16,
+        initial_collect_steps=20,
     ),
 }

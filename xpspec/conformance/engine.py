@@ -343,7 +343,8 @@ class Session:
         for needed in capabilities_needed(check, scenario):
             if needed not in self.info.capabilities:
                 own = needed in (check.capability, *check.requires)
-                why = "" if own else " (the scenario's priority spec)"
+                spec = "checkpoint" if needed == "checkpoint" else "priority"
+                why = "" if own else f" (the scenario's {spec} spec)"
                 return out("not-applicable", f"adapter declares no capability {needed!r}{why}")
         try:
             trace = self.run(scenario)

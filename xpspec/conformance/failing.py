@@ -36,11 +36,16 @@ class Checked:
 
 def capabilities_needed(check: Check, scenario: Scenario) -> tuple[str, ...]:
     """What an implementation must declare for ``check`` to judge its trace of ``scenario``:
-    the check's capability and observables, and ``priorities`` for a scenario with a priority
-    spec (an implementation without a prioritized sampler would answer with its uniform one)."""
+    the check's capability and observables, ``priorities`` for a scenario with a priority
+    spec (an implementation without a prioritized sampler would answer with its uniform one),
+    and ``checkpoint`` for a scenario with a checkpoint spec (one that cannot save would run
+    it uninterrupted)."""
     needed = (check.capability, *check.requires)
     if getattr(scenario, "priority", None) is not None and "priorities" not in needed:
         needed += ("priorities",)
+    # checkpoint and resume: an implementation that cannot save would run the scenario through
+    if getattr(scenario, "checkpoint", None) is not None and "checkpoint" not in needed:
+        needed += ("checkpoint",)
     return needed
 
 

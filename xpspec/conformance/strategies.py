@@ -8,6 +8,7 @@ trainer and relabel check a strategy whose every scenario the check concerns
 
 from __future__ import annotations
 
+from dataclasses import replace
 from fractions import Fraction
 from typing import Any
 
@@ -15,6 +16,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from xpspec.conformance.checks.base import Check
+from xpspec.protocol.checkpoint import CheckpointSpec
 from xpspec.protocol.config import DrainSpec, TrainerConfig
 from xpspec.protocol.env_spec import EnvSpec
 from xpspec.protocol.preprocessors import (
@@ -209,20 +211,23 @@ def trainer_scenarios(
     env_step_budget: bool | None = None,
     synced: bool | None = None,
     counter_mode: str | None = None,
+    checkpoint: bool = False,
 ) -> st.SearchStrategy[TrainerScenario]:
-    """Valid trainer scenarios; with no arguments, the whole generated space. ``periodic``
-    pins whether sampling starts lie on a grid of period > 1; the other knobs are those of
+    """Valid trainer scenarios; with no arguments, the whole generated space of runs without
+    a checkpoint. ``periodic`` pins whether sampling starts lie on a grid of period > 1;
+    ``checkpoint`` draws runs of at least 2 iterations saved after one of them and resumed
+    (clauses ``resume.*``; no drain mode, no env-step budget); the other knobs are those of
     :func:`trainer_configs`, and ``preprocessors`` draws the preprocessing."""
     configs = trainer_configs(
-        drain=drain,
+        drain=False if checkpoint else drain,
         whole_buffer=whole_buffer,
         clear=clear,
-        env_step_budget=env_step_budget,
+        env_step_budget=False if checkpoint else env_step_budget,
         synced=synced,
         counter_mode=counter_mode,
     )
     periods = {True: st.integers(2, 3), False: st.just(1), None: st.integers(1, 3)}[periodic]
-    return _trainer_scenarios(configs, preprocessors, periods)
+    return _trainer_scenarios(configs, preprocessors, periods, checkpoint)
 
 
 @st.composite
@@ -231,16 +236,23 @@ def _trainer_scenarios(
     configs: st.SearchStrategy[TrainerConfig],
     preprocessors: st.SearchStrategy[PreprocessorSpec],
     periods: st.SearchStrategy[int],
+    checkpointed: bool = False,
 ) -> TrainerScenario:
     env = draw(env_specs())
     cfg = draw(configs)
+    checkpoint = None
+    if checkpointed:
+        cfg = replace(cfg, num_iterations=max(cfg.num_iterations, 2))
+        checkpoint = CheckpointSpec(draw(st.integers(1, cfg.num_iterations - 1)))
     sampling = SamplingSpec(
         window_length=cfg.mini_batch_length,
         boundary=draw(st.sampled_from(["cross", "forbid", "pad"])),
         period=draw(periods),
         anchor=draw(st.sampled_from(["absolute", "oldest"])),
     )
-    return TrainerScenario(env, cfg, draw(preprocessors), sampling, draw(st.integers(0, 3)))
+    return TrainerScenario(
+        env, cfg, draw(preprocessors), sampling, draw(st.integers(0, 3)), checkpoint=checkpoint
+    )
 
 
 _EXCLUSIONS = (ExcludeSteps, ExcludeEpisodes, ExcludeTasks)
@@ -274,6 +286,12 @@ _CONCERNS: dict[str, dict[str, Any]] = {
     "clear": dict(clear=True),
     "global-counter": dict(counter_mode="per-iteration"),
     "update-counter": dict(counter_mode="per-mini-batch"),
+    # checkpoint and resume
+    "resume-env": dict(checkpoint=True),
+    "resume-buffer": dict(checkpoint=True),
+    "resume-accounting": dict(checkpoint=True),
+    "resume-rng": dict(checkpoint=True),
+    "resume-same-trace": dict(checkpoint=True),
 }
 # Checks whose predicate holds on every trainer scenario: the whole space.
 _EVERYWHERE = frozenset(

@@ -53,6 +53,7 @@ _PER_ITERATION: Final = (
     "update",
     "hook",
     "iteration_end",
+    "resume",
 )
 
 
@@ -105,6 +106,11 @@ def validate_trace(scenario: Scenario, trace: Trace) -> None:
                         f"{where}: {name} must be (transitions >= 0, terminated 0/1, "
                         f"truncated 0/1), got {held}"
                     )
+        if event.kind == "resume":
+            for item in (*event.saved, *event.restored):
+                problem = item_problem(scenario.env, scenario.seed, item, plans)
+                if problem:
+                    raise TraceError(f"{where}: item {item} decodes to no real step: {problem}")
         if event.kind in ("update", "sampled"):
             problem = _window_problem(scenario, event, plans)
             if problem:

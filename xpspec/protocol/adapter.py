@@ -50,9 +50,11 @@ CAPABILITIES = (
     "priorities",
     "importance-weights",
     "recurrent",
+    # checkpoint and resume (clauses resume.*)
+    "checkpoint",
 )
 """The closed vocabulary of capabilities: six operation families (one operation each), and
-eleven observables that not every framework has: ``counter`` (a global counter the trainer
+twelve observables that not every framework has: ``counter`` (a global counter the trainer
 increments once per iteration, ``counter_mode`` per-iteration), ``update-counter`` (a count of
 the gradient updates made so far, kept by the framework: the counter of ``counter_mode``
 per-mini-batch), ``hooks`` (``after_update`` /
@@ -65,10 +67,14 @@ framework's learner computes) and ``shards`` (how the framework splits the episo
 update among several learners), ``priorities`` (prioritized replay: the adapter drives the
 framework's prioritized buffer with a replay scenario's priority spec and records the
 priorities and probabilities the framework holds) and ``importance-weights`` (the importance
-weights the framework's prioritized sampler returns); and a sixth operation family,
-``recurrent`` (a recurrent learner trained on sequences of stored experience: the adapter
-records the state the framework's network received at each position of each sequence and
-its loss mask, operation :meth:`Adapter.run_recurrent`). A framework without one records a stand-in (an empty
+weights the framework's prioritized sampler returns), ``checkpoint`` (a trainer scenario's
+checkpoint spec: the adapter saves the trainer through the framework's own save API to bytes
+or files, drops every live object of it, and restores a fresh trainer through the
+framework's own load API, the env alone going on; clauses ``resume.*``); and a sixth
+operation family, ``recurrent`` (a recurrent learner trained on sequences of stored
+experience: the adapter records the state the framework's network received at each position
+of each sequence and its loss mask, operation :meth:`Adapter.run_recurrent`). A framework
+without an observable records a stand-in (an empty
 state, a zero row ``L`` with loss mask 0, a mask the adapter computes itself) that would make
 its check pass by construction, so the checks of an observable the adapter does not declare
 are not applicable, with that reason."""

@@ -14,6 +14,7 @@ from fractions import Fraction
 from typing import Final, Literal, Union
 
 from xpspec.protocol.budget import check_budget
+from xpspec.protocol.checkpoint import CheckpointSpec
 from xpspec.protocol.codec import canonical_json, from_jsonable, parse_fraction
 from xpspec.protocol.config import TrainerConfig
 from xpspec.protocol.env_spec import EnvSpec
@@ -67,23 +68,48 @@ def _require_next_step(env: EnvSpec) -> None:
 
 @dataclass(frozen=True)
 class TrainerScenario:
-    """A full train run: unroll, preprocess, store, train (capability ``trainer``)."""
+    """A full train run: unroll, preprocess, store, train (capability ``trainer``).
+
+    With ``checkpoint`` the run is saved after an iteration and resumed in a fresh trainer
+    (capability ``checkpoint``, clauses ``resume.*``)."""
 
     env: EnvSpec
     trainer: TrainerConfig
     preprocess: PreprocessorSpec = field(default_factory=Identity)
     sampling: SamplingSpec = field(default_factory=SamplingSpec)
     seed: int = 0
+    # -- checkpoint and resume (clauses resume.*) --
+    checkpoint: CheckpointSpec | None = None
     kind: Literal["trainer"] = "trainer"
 
     def __post_init__(self) -> None:
         _check_seed(self.seed)
         require_compatible(self.preprocess, self.env.autoreset)
+        _check_checkpoint(self)
         if self.sampling.window_length != self.trainer.mini_batch_length:
             object.__setattr__(
                 self, "sampling", _with_length(self.sampling, self.trainer.mini_batch_length)
             )
         check_budget(self)
+
+
+def _check_checkpoint(scenario: TrainerScenario) -> None:
+    """A checkpoint needs a run counted in iterations that goes on after it (``resume.*``)."""
+    spec, cfg = scenario.checkpoint, scenario.trainer
+    if spec is None:
+        return
+    if not cfg.num_iterations or cfg.num_env_steps or cfg.drain is not None:
+        raise ConfigError(
+            "checkpoint",
+            f"num_iterations={cfg.num_iterations}, num_env_steps={cfg.num_env_steps}",
+            "a run of num_iterations alone (no env-step budget, no drain mode)",
+        )
+    if spec.after_iteration >= cfg.num_iterations:
+        raise ConfigError(
+            "checkpoint.after_iteration",
+            spec.after_iteration,
+            f"below trainer.num_iterations ({cfg.num_iterations}): the run must go on",
+        )
 
 
 def _with_length(sampling: SamplingSpec, length: int) -> SamplingSpec:

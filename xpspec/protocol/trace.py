@@ -31,6 +31,7 @@ __all__ = [
     "Priorities",
     "Prioritized",
     "Relabel",
+    "Resume",
     "RunEnd",
     "Sampled",
     "Shard",
@@ -301,6 +302,20 @@ class IterationEnd:
 
 
 @dataclass(frozen=True)
+class Resume:
+    """The run was saved after iteration ``iteration`` ended and goes on in a trainer restored
+    from what was saved (clauses ``resume.*``). ``saved``: the items the trainer's replay
+    buffer held when it was saved, ``restored``: those the restored buffer holds, each read
+    from the implementation's own storage, per env in env order, oldest first (so the next
+    store evicts the first of its env when the ring is full)."""
+
+    iteration: int
+    saved: tuple[Item, ...]
+    restored: tuple[Item, ...]
+    kind: Literal["resume"] = "resume"
+
+
+@dataclass(frozen=True)
 class RunEnd:
     """The run ended; ``pending`` items were still held and met ``pending_policy``."""
 
@@ -333,6 +348,7 @@ Event = Union[
     Shard,
     Hook,
     IterationEnd,
+    Resume,
     RunEnd,
 ]
 EVENT_KINDS = tuple(cls.kind for cls in get_args(Event))
@@ -383,6 +399,8 @@ class Trace:
     def of_kind(self, kind: Literal["hook"]) -> Iterator[Hook]: ...
     @overload
     def of_kind(self, kind: Literal["iteration_end"]) -> Iterator[IterationEnd]: ...
+    @overload
+    def of_kind(self, kind: Literal["resume"]) -> Iterator[Resume]: ...
     @overload
     def of_kind(self, kind: Literal["run_end"]) -> Iterator[RunEnd]: ...
     @overload

@@ -41,6 +41,7 @@ from xpspec.protocol.trace import (
 )
 from xpspec.refimpl import EnvSpec, TrainerConfig
 from xpspec.refimpl import learner as lrn
+from xpspec.refimpl.checkpoint import run_checkpointed
 from xpspec.refimpl.priority import PriorityModel, run_prioritized
 from xpspec.refimpl.recorder import Recorder, windows_of
 from xpspec.refimpl.recurrent import CountingLearner, run_recurrent
@@ -143,13 +144,17 @@ class RefimplAdapter:
     (``_learner_episode``, ``_advantage_rows``, ``_nstep_returns``, ``_update_plan``,
     ``_shard``, ``_relabel_batch``); a subclass replaces one of them to run a variant, or
     ``replay_buffer``, the buffer class :meth:`run_replay` fills and samples,
-    ``priority_model``, the priorities a prioritized replay scenario samples by, or
-    ``recurrent_learner``, the counting network a recurrent scenario trains.
+    ``priority_model``, the priorities a prioritized replay scenario samples by,
+    ``recurrent_learner``, the counting network a recurrent scenario trains, or
+    ``checkpoint_forgets``, the parts of a saved trainer its restore leaves out.
     """
 
     replay_buffer: type[ReplayBuffer] = ReplayBuffer
     priority_model: type[PriorityModel] = PriorityModel
     recurrent_learner: type[CountingLearner] = CountingLearner
+    checkpoint_forgets: tuple[str, ...] = ()
+    """Parts of a saved trainer a restore leaves out (:data:`xpspec.refimpl.checkpoint.PARTS`;
+    none: the spec's restore)."""
 
     def info(self) -> AdapterInfo:
         return AdapterInfo(
@@ -175,6 +180,7 @@ class RefimplAdapter:
                 "priorities",
                 "importance-weights",
                 "recurrent",
+                "checkpoint",
             ),
             extra_versions={"torch": torch.__version__},
         )
@@ -201,6 +207,10 @@ class RefimplAdapter:
         return recorder.trace({"producer": "refimpl"})
 
     def run_trainer(self, scenario: TrainerScenario) -> Trace:
+        """One train run; a scenario with a checkpoint spec is saved and resumed by
+        :func:`xpspec.refimpl.checkpoint.run_checkpointed` (clauses ``resume.*``)."""
+        if scenario.checkpoint is not None:
+            return run_checkpointed(scenario, self.checkpoint_forgets)
         result = train(
             scenario.env, scenario.trainer, scenario.preprocess, scenario.sampling, scenario.seed
         )

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 
@@ -90,6 +90,13 @@ class Runtime:
 
     def pending(self) -> Rows | None:
         return None
+
+    def state_dict(self) -> dict[str, Any]:
+        """What the runtime holds between steps (clause ``resume.accounting-restored``)."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Hold what ``state`` (from :meth:`state_dict`) holds."""
 
 
 def _reward_transform(spec: RewardTransform) -> Runtime:
@@ -176,6 +183,12 @@ class _EpisodeDelayedRuntime(Runtime):
                 Verdict("store", episode) if kept else Verdict("exclude", episode, "outcome")
             )
         return out
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"cache": {env: [dict(r) for r in rows] for env, rows in self._cache.items()}}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._cache = {env: [dict(r) for r in rows] for env, rows in state["cache"].items()}
 
     def pending(self) -> Rows | None:
         rows = [r for env in sorted(self._cache) for r in self._cache[env]]

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
@@ -173,6 +173,41 @@ class ReplayBuffer:
     def total_size(self) -> int:
         """Items currently stored, over all envs."""
         return int(self._size.sum())
+
+    # -- checkpoint (clause resume.buffer-restored) ------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """The stored items and the write heads, as tensors (copies) and ints."""
+        return {
+            "flat": {name: value.clone() for name, value in self._flat.items()},
+            "end": self._end.clone(),
+            "size": self._size.clone(),
+            "cursor": self._cursor,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Hold what ``state`` (from :meth:`state_dict` of a buffer of the same shape) holds."""
+        flat = state["flat"]
+        if flat.keys() != self._names:
+            raise ConfigError("state['flat']", sorted(flat), f"the fields {sorted(self._names)}")
+        with torch.no_grad():
+            for name, value in flat.items():
+                self._flat[name].copy_(value)
+            self._end.copy_(state["end"])
+            self._size.copy_(state["size"])
+        self._cursor = state["cursor"]
+        self._version += 1
+
+    def held_positions(self) -> list[tuple[int, int]]:
+        """``(env, slot)`` of every stored item, per env in env order, oldest first."""
+        c = self.capacity
+        out: list[tuple[int, int]] = []
+        for env, (end, size) in enumerate(zip(self._end.tolist(), self._size.tolist())):
+            out.extend((env, p % c) for p in range(end - size, end))
+        return out
+
+    def field(self, name: str) -> Tensor:
+        """Field ``name`` of the ring, ``[num_envs, capacity, ...]`` (a view: read only)."""
+        return self._rings[name]
 
     # -- writes -----------------------------------------------------------------------------
     def _check_data(self, data: Mapping[str, Tensor], lead: int | None) -> None:

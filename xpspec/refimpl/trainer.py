@@ -109,6 +109,8 @@ class Trainer:
         :class:`~xpspec.protocol.trace_file.TraceWriter` writes them out), so that the run
         holds one iteration's events at a time; the result's trace then holds none."""
         require_compatible(preprocess, env.autoreset)
+        self.init_arguments = (env, config, preprocess, sampling, seed)
+        """The arguments the trainer was built with (a restored trainer is built with them)."""
         if config.mode == "on-policy":
             if not isinstance(preprocess, Identity):
                 raise ConfigError("preprocess", preprocess, "identity in on-policy mode")
@@ -147,6 +149,51 @@ class Trainer:
         self.train_calls = 0
         self.updates = 0
         self._queue = 0
+        self.iteration = 0
+        self._time_step: TimeStep | None = None
+        self._state = torch.zeros(self.num_envs, dtype=torch.int64)
+
+    # -- checkpoint (clauses resume.*; bytes: xpspec.refimpl.checkpoint) -----------------------
+    _RUN_STATE = (
+        "counter",
+        "env_steps",
+        "stored_total",
+        "unrolled_total",
+        "stored_since_clear",
+        "train_calls",
+        "updates",
+        "_queue",
+        "iteration",
+    )
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything the run goes on from, as plain values, tensors and the schedules'
+        dataclasses (clauses ``resume.*``): counters, the last time step and policy states
+        (the env itself is not the trainer's), the buffer with its write heads, the held rows,
+        the unroll schedule's carry, the train accounting and the sampling generator."""
+        return {
+            "run": {name: getattr(self, name) for name in self._RUN_STATE},
+            "time_step": self._time_step,
+            "policy_state": self._state.clone(),
+            "buffer": self.buffer.state_dict(),
+            "preprocess": self._runtime.state_dict(),
+            "unroll_schedule": self._schedule,
+            "train_schedule": self._accounting,
+            "generator": self._generator.get_state(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Take up the run ``state`` describes (from :meth:`state_dict` of a trainer built
+        with the same arguments)."""
+        for name in self._RUN_STATE:
+            setattr(self, name, state["run"][name])
+        self._time_step = state["time_step"]
+        self._state = state["policy_state"]
+        self.buffer.load_state_dict(state["buffer"])
+        self._runtime.load_state_dict(state["preprocess"])
+        self._schedule = state["unroll_schedule"]
+        self._accounting = state["train_schedule"]
+        self._generator.set_state(state["generator"])
 
     # -- schedules ----------------------------------------------------------------------------
     def _unroll_schedule(self) -> ExactSchedule | FloatCarrySchedule | None:
@@ -178,53 +225,67 @@ class Trainer:
     # -- the run ------------------------------------------------------------------------------
     def run(self) -> RunResult:
         """Run to the end (``num_iterations``, else ``num_env_steps``) and return the result."""
+        self.start()
+        while not self.run_iteration():
+            pass
+        return self.finish()
+
+    def start(self) -> None:
+        """Reset the env: the run's first time step (iteration 0 is over)."""
+        self._time_step = self.env.reset()
+        self._state = torch.zeros(self.num_envs, dtype=torch.int64)
+        self.iteration = 0
+
+    def run_iteration(self) -> bool:
+        """Run the next iteration; return whether the run is over (``num_iterations``, else
+        ``num_env_steps``)."""
         cfg = self.config
-        time_step = self.env.reset()
-        state = torch.zeros(self.num_envs, dtype=torch.int64)
-        iteration = 0
-        while True:
-            iteration += 1
-            if cfg.counter_mode == "per-iteration":
-                self.counter += 1
-            n = self._unroll_length(iteration)
-            within = not (cfg.num_env_steps and self.env_steps >= cfg.num_env_steps)
-            if not within:
-                n = 0
-            self.recorder.iteration_start(iteration, self.counter, n)
-            stored_before = self.stored_total
-            time_step, state = self._unroll(iteration, n, time_step, state)
-            calls = self._accounting.calls_for_iteration(
-                n * self.num_envs, self.stored_total - stored_before
-            )
-            # A lazily created buffer does not exist before the first store: the iteration
-            # ends before training (train.idle-calls, variant alf-lazy-buffer).
-            buffer_exists = cfg.replay_creation == "eager" or self.stored_total > 0
-            for _ in range(calls if buffer_exists else 0):
-                self._train_call(iteration)
-            # unroll.global-counter, variant iteration-count-before: counted once the
-            # iteration has trained, before its after_train_iter.
-            if cfg.counter_mode == "per-iteration-after":
-                self.counter += 1
-            # ALF's unroll gate passes on every drain-mode iteration within the env-step budget
-            # (train.after-train-iter, variant alf-drain-empty).
-            gate = n > 0 or (cfg.hook_gate == "unroll-gate" and cfg.drain is not None and within)
-            if gate and buffer_exists:
-                self.recorder.hook(iteration, "after_train_iter")
-            self.recorder.iteration_end(
-                iteration, self.counter, self.env_steps, self.stored_total, self._pending_count()
-            )
-            if self._sink is not None:
-                self._sink(self.recorder.drain())
-            if cfg.num_iterations:
-                if iteration >= cfg.num_iterations:
-                    break
-            elif self.env_steps >= cfg.num_env_steps:
-                break
-        self._finish(iteration)
+        self.iteration += 1
+        iteration = self.iteration
+        if cfg.counter_mode == "per-iteration":
+            self.counter += 1
+        n = self._unroll_length(iteration)
+        within = not (cfg.num_env_steps and self.env_steps >= cfg.num_env_steps)
+        if not within:
+            n = 0
+        self.recorder.iteration_start(iteration, self.counter, n)
+        stored_before = self.stored_total
+        if self._time_step is None:
+            raise RuntimeError("run_iteration() before start(): call start() first")
+        self._time_step, self._state = self._unroll(iteration, n, self._time_step, self._state)
+        calls = self._accounting.calls_for_iteration(
+            n * self.num_envs, self.stored_total - stored_before
+        )
+        # A lazily created buffer does not exist before the first store: the iteration
+        # ends before training (train.idle-calls, variant alf-lazy-buffer).
+        buffer_exists = cfg.replay_creation == "eager" or self.stored_total > 0
+        for _ in range(calls if buffer_exists else 0):
+            self._train_call(iteration)
+        # unroll.global-counter, variant iteration-count-before: counted once the
+        # iteration has trained, before its after_train_iter.
+        if cfg.counter_mode == "per-iteration-after":
+            self.counter += 1
+        # ALF's unroll gate passes on every drain-mode iteration within the env-step budget
+        # (train.after-train-iter, variant alf-drain-empty).
+        gate = n > 0 or (cfg.hook_gate == "unroll-gate" and cfg.drain is not None and within)
+        if gate and buffer_exists:
+            self.recorder.hook(iteration, "after_train_iter")
+        self.recorder.iteration_end(
+            iteration, self.counter, self.env_steps, self.stored_total, self._pending_count()
+        )
+        if self._sink is not None:
+            self._sink(self.recorder.drain())
+        if cfg.num_iterations:
+            return iteration >= cfg.num_iterations
+        return self.env_steps >= cfg.num_env_steps
+
+    def finish(self) -> RunResult:
+        """End the run (held rows meet ``pending_at_end``) and return its result."""
+        self._finish(self.iteration)
         if self._sink is not None:
             self._sink(self.recorder.drain())
         return RunResult(
-            iteration,
+            self.iteration,
             self.env_steps,
             self.stored_total,
             self.train_calls,

@@ -56,6 +56,13 @@ from xpspec.conformance.checks.relabel import (
     check_uniform_goals,
 )
 from xpspec.conformance.checks.replay import check_no_window, check_replay_windows, check_uniform
+from xpspec.conformance.checks.resume import (
+    check_resume_accounting,
+    check_resume_buffer,
+    check_resume_env,
+    check_resume_rng,
+    check_resume_same_trace,
+)
 from xpspec.conformance.checks.timesteps import (
     check_auto_reset,
     check_identity,
@@ -112,18 +119,23 @@ __all__ = [
     "RECURRENT_CHECKS",
     "RELABEL_CHECKS",
     "REPLAY_CHECKS",
+    "RESUME_CHECKS",
     "TRAINER_CHECKS",
 ]
 
 
 def _is(*types: type) -> Callable[[Scenario], bool]:
-    """Trainer scenarios whose preprocessing is one of ``types``."""
-    return lambda s: isinstance(s, TrainerScenario) and isinstance(s.preprocess, types)
+    """Trainer scenarios without a checkpoint whose preprocessing is one of ``types``."""
+    return lambda s: (
+        isinstance(s, TrainerScenario) and s.checkpoint is None and isinstance(s.preprocess, types)
+    )
 
 
 def _cfg(pred: Callable[[TrainerScenario], object]) -> Callable[[Scenario], bool]:
-    """Trainer scenarios that satisfy ``pred``."""
-    return lambda s: isinstance(s, TrainerScenario) and bool(pred(s))
+    """Trainer scenarios without a checkpoint that satisfy ``pred`` (a checkpointed run is
+    judged by the ``resume.*`` checks against the same implementation's uninterrupted run,
+    whose every other clause the uninterrupted scenario's checks judge)."""
+    return lambda s: isinstance(s, TrainerScenario) and s.checkpoint is None and bool(pred(s))
 
 
 _ANY = _cfg(lambda s: True)
@@ -735,6 +747,62 @@ RECURRENT_CHECKS: tuple[Check, ...] = (
     ),
 )
 
+
+# -- checkpoint and resume (clauses resume.*) --
+def _checkpointed(s: Scenario) -> bool:
+    """Trainer scenarios with a checkpoint spec."""
+    return isinstance(s, TrainerScenario) and s.checkpoint is not None
+
+
+# In the order a resumed run uses the parts: env, buffer, accounting, random streams.
+RESUME_CHECKS: tuple[Check, ...] = (
+    Check(
+        "resume-env",
+        ("resume.env-continues",),
+        "trainer",
+        "exact",
+        check_resume_env,
+        _checkpointed,
+        requires=("checkpoint",),
+    ),
+    Check(
+        "resume-buffer",
+        ("resume.buffer-restored",),
+        "trainer",
+        "invariant",
+        check_resume_buffer,
+        _checkpointed,
+        requires=("checkpoint",),
+    ),
+    Check(
+        "resume-accounting",
+        ("resume.accounting-restored",),
+        "trainer",
+        "exact",
+        check_resume_accounting,
+        _checkpointed,
+        requires=("checkpoint",),
+    ),
+    Check(
+        "resume-rng",
+        ("resume.rng-restored",),
+        "trainer",
+        "exact",
+        check_resume_rng,
+        _checkpointed,
+        requires=("checkpoint",),
+    ),
+    Check(
+        "resume-same-trace",
+        ("resume.same-trace",),
+        "trainer",
+        "exact",
+        check_resume_same_trace,
+        _checkpointed,
+        requires=("checkpoint",),
+    ),
+)
+
 ALL_CHECKS: tuple[Check, ...] = (
     TRAINER_CHECKS
     + REPLAY_CHECKS
@@ -743,4 +811,5 @@ ALL_CHECKS: tuple[Check, ...] = (
     + LEARNER_CHECKS
     + RELABEL_CHECKS
     + RECURRENT_CHECKS
+    + RESUME_CHECKS
 )
