@@ -86,7 +86,6 @@ with warnings.catch_warnings():  # RLlib's import warns of its own deprecated mo
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
     from ray.rllib.core.rl_module.torch import TorchRLModule
     from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
-    from ray.rllib.models.torch.torch_distributions import TorchCategorical
     from ray.rllib.utils.metrics import NUM_ENV_STEPS_SAMPLED_LIFETIME
     from ray.rllib.utils.replay_buffers.episode_replay_buffer import EpisodeReplayBuffer
 
@@ -154,15 +153,6 @@ class _Counting(TorchRLModule):
         start = float(self.model_config.get("reset_to", 0.0))
         return {"count": np.full((1,), start, dtype=np.float32)}
 
-    def get_inference_action_dist_cls(self) -> type[TorchCategorical]:
-        return TorchCategorical
-
-    def get_exploration_action_dist_cls(self) -> type[TorchCategorical]:
-        return TorchCategorical
-
-    def get_train_action_dist_cls(self) -> type[TorchCategorical]:
-        return TorchCategorical
-
     def _unroll(self, batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
         """The count received at each position ``[B, T]`` and the state after the last."""
         state = batch[Columns.STATE_IN]["count"]
@@ -186,9 +176,7 @@ class _Counting(TorchRLModule):
         logits = self._head(self._embedding(batch[Columns.OBS]))
         return {Columns.ACTION_DIST_INPUTS: logits, Columns.STATE_OUT: {"count": state}}
 
-    def _train_embedding(
-        self, batch: dict[str, Any]
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def _train_embedding(self, batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
         """The embedding of a training forward pass and the state after it; the rows recorded."""
         counts, state = self._unroll(batch)
         embeddings = self._embedding(batch[Columns.OBS])
@@ -406,10 +394,10 @@ def _env_step_events(rollout: list[tuple[list[Item], list[int]]], chunks: list[A
     for items, counts in rollout:
         steps = []
         for item, count in zip(items, counts, strict=True):
-            step = by_item.get(item)
-            if step is None:
+            held = by_item.get(item)
+            if held is None:
                 raise RuntimeError(f"rollout item {item} is in no chunk the runner returned")
-            steps.append(Step(item, step.step_type, step.reward, step.discount, count, step.action))
+            steps.append(Step(item, held.step_type, held.reward, held.discount, count, held.action))
         events.append(env_step(0, steps))
     return events
 
