@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from xpspec.protocol.adapter import PROTOCOL_VERSION, AdapterInfo, Unsupported
+from xpspec.protocol.adapter import PROTOCOL_VERSION, AdapterInfo
 from xpspec.protocol.sampling import SamplingSpec
 from xpspec.protocol.scenario import (
     EnvScenario,
@@ -43,6 +43,7 @@ from xpspec.refimpl import EnvSpec, TrainerConfig
 from xpspec.refimpl import learner as lrn
 from xpspec.refimpl.priority import PriorityModel, run_prioritized
 from xpspec.refimpl.recorder import Recorder, windows_of
+from xpspec.refimpl.recurrent import CountingLearner, run_recurrent
 from xpspec.refimpl.relabel import Relabeled, SampledTransitions, StoredEpisode, relabel
 from xpspec.refimpl.replay import NoValidWindow, ReplayBuffer
 from xpspec.refimpl.toy_envs.batched import TimeStep, ToyBatchEnv
@@ -141,12 +142,14 @@ class RefimplAdapter:
     The learner and relabel operations call refimpl through small methods
     (``_learner_episode``, ``_advantage_rows``, ``_nstep_returns``, ``_update_plan``,
     ``_shard``, ``_relabel_batch``); a subclass replaces one of them to run a variant, or
-    ``replay_buffer``, the buffer class :meth:`run_replay` fills and samples, or
-    ``priority_model``, the priorities a prioritized replay scenario samples by.
+    ``replay_buffer``, the buffer class :meth:`run_replay` fills and samples,
+    ``priority_model``, the priorities a prioritized replay scenario samples by, or
+    ``recurrent_learner``, the counting network a recurrent scenario trains.
     """
 
     replay_buffer: type[ReplayBuffer] = ReplayBuffer
     priority_model: type[PriorityModel] = PriorityModel
+    recurrent_learner: type[CountingLearner] = CountingLearner
 
     def info(self) -> AdapterInfo:
         return AdapterInfo(
@@ -171,6 +174,7 @@ class RefimplAdapter:
                 "shards",
                 "priorities",
                 "importance-weights",
+                "recurrent",
             ),
             extra_versions={"torch": torch.__version__},
         )
@@ -451,9 +455,9 @@ class RefimplAdapter:
 
     # -- relabel ------------------------------------------------------------------------------
     def run_recurrent(self, scenario: RecurrentScenario) -> Trace:
-        """Not declared yet (the suite never calls it): refimpl's recurrent model is the
-        next step of the ``recurrent`` area."""
-        raise Unsupported("refimpl does not model recurrent state in training yet")
+        """Recurrent state in training (clauses ``recurrent.*``), run by
+        :func:`xpspec.refimpl.recurrent.run_recurrent` with :attr:`recurrent_learner`."""
+        return run_recurrent(scenario, self.recurrent_learner)
 
     def run_relabel(self, scenario: RelabelScenario) -> Trace:
         """Hindsight relabeling at sample time (clauses ``relabel.*``).
