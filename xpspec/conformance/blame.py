@@ -5,7 +5,7 @@ order, then the schedule that counts stores, then the windows drawn from them. T
 reports the *cause* as the failure and marks the others *downstream* of it.
 
 Data flows through the pipeline in stages (unroll, time steps, preprocessing, replay, train
-accounting, learner, relabeling); a wrong value upstream makes later stages diverge, rarely
+accounting, learner, relabeling, recurrent training); a wrong value upstream makes later stages diverge, rarely
 the other way. The cause among the failures of one scenario is therefore the one that is
 first in this order:
 
@@ -57,6 +57,7 @@ STAGE: Final[dict[str, int]] = {
     "train": 5,
     "learner": 6,
     "relabel": 7,
+    "recurrent": 8,
 }
 """Pipeline stage of a clause's area (unknown areas count as last)."""
 
@@ -101,6 +102,7 @@ EVENT_STAGE: Final[dict[str, int]] = {
     "update_plan": STAGE["learner"],
     "shard": STAGE["learner"],
     "relabel": STAGE["relabel"],
+    "train_sequence": STAGE["recurrent"],
 }
 """Pipeline stage of a trace event kind."""
 

@@ -24,6 +24,7 @@ from xpspec.protocol.sampling import SamplingSpec
 from xpspec.protocol.scenario import (
     EnvScenario,
     LearnerScenario,
+    RecurrentScenario,
     RelabelScenario,
     ReplayScenario,
     Scenario,
@@ -439,5 +440,19 @@ CATALOG: dict[str, Scenario] = {
         batch_size=50,
         draws=60,
         seed=2,
+    ),
+    # recurrent state in training: sequences across episode ends (resets at FIRST inside),
+    # burn-in, padded sequences that stop at LAST, and the zero-start variant
+    "recurrent-cross": RecurrentScenario(
+        _ENV3, steps=20, sequence_length=6, burn_in=2, batch_size=8, draws=3
+    ),
+    "recurrent-pad": RecurrentScenario(
+        _ENV3, steps=20, sequence_length=6, burn_in=1, boundary="pad", batch_size=8, draws=3, seed=1
+    ),
+    "recurrent-long": RecurrentScenario(
+        _LONG2, steps=30, sequence_length=8, burn_in=3, batch_size=6, draws=2, seed=2
+    ),
+    "recurrent-zero-start": RecurrentScenario(
+        _ENV3, steps=16, sequence_length=5, burn_in=2, batch_size=8, draws=2, initial_state="zeros"
     ),
 }

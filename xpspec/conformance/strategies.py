@@ -29,7 +29,13 @@ from xpspec.protocol.preprocessors import (
 )
 from xpspec.protocol.priority import PrioritySpec
 from xpspec.protocol.sampling import SamplingSpec
-from xpspec.protocol.scenario import RelabelScenario, ReplayScenario, Scenario, TrainerScenario
+from xpspec.protocol.scenario import (
+    RecurrentScenario,
+    RelabelScenario,
+    ReplayScenario,
+    Scenario,
+    TrainerScenario,
+)
 from xpspec.protocol.schedule import CycleSchedule, EpisodePlan, FixedSchedule, RandomSchedule
 
 __all__ = [
@@ -37,6 +43,7 @@ __all__ = [
     "preprocessor_specs",
     "preprocessors",
     "prioritized_scenarios",
+    "recurrent_scenarios",
     "relabel_scenarios",
     "scenarios_for",
     "trainer_configs",
@@ -441,8 +448,31 @@ def prioritized_scenarios(draw: st.DrawFn) -> ReplayScenario:
     )
 
 
+# -- recurrent scenarios ----------------------------------------------------------------------
+@st.composite
+def recurrent_scenarios(draw: st.DrawFn) -> RecurrentScenario:
+    """Valid recurrent scenarios (clauses ``recurrent.*``): 1 to 3 envs, short rollouts,
+    sequences of 1 to 6 positions with any burn-in below their length, either boundary and
+    either initial state, a few small batches."""
+    env = draw(env_specs(max_envs=3))
+    length = draw(st.integers(1, 6))
+    boundary = draw(st.sampled_from(["cross", "pad"]))
+    low = length if boundary == "cross" else 1
+    return RecurrentScenario(
+        env,
+        steps=draw(st.integers(low, 16)),
+        sequence_length=length,
+        burn_in=draw(st.integers(0, length - 1)),
+        boundary=boundary,  # type: ignore[arg-type]
+        batch_size=draw(st.integers(1, 8)),
+        draws=draw(st.integers(1, 3)),
+        seed=draw(st.integers(0, 3)),
+        initial_state=draw(st.sampled_from(["stored", "zeros"])),
+    )
+
+
 def scenarios_for(check: Check) -> st.SearchStrategy[Scenario]:
-    """Scenarios that ``check`` (a trainer, relabel or priority check) concerns, and only
+    """Scenarios that ``check`` (a trainer, relabel, priority or recurrent check) concerns, and only
     those: every one satisfies ``check.applies``, with the full diversity of the generated
     space within it. Raises ``ValueError`` for a check without a strategy here (rather than
     filter examples)."""
@@ -450,6 +480,8 @@ def scenarios_for(check: Check) -> st.SearchStrategy[Scenario]:
         return _relabel_strategy(check)
     if check.capability == "replay" and "priorities" in check.requires:
         return prioritized_scenarios()
+    if check.capability == "recurrent":
+        return recurrent_scenarios()
     if check.capability != "trainer":
         raise ValueError(
             f"check {check.name!r} is neither a trainer nor a relabel check ({check.capability!r})"

@@ -19,6 +19,7 @@ from xpspec.protocol.sampling import Rounding, per_env_capacity
 from xpspec.protocol.scenario import (
     EnvScenario,
     LearnerScenario,
+    RecurrentScenario,
     RelabelScenario,
     ReplayScenario,
     Scenario,
@@ -93,6 +94,15 @@ def _relabel(**knobs: Any) -> VariantModel:
 def _learner(**knobs: Any) -> VariantModel:
     def apply(s: Scenario) -> Scenario | None:
         if not isinstance(s, LearnerScenario):
+            return None
+        return replace(s, **knobs)
+
+    return VariantModel(_knobs("", knobs), apply)
+
+
+def _recurrent(**knobs: Any) -> VariantModel:
+    def apply(s: Scenario) -> Scenario | None:
+        if not isinstance(s, RecurrentScenario):
             return None
         return replace(s, **knobs)
 
@@ -227,6 +237,9 @@ VARIANTS: dict[tuple[str, str], VariantModel] = {
     ("priority.importance-weights", "batch-max"): _priority(weights="batch-max"),
     # Flashbax 0.1.3 sum_tree.stratified_sample: one draw in each of b equal strata of the mass.
     ("priority.sampling-law", "stratified"): _priority(draws="stratified"),
+    # ALF (snapshot 23aca492) TrainerConfig.use_rollout_state=False: each training sequence
+    # starts from the algorithm's initial (zero) state, not the stored rollout state.
+    ("recurrent.initial-state", "zero-start"): _recurrent(initial_state="zeros"),
     # TorchRL 0.14.1 GAE(average_gae=True): the Bessel-corrected std (adv.std()).
     ("learner.stats-exclude-bootstrap", "sample-std"): _learner(normalization="sample"),
 }

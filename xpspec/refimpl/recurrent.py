@@ -134,8 +134,6 @@ def run_recurrent(
         s = buffer.sample(scenario.batch_size, sampling, generator)
         received, mask = network.run(s.data["policy_state"], s.data["step_type"], s.mask)
         windows = windows_of(s.data["observation"], s.mask)
-        for i, (window, states, masks) in enumerate(
-            zip(windows, received.tolist(), mask.tolist())
-        ):
+        for i, (window, states, masks) in enumerate(zip(windows, received.tolist(), mask.tolist())):
             events.append(TrainSequence(draw, i, window, tuple(states), tuple(masks)))
     return Trace(tuple(events), {"producer": "refimpl"})

@@ -37,6 +37,14 @@ from xpspec.conformance.checks.priority import (
     check_priority_weights,
     check_update_sampled,
 )
+from xpspec.conformance.checks.recurrent import (
+    check_burn_in,
+    check_carry,
+    check_contiguous,
+    check_initial_state,
+    check_padding,
+    check_reset_at_first,
+)
 from xpspec.conformance.checks.relabel import (
     check_eligible,
     check_placement,
@@ -99,6 +107,7 @@ __all__ = [
     "DETERMINISM_CHECKS",
     "ENV_CHECKS",
     "LEARNER_CHECKS",
+    "RECURRENT_CHECKS",
     "RELABEL_CHECKS",
     "REPLAY_CHECKS",
     "TRAINER_CHECKS",
@@ -678,6 +687,49 @@ RELABEL_CHECKS: tuple[Check, ...] = (
     ),
 )
 
+RECURRENT_CHECKS: tuple[Check, ...] = (
+    # The rollout's own states first: a sequence's stored state is read from it.
+    Check(
+        "recurrent-rollout-state",
+        ("timestep.state-reset",),
+        "recurrent",
+        "invariant",
+        check_state_reset,
+    ),
+    Check(
+        "recurrent-contiguous",
+        ("recurrent.contiguous",),
+        "recurrent",
+        "invariant",
+        check_contiguous,
+    ),
+    Check(
+        "recurrent-initial-state",
+        ("recurrent.initial-state",),
+        "recurrent",
+        "invariant",
+        check_initial_state,
+    ),
+    Check(
+        "recurrent-reset-at-first",
+        ("recurrent.reset-at-first",),
+        "recurrent",
+        "invariant",
+        check_reset_at_first,
+    ),
+    Check("recurrent-carry", ("recurrent.carry",), "recurrent", "invariant", check_carry),
+    Check("recurrent-burn-in", ("recurrent.burn-in",), "recurrent", "invariant", check_burn_in),
+    Check("recurrent-padding", ("recurrent.padding",), "recurrent", "invariant", check_padding),
+    Check(
+        "deterministic-recurrent",
+        ("trace.deterministic",),
+        "recurrent",
+        "exact",
+        check_deterministic,
+        whole_trace=True,
+    ),
+)
+
 ALL_CHECKS: tuple[Check, ...] = (
     TRAINER_CHECKS
     + REPLAY_CHECKS
@@ -685,4 +737,5 @@ ALL_CHECKS: tuple[Check, ...] = (
     + DETERMINISM_CHECKS
     + LEARNER_CHECKS
     + RELABEL_CHECKS
+    + RECURRENT_CHECKS
 )
