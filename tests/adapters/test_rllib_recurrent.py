@@ -149,15 +149,12 @@ def test_recorded_values_follow_the_framework_side() -> None:
     [
         ({"boundary": "cross"}, "add_time_dim_to_batch_and_zero_pad.py"),
         ({"initial_state": "zeros"}, "add_states_from_episodes_to_batch.py"),
+        ({"steps": 1}, "single_agent_env_runner.py"),  # no transition before the last step
     ],
 )
-def test_what_rllib_cannot_express_is_unsupported(change: dict[str, str], file: str) -> None:
-    sc = RecurrentScenario(
-        PPO.env,
-        steps=9,
-        sequence_length=3,
-        **{"boundary": "pad", **change},  # type: ignore[arg-type]
-    )
+def test_what_rllib_cannot_express_is_unsupported(change: dict[str, object], file: str) -> None:
+    fields: dict[str, object] = {"steps": 9, "sequence_length": 3, "boundary": "pad", **change}
+    sc = RecurrentScenario(PPO.env, **fields)  # type: ignore[arg-type]
     with pytest.raises(Unsupported) as raised:
         run_recurrent(sc)
     assert "RLlib 2.60.0" in str(raised.value) and file in str(raised.value.link)

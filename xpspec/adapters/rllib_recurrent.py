@@ -259,6 +259,13 @@ class CountingQModule(_Counting, QNetAPI, TargetNetworkAPI):
 
 # -- configuration ---------------------------------------------------------------------------
 def _support(sc: RecurrentScenario) -> None:
+    if sc.initial_state != "stored":
+        raise Unsupported(
+            "initial_state 'zeros': RLlib 2.60.0's AddStatesFromEpisodesToBatch starts every "
+            "piece from the episode's stored STATE_OUT of the step before it (the module's "
+            "get_initial_state only at t_started == 0); no config knob starts it from zeros",
+            f"{_SOURCE}/connectors/common/add_states_from_episodes_to_batch.py",
+        )
     if sc.boundary != "pad":
         raise Unsupported(
             "boundary 'cross': RLlib 2.60.0's learner connector cuts every episode into "
@@ -268,12 +275,12 @@ def _support(sc: RecurrentScenario) -> None:
             "a sequence never runs on into the env's next episode",
             f"{_SOURCE}/connectors/common/add_time_dim_to_batch_and_zero_pad.py",
         )
-    if sc.initial_state != "stored":
+    if not sum(_shares(sc)):
         raise Unsupported(
-            "initial_state 'zeros': RLlib 2.60.0's AddStatesFromEpisodesToBatch starts every "
-            "piece from the episode's stored STATE_OUT of the step before it (the module's "
-            "get_initial_state only at t_started == 0); no config knob starts it from zeros",
-            f"{_SOURCE}/connectors/common/add_states_from_episodes_to_batch.py",
+            f"steps {sc.steps}: no transition is sampled before the last vector step, and "
+            "RLlib 2.60.0 trains on transitions (SingleAgentEnvRunner._sample returns an "
+            "episode only once it holds one; Learner.update has no empty batch)",
+            f"{_SOURCE}/env/single_agent_env_runner.py",
         )
 
 
