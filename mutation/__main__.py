@@ -34,6 +34,7 @@ MODULES = (
     "xpspec/refimpl/preprocess.py",
     "xpspec/refimpl/replay.py",
     "xpspec/refimpl/relabel.py",
+    "xpspec/refimpl/recurrent.py",
     "xpspec/refimpl/trainer.py",
     "xpspec/refimpl/learner",
     "xpspec/protocol/preprocessors.py",

@@ -20,6 +20,7 @@ from xpspec.refimpl import replay
 from xpspec.refimpl.accounting import FloatCarrySchedule
 from xpspec.refimpl.adapter import RefimplAdapter
 from xpspec.refimpl.priority import PriorityModel
+from xpspec.refimpl.recurrent import CountingLearner
 from xpspec.refimpl.relabel import Relabeled, SampledTransitions, StoredEpisode, goal_rewards
 from xpspec.refimpl.trainer import GOAL_FIELDS, ROW_FIELDS, Trainer
 
@@ -680,6 +681,38 @@ class _NewAtOne(PriorityModel):
         return Fraction(1)
 
 
+class _ZeroStart(CountingLearner):
+    """Every training sequence starts from the initial state, whatever the scenario asks:
+    the rollout state stored in the buffer is ignored (ALF's default, taken for the spec)."""
+
+    def initial_state(self, stored: torch.Tensor) -> torch.Tensor:
+        return torch.zeros_like(stored)
+
+
+class _NoResetInTraining(CountingLearner):
+    """The state is carried into a FIRST inside a sequence: the learner forgets the reset the
+    rollout made (a training loop without ``reset_state_if_necessary``)."""
+
+    def reset(self, state: torch.Tensor, is_first: torch.Tensor) -> torch.Tensor:
+        return state
+
+
+class _BurnInTrained(CountingLearner):
+    """The burn-in positions warm the state and are trained on as well."""
+
+    def loss_mask(self, step_type: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
+        return (real & (step_type != int(StepType.LAST))).to(torch.int64)
+
+
+class _PaddingTrained(CountingLearner):
+    """Padding positions carry loss mask 1 (a mask built from the sequence length alone)."""
+
+    def loss_mask(self, step_type: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
+        mask = super().loss_mask(step_type, real)
+        mask[~real] = 1
+        return mask
+
+
 @dataclass(frozen=True)
 class Mutant:
     name: str
@@ -692,6 +725,9 @@ class Mutant:
     """A replay mutant: the buffer sampled by replay scenarios (the trainer is refimpl's)."""
     priority: type[PriorityModel] | None = None
     """A replay mutant: the priorities prioritized replay scenarios sample by."""
+    learner: type[CountingLearner] | None = None
+    """A recurrent mutant: the counting network recurrent scenarios train (capability
+    ``recurrent``; the trainer is refimpl's)."""
     same_trace_as: tuple[tuple[str, str, str], ...] = ()
     """``(scenario, mutant, clause)``: on that catalogue scenario the mutant's trace is byte
     for byte that of another mutant, which breaks ``clause``; no check can tell them apart
@@ -703,6 +739,8 @@ class Mutant:
         """The capability (and scenario kind) whose checks must catch the mutant."""
         if self.relabeler is not None:
             return "relabel"
+        if self.learner is not None:
+            return "recurrent"
         return "trainer" if self.buffer is None and self.priority is None else "replay"
 
 
@@ -861,6 +899,10 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant("budget-cuts-unroll", BudgetCutsUnroll, "unroll.budget-whole-unroll"),
     Mutant("stop-at-budget", StopAtBudget, "unroll.budget-run-end"),
+    Mutant("zero-start", Trainer, "recurrent.initial-state", learner=_ZeroStart),
+    Mutant("no-reset-in-training", Trainer, "recurrent.reset-at-first", learner=_NoResetInTraining),
+    Mutant("burn-in-trained", Trainer, "recurrent.burn-in", learner=_BurnInTrained),
+    Mutant("padding-trained", Trainer, "recurrent.padding", learner=_PaddingTrained),
 )
 
 
@@ -874,6 +916,8 @@ class MutantAdapter(RefimplAdapter):
             self.replay_buffer = mutant.buffer
         if mutant.priority is not None:
             self.priority_model = mutant.priority
+        if mutant.learner is not None:
+            self.recurrent_learner = mutant.learner
 
     def info(self) -> AdapterInfo:
         return AdapterInfo(
@@ -891,6 +935,7 @@ class MutantAdapter(RefimplAdapter):
                 "replay",
                 "priorities",
                 "importance-weights",
+                "recurrent",
             ),
         )
 

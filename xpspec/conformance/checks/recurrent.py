@@ -176,22 +176,23 @@ def check_carry(scenario: Scenario, trace: Trace, ctx: Context) -> None:
 
 
 def check_burn_in(scenario: Scenario, trace: Trace, ctx: Context) -> None:
-    """recurrent.burn-in: positions before ``burn_in`` have loss mask 0; real positions from
-    ``burn_in`` on have loss mask 1, except a LAST (``timestep.loss-mask-last``'s business)."""
+    """recurrent.burn-in: real positions before ``burn_in`` have loss mask 0; real positions
+    from ``burn_in`` on have loss mask 1, except a LAST (``timestep.loss-mask-last``'s
+    business). A padding position's mask is ``recurrent.padding``'s."""
     burn_in = _sc(scenario).burn_in
     rollout = rollout_of(trace)
     for seq in trace.of_kind("train_sequence"):
-        for p, mask in enumerate(seq.loss_mask):
-            item = seq.items[p] if p < len(seq.items) else None
+        for p, item in _real(seq):
+            mask = seq.loss_mask[p]
             if p < burn_in:
                 if mask != 0:
                     raise CheckFailure(
-                        f"{_where(seq, p)}: loss mask of a burn-in position ({burn_in} "
-                        "burn-in positions)",
+                        f"{_where(seq, p)}: loss mask of the burn-in position {item} "
+                        f"({burn_in} burn-in positions)",
                         0,
                         mask,
                     )
-            elif item is not None and rollout.step_type.get(item) != _LAST and mask != 1:
+            elif rollout.step_type.get(item) != _LAST and mask != 1:
                 raise CheckFailure(
                     f"{_where(seq, p)}: loss mask of the trained position {item}", 1, mask
                 )
