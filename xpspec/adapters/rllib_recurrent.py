@@ -263,7 +263,9 @@ def _support(sc: RecurrentScenario) -> None:
         raise Unsupported(
             "initial_state 'zeros': RLlib 2.60.0's AddStatesFromEpisodesToBatch starts every "
             "piece from the episode's stored STATE_OUT of the step before it (the module's "
-            "get_initial_state only at t_started == 0); no config knob starts it from zeros",
+            "get_initial_state only at t_started == 0); no config knob starts it from zeros "
+            "(the old API stack's replay_zero_init_states is read by its MultiAgentReplayBuffer "
+            "only, not by the new stack's connectors or EpisodeReplayBuffer)",
             f"{_SOURCE}/connectors/common/add_states_from_episodes_to_batch.py",
         )
     if sc.boundary != "pad":
