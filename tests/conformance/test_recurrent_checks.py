@@ -23,7 +23,7 @@ from xpspec.conformance.checks.recurrent import (
     check_reset_at_first,
     rollout_of,
 )
-from xpspec.protocol.adapter import AdapterInfo
+from xpspec.protocol.adapter import AdapterInfo, Unsupported
 from xpspec.protocol.env_spec import EnvSpec
 from xpspec.protocol.scenario import RecurrentScenario
 from xpspec.protocol.schedule import FixedSchedule
@@ -211,6 +211,20 @@ def test_padding_is_masked() -> None:
         1,
     )
     check_burn_in(PAD, broken, NO_CONTEXT)  # padding is not the burn-in check's business
+
+
+def test_a_run_with_nothing_to_judge_is_not_applicable_not_a_pass() -> None:
+    # one-position sequences: no carry, no FIRST after the first position; no padding
+    short = replace(CROSS, sequence_length=1, burn_in=0)
+    trace = RefimplAdapter().run_recurrent(short)
+    for check, what in (
+        (check_carry, "a later position within an episode"),
+        (check_reset_at_first, "a FIRST after its first position"),
+        (check_padding, "a padding position"),
+    ):
+        with pytest.raises(Unsupported, match=what):
+            check(short, trace, NO_CONTEXT)
+    _passes([check_contiguous, check_initial_state, check_burn_in], short, trace)
 
 
 class _RolloutWithoutReset(RefimplAdapter):

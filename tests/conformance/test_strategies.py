@@ -1,4 +1,4 @@
-"""The generated trainer and relabel scenarios: every check's strategy draws only scenarios
+"""The generated trainer, relabel and recurrent scenarios: every check's strategy draws only scenarios
 the check concerns, and they are scenarios the reference implementation runs and passes."""
 
 from __future__ import annotations
@@ -14,19 +14,25 @@ from xpspec.conformance.checks.base import Context
 from xpspec.conformance.checks.relabel import stored_ranges
 from xpspec.conformance.strategies import relabel_scenarios, scenarios_for, trainer_configs
 from xpspec.conformance.validate import validate_trace
-from xpspec.protocol.scenario import RelabelScenario, Scenario, TrainerScenario
+from xpspec.protocol.adapter import Unsupported
+from xpspec.protocol.scenario import RecurrentScenario, RelabelScenario, Scenario, TrainerScenario
 from xpspec.protocol.trace import Trace
 from xpspec.refimpl.adapter import RefimplAdapter
 
 TRAINER = [c for c in ALL_CHECKS if c.capability == "trainer"]
 INVARIANTS = [c for c in TRAINER if c.kind == "invariant"]
 RELABEL = [c for c in ALL_CHECKS if c.capability == "relabel"]
+RECURRENT = [c for c in ALL_CHECKS if c.capability == "recurrent" and c.kind == "invariant"]
 
 
-_SCENARIO_TYPES: dict[str, Any] = {"trainer": TrainerScenario, "relabel": RelabelScenario}
+_SCENARIO_TYPES: dict[str, Any] = {
+    "trainer": TrainerScenario,
+    "relabel": RelabelScenario,
+    "recurrent": RecurrentScenario,
+}
 
 
-@pytest.mark.parametrize("check", TRAINER + RELABEL, ids=lambda c: c.name)
+@pytest.mark.parametrize("check", TRAINER + RELABEL + RECURRENT, ids=lambda c: c.name)
 def test_every_drawn_scenario_concerns_the_check(
     check: Check, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -100,6 +106,35 @@ def test_drawn_relabel_scenarios_pass_on_the_reference(check: Check) -> None:
     passes()
 
 
+@pytest.mark.parametrize("check", RECURRENT, ids=lambda c: c.name)
+def test_drawn_recurrent_scenarios_pass_on_the_reference(check: Check) -> None:
+    """Each passes, or holds nothing the check judges (a sequence of one position has no
+    carry); most are judged."""
+    adapter = RefimplAdapter()
+    judged = []
+
+    def run(scenario: Scenario) -> Trace:
+        assert isinstance(scenario, RecurrentScenario)
+        return adapter.run_recurrent(scenario)
+
+    context = Context(run, run)
+
+    @settings(max_examples=20, derandomize=True, database=None, deadline=None)
+    @given(scenarios_for(check))
+    def passes(scenario: RecurrentScenario) -> None:
+        trace = run(scenario)
+        validate_trace(scenario, trace)
+        try:
+            check.verify(scenario, trace, context)
+        except Unsupported:
+            judged.append(False)
+        else:
+            judged.append(True)
+
+    passes()
+    assert sum(judged) > len(judged) / 2, f"{check.name}: judged {sum(judged)} of {len(judged)}"
+
+
 def _sampled_in_progress(scenario: RelabelScenario) -> bool:
     """Whether a draw sampled a transition of an episode that had not ended."""
     trace = RefimplAdapter().run_relabel(scenario)
@@ -152,6 +187,10 @@ def test_every_relabel_check_has_a_strategy_and_no_other_name_does() -> None:
     names = {c.name for c in RELABEL}
     assert set(strategies._RELABEL_CONCERNS) | strategies._RELABEL_EVERYWHERE == names
     assert not set(strategies._RELABEL_CONCERNS) & strategies._RELABEL_EVERYWHERE
+
+
+def test_every_recurrent_check_with_a_pinned_boundary_exists() -> None:
+    assert set(strategies._RECURRENT_CONCERNS) <= {c.name for c in RECURRENT}
 
 
 def test_a_check_without_a_strategy_is_refused() -> None:

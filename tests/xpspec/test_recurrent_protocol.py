@@ -161,3 +161,19 @@ def test_a_malformed_sequence_is_a_trace_error(sequence: TrainSequence, problem:
     with pytest.raises(TraceError) as info:
         validate_trace(SCENARIO, Trace((sequence,)))
     assert str(info.value).startswith("event #0 (train_sequence): " + problem)
+
+
+def test_a_recurrent_run_crosses_the_worker_protocol_unchanged() -> None:
+    from xpspec.conformance.catalog import CATALOG
+    from xpspec.conformance.harness.connect import connect
+    from xpspec.refimpl.adapter import RefimplAdapter
+
+    scenario = CATALOG["recurrent-pad"]
+    assert isinstance(scenario, RecurrentScenario)
+    adapter = connect("refimpl")
+    try:
+        assert "recurrent" in adapter.info().capabilities
+        remote = adapter.run_recurrent(scenario).to_jsonl()
+    finally:
+        adapter.close()  # type: ignore[attr-defined]
+    assert remote == RefimplAdapter().run_recurrent(scenario).to_jsonl()

@@ -301,6 +301,8 @@ class Session:
                 candidate.verify(model, trace, context)
             except CheckFailure as exc:
                 return f"{candidate.name}: {exc}"
+            except Unsupported:
+                continue  # the trace holds nothing this check judges: no objection from it
         return ""
 
     def _fresh(self, scenario: Scenario) -> Trace:

@@ -449,14 +449,23 @@ def prioritized_scenarios(draw: st.DrawFn) -> ReplayScenario:
 
 
 # -- recurrent scenarios ----------------------------------------------------------------------
-@st.composite
-def recurrent_scenarios(draw: st.DrawFn) -> RecurrentScenario:
+def recurrent_scenarios(
+    boundary: str | None = None, min_length: int = 1
+) -> st.SearchStrategy[RecurrentScenario]:
     """Valid recurrent scenarios (clauses ``recurrent.*``): 1 to 3 envs, short rollouts,
-    sequences of 1 to 6 positions with any burn-in below their length, either boundary and
-    either initial state, a few small batches."""
+    sequences of ``min_length`` to 6 positions with any burn-in below their length, either
+    boundary (``boundary`` pins one) and either initial state, a few small batches."""
+    boundaries = st.just(boundary) if boundary is not None else st.sampled_from(["cross", "pad"])
+    return _recurrent_scenarios(boundaries, st.integers(min_length, 6))
+
+
+@st.composite
+def _recurrent_scenarios(
+    draw: st.DrawFn, boundaries: st.SearchStrategy[str], lengths: st.SearchStrategy[int]
+) -> RecurrentScenario:
     env = draw(env_specs(max_envs=3))
-    length = draw(st.integers(1, 6))
-    boundary = draw(st.sampled_from(["cross", "pad"]))
+    length = draw(lengths)
+    boundary = draw(boundaries)
     low = length if boundary == "cross" else 1
     return RecurrentScenario(
         env,
@@ -471,6 +480,16 @@ def recurrent_scenarios(draw: st.DrawFn) -> RecurrentScenario:
     )
 
 
+# The part of the recurrent space each recurrent check concerns or mostly finds something to
+# judge in (keyword arguments of `recurrent_scenarios`): a FIRST inside a sequence needs a
+# crossing boundary and some length, a carry a second position, padding the pad boundary.
+_RECURRENT_CONCERNS: dict[str, dict[str, Any]] = {
+    "recurrent-reset-at-first": dict(boundary="cross", min_length=4),
+    "recurrent-carry": dict(min_length=2),
+    "recurrent-padding": dict(boundary="pad"),
+}
+
+
 def scenarios_for(check: Check) -> st.SearchStrategy[Scenario]:
     """Scenarios that ``check`` (a trainer, relabel, priority or recurrent check) concerns, and only
     those: every one satisfies ``check.applies``, with the full diversity of the generated
@@ -481,7 +500,7 @@ def scenarios_for(check: Check) -> st.SearchStrategy[Scenario]:
     if check.capability == "replay" and "priorities" in check.requires:
         return prioritized_scenarios()
     if check.capability == "recurrent":
-        return recurrent_scenarios()
+        return recurrent_scenarios(**_RECURRENT_CONCERNS.get(check.name, {}))
     if check.capability != "trainer":
         raise ValueError(
             f"check {check.name!r} is neither a trainer nor a relabel check ({check.capability!r})"

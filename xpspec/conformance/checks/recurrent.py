@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from xpspec.conformance.checks.base import CheckFailure, Context
+from xpspec.protocol.adapter import Unsupported
 from xpspec.protocol.scenario import RecurrentScenario, Scenario
 from xpspec.protocol.step_type import StepType
 from xpspec.protocol.trace import Item, Trace, TrainSequence
@@ -25,6 +26,8 @@ __all__ = [
     "check_initial_state",
     "check_padding",
     "check_reset_at_first",
+    "crosses",
+    "pads",
     "rollout_of",
 ]
 
@@ -55,6 +58,22 @@ def rollout_of(trace: Trace) -> Rollout:
                 successor[previous[item[0]]] = item
             previous[item[0]] = item
     return Rollout(state, step_type, successor)
+
+
+def crosses(scenario: Scenario) -> bool:
+    """Recurrent scenarios whose sequences may run into a FIRST (boundary ``cross``)."""
+    return isinstance(scenario, RecurrentScenario) and scenario.boundary == "cross"
+
+
+def pads(scenario: Scenario) -> bool:
+    """Recurrent scenarios whose sequences stop at LAST and are padded (boundary ``pad``)."""
+    return isinstance(scenario, RecurrentScenario) and scenario.boundary == "pad"
+
+
+def _nothing_to_judge(what: str) -> Unsupported:
+    """A run none of whose sequences holds what a clause judges: its check cannot fail on
+    it, so it is not applicable (never a pass)."""
+    return Unsupported(f"no sequence of this run has {what}, so the clause cannot be judged on it")
 
 
 def _sc(scenario: Scenario) -> RecurrentScenario:
@@ -146,26 +165,36 @@ def check_initial_state(scenario: Scenario, trace: Trace, ctx: Context) -> None:
 
 def check_reset_at_first(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     """recurrent.reset-at-first: a later position whose item is FIRST receives the initial
-    state."""
+    state (not applicable to a run whose sequences hold no FIRST after their first
+    position)."""
     rollout = rollout_of(trace)
+    judged = False
     for seq in trace.of_kind("train_sequence"):
         for p, item in _real(seq):
-            if p and rollout.step_type.get(item) == _FIRST and seq.state_in[p] != 0:
+            if not p or rollout.step_type.get(item) != _FIRST:
+                continue
+            judged = True
+            if seq.state_in[p] != 0:
                 raise CheckFailure(
                     f"{_where(seq, p)}: state received at the FIRST {item}", 0, seq.state_in[p]
                 )
+    if not judged:
+        raise _nothing_to_judge("a FIRST after its first position")
 
 
 def check_carry(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     """recurrent.carry: every other later real position receives the state the network
-    returned at the previous position (the counting network: the previous state plus one)."""
+    returned at the previous position (the counting network: the previous state plus one);
+    not applicable to a run with no such position (sequences of one position)."""
     rollout = rollout_of(trace)
+    judged = False
     for seq in trace.of_kind("train_sequence"):
         for p, item in _real(seq):
             if not p or seq.items[p - 1] is None or item not in rollout.step_type:
                 continue  # the first position, or recurrent.contiguous
             if rollout.step_type[item] == _FIRST:
                 continue  # recurrent.reset-at-first
+            judged = True
             want = seq.state_in[p - 1] + 1
             if seq.state_in[p] != want:
                 raise CheckFailure(
@@ -173,6 +202,8 @@ def check_carry(scenario: Scenario, trace: Trace, ctx: Context) -> None:
                     want,
                     seq.state_in[p],
                 )
+    if not judged:
+        raise _nothing_to_judge("a later position within an episode")
 
 
 def check_burn_in(scenario: Scenario, trace: Trace, ctx: Context) -> None:
@@ -199,10 +230,17 @@ def check_burn_in(scenario: Scenario, trace: Trace, ctx: Context) -> None:
 
 
 def check_padding(scenario: Scenario, trace: Trace, ctx: Context) -> None:
-    """recurrent.padding: every padding position has loss mask 0."""
+    """recurrent.padding: every padding position has loss mask 0 (not applicable to a run
+    whose sequences hold no padding)."""
+    judged = False
     for seq in trace.of_kind("train_sequence"):
         for p, item in enumerate(seq.items):
-            if item is None and seq.loss_mask[p] != 0:
+            if item is not None:
+                continue
+            judged = True
+            if seq.loss_mask[p] != 0:
                 raise CheckFailure(
                     f"{_where(seq, p)}: loss mask of a padding position", 0, seq.loss_mask[p]
                 )
+    if not judged:
+        raise _nothing_to_judge("a padding position")

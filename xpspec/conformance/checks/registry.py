@@ -44,6 +44,8 @@ from xpspec.conformance.checks.recurrent import (
     check_initial_state,
     check_padding,
     check_reset_at_first,
+    crosses,
+    pads,
 )
 from xpspec.conformance.checks.relabel import (
     check_eligible,
@@ -716,10 +718,13 @@ RECURRENT_CHECKS: tuple[Check, ...] = (
         "recurrent",
         "invariant",
         check_reset_at_first,
+        crosses,
     ),
     Check("recurrent-carry", ("recurrent.carry",), "recurrent", "invariant", check_carry),
     Check("recurrent-burn-in", ("recurrent.burn-in",), "recurrent", "invariant", check_burn_in),
-    Check("recurrent-padding", ("recurrent.padding",), "recurrent", "invariant", check_padding),
+    Check(
+        "recurrent-padding", ("recurrent.padding",), "recurrent", "invariant", check_padding, pads
+    ),
     Check(
         "deterministic-recurrent",
         ("trace.deterministic",),
