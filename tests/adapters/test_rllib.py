@@ -93,6 +93,7 @@ def test_info_names_the_installed_versions() -> None:
         "caller-episodes",
         "nstep",
         "shards",
+        "recurrent",
     }
     ADAPTER.smoke()
 

@@ -89,6 +89,9 @@ what that copy holds before and after the call (``caller_episode``).
   per sampled transition). A train call without an update is ``warmup``. A sampler that
   raises on an empty buffer ends the run (header ``stopped``). RLlib holds no item back at
   the end (``pending`` empty).
+- ``run_recurrent``: a stateful counting RLModule (``STATE_IN`` / ``STATE_OUT``,
+  ``max_seq_len``) through PPO's rollout chunks and learner connector, or, for a burn-in,
+  DQN's replayed sequences with ``burn_in_len`` (:mod:`xpspec.adapters.rllib_recurrent`).
 - Hooks (observable ``hooks``), recorded where RLlib calls the user's code, in call order:
   ``after_update`` is the learner's ``after_gradient_based_update`` (the documented
   override point of ``core/learner/learner.py``, where DQN's own ``DQNLearner`` updates its
@@ -190,6 +193,7 @@ from xpspec.protocol.env_spec import EnvSpec
 from xpspec.protocol.scenario import (
     EnvScenario,
     LearnerScenario,
+    RecurrentScenario,
     ReplayScenario,
     TrainerScenario,
 )
@@ -693,7 +697,8 @@ def _version(package: str) -> str:
 
 
 class RLlibAdapter:
-    """RLlib 2.60.0 behind the xpspec protocol (capabilities env, trainer, replay, learner)."""
+    """RLlib 2.60.0 behind the xpspec protocol (capabilities env, trainer, replay, learner,
+    recurrent)."""
 
     fresh_process_per_operation = True
     """A trainer run starts and shuts down a Ray instance in its own process."""
@@ -719,6 +724,7 @@ class RLlibAdapter:
                 "caller-episodes",
                 "nstep",
                 "shards",
+                "recurrent",
             ),
             issue_tracker="https://github.com/ray-project/ray/issues",
             notes=(
@@ -757,3 +763,10 @@ class RLlibAdapter:
         """PPO's learner connector and ``Learner.update``, ``TrainingData.shard`` and n-step
         items of ``EpisodeReplayBuffer`` on the runner's episodes (see the module docstring)."""
         return _run_learner(scenario)
+
+    def run_recurrent(self, scenario: RecurrentScenario) -> Trace:
+        """A stateful counting RLModule through PPO's rollout chunks, or DQN's replayed
+        sequences when the scenario has a burn-in (:mod:`xpspec.adapters.rllib_recurrent`)."""
+        from xpspec.adapters.rllib_recurrent import run_recurrent
+
+        return run_recurrent(scenario)
