@@ -114,6 +114,13 @@ def test_the_run_budget_stops_the_run_and_marks_it(tmp_path: Path) -> None:
     assert diff.returncode == ExitCode.BAD_INPUT and "incomplete runs" in diff.stderr
 
 
+def _interruptible() -> None:
+    """Give the child SIGINT's default disposition: a job started in the background of a
+    non-interactive shell (``cmd &``) inherits SIGINT ignored, and Python then installs no
+    KeyboardInterrupt handler, so Ctrl-C, which this test stands for, would never arrive."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_an_interrupted_run_is_marked_interrupted(tmp_path: Path) -> None:
     report = tmp_path / "r.jsonl"
     proc = subprocess.Popen(
@@ -122,6 +129,7 @@ def test_an_interrupted_run_is_marked_interrupted(tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_interruptible,
     )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
