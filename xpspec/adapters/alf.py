@@ -332,10 +332,7 @@ class ALFAdapter:
         problem = learner_problem(scenario)
         if problem is not None:
             raise problem
-        with tempfile.TemporaryDirectory(
-            prefix="xpspec-alf-", ignore_cleanup_errors=True
-        ) as workdir:
-            return _operation(partial(run_learner, scenario, _learner_env, workdir))
+        return _in_workdir(run_learner, scenario)
 
     def run_relabel(self, scenario: RelabelScenario) -> Trace:
         problem = relabel_problem(scenario)
@@ -347,10 +344,14 @@ class ALFAdapter:
         problem = recurrent_problem(scenario)
         if problem is not None:
             raise problem
-        with tempfile.TemporaryDirectory(
-            prefix="xpspec-alf-", ignore_cleanup_errors=True
-        ) as workdir:
-            return _operation(partial(run_recurrent, scenario, _learner_env, workdir))
+        return _in_workdir(run_recurrent, scenario)
+
+
+def _in_workdir(run: Callable[..., Trace], scenario: Any) -> Trace:
+    """``run(scenario, env_cls, workdir)`` as one ALF operation, in a temporary root dir that
+    is removed afterwards (the root dir ALF's trainer writes into)."""
+    with tempfile.TemporaryDirectory(prefix="xpspec-alf-", ignore_cleanup_errors=True) as workdir:
+        return _operation(partial(run, scenario, _learner_env, workdir))
 
 
 _PRELOAD = (

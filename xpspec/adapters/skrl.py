@@ -53,10 +53,9 @@ try:
     from skrl.envs.wrappers.torch import Wrapper, wrap_env
     from skrl.memories.torch import RandomMemory
     from skrl.models.torch import CategoricalMixin, DeterministicMixin, Model
-    from skrl.trainers.torch import SequentialTrainer
 
     from xpspec.adapters.skrl_recurrent import run_recurrent
-    from xpspec.adapters.skrl_trainer import run_trainer
+    from xpspec.adapters.skrl_trainer import headless_trainer, run_trainer
 except ImportError as exc:  # pragma: no cover - exercised only without the framework
     raise ImportError(
         f"xpspec.adapters.skrl drives skrl 2.1.1's API, which is not importable here ({exc})"
@@ -438,16 +437,7 @@ class _LearnerRun:
 
             memory.sample = recorded
             ended = self._record_endings(env)
-            trainer = SequentialTrainer(
-                env=env,
-                agents=agent,
-                cfg={
-                    "timesteps": self.timesteps,
-                    "headless": True,
-                    "disable_progressbar": True,
-                    "close_environment_at_exit": False,
-                },
-            )
+            trainer = headless_trainer(env, agent, self.timesteps)
             trainer.train()
             rows = self._rows(memory, ended)
         events: list[Event] = list(rollout_advantages(rows))

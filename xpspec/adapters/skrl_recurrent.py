@@ -66,9 +66,9 @@ from skrl.agents.torch.ppo import PPO_CFG, PPO_RNN
 from skrl.envs.wrappers.torch import Wrapper, wrap_env
 from skrl.memories.torch import RandomMemory
 from skrl.models.torch import CategoricalMixin, DeterministicMixin, Model
-from skrl.trainers.torch import SequentialTrainer
 from skrl.utils.spaces.torch import unflatten_tensorized_space
 
+from xpspec.adapters.skrl_trainer import headless_trainer
 from xpspec.kit.events import env_step
 from xpspec.kit.items import decode_items
 from xpspec.kit.quiet import seeded_quiet
@@ -459,16 +459,7 @@ def run_recurrent(
             device="cpu",
             cfg=cfg,
         )
-        trainer = SequentialTrainer(
-            env=env,
-            agents=agent,
-            cfg={
-                "timesteps": plan.timesteps,
-                "headless": True,
-                "disable_progressbar": True,
-                "close_environment_at_exit": False,
-            },
-        )
+        trainer = headless_trainer(env, agent, plan.timesteps)
         trainer.train()
     events = _env_steps(policy, env_log) + _sequences(policy, plan)
     return Trace(tuple(events), {"producer": producer("skrl")})

@@ -116,7 +116,7 @@ from xpspec.protocol.trace import (
 )
 from xpspec.refimpl.toy_envs.gym_vector import ToyVectorEnv, step_types_from_gym
 
-__all__ = ["DQNPlan", "dqn_plan", "run_trainer"]
+__all__ = ["DQNPlan", "dqn_plan", "headless_trainer", "run_trainer"]
 
 _VERSION = "2.1.1"
 _SRC = f"skrl {_VERSION}"
@@ -131,6 +131,21 @@ _EMPTY_MEMORY = (
     # RandomMemory.sample's torch.randint(0, 0, ...) (replacement=True)
     "but got from=0 >= to=0",
 )
+
+
+def headless_trainer(env: Any, agent: Any, timesteps: int) -> SequentialTrainer:
+    """skrl's ``SequentialTrainer`` for ``timesteps`` steps, with no progress bar, leaving the
+    env open (the adapters read the env after training)."""
+    return SequentialTrainer(
+        env=env,
+        agents=agent,
+        cfg={
+            "timesteps": timesteps,
+            "headless": True,
+            "disable_progressbar": True,
+            "close_environment_at_exit": False,
+        },
+    )
 
 
 def _unsupported(reason: str, where: str) -> Unsupported:
@@ -579,16 +594,7 @@ class _Run:
         return step
 
     def run(self) -> Trace:
-        trainer = SequentialTrainer(
-            env=self.env,
-            agents=self.agent,
-            cfg={
-                "timesteps": self.plan.timesteps,
-                "headless": True,
-                "disable_progressbar": True,
-                "close_environment_at_exit": False,
-            },
-        )
+        trainer = headless_trainer(self.env, self.agent, self.plan.timesteps)
         header: dict[str, Any] = {"producer": producer("skrl")}
         try:
             trainer.train()
