@@ -51,6 +51,13 @@ class _EpisodeDelayed(ReplayBuffer):
             self.held = []
 
 
+@pytest.fixture(autouse=True)
+def _sb3_logs_in_tmp_path(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SB3 2.9.2's ``configure_logger`` makes a folder for every ``learn()`` (``$SB3_LOGDIR``, else
+    a new ``SB3-<date>`` in the system temporary directory): keep them in the test's own."""
+    monkeypatch.setenv("SB3_LOGDIR", str(tmp_path))
+
+
 def _dqn(buffer: type[ReplayBuffer], learning_starts: int) -> DQN:
     return DQN(
         "MlpPolicy",
