@@ -31,7 +31,7 @@ from xpspec.conformance.checks.resume import (
 from xpspec.protocol.adapter import Unsupported
 from xpspec.protocol.scenario import TrainerScenario
 from xpspec.protocol.step_type import StepType
-from xpspec.protocol.trace import EnvStep, IterationStart, Resume, Trace, Update
+from xpspec.protocol.trace import EnvStep, IterationEnd, IterationStart, Resume, Trace, Update
 
 ADAPTER = TorchRLAdapter()
 
@@ -171,3 +171,21 @@ def test_a_fractional_unroll_is_unsupported() -> None:
     assert scenario.trainer.unroll_length == Fraction(3, 2)
     with pytest.raises(Unsupported, match="only integer u"):
         ADAPTER.run_trainer(scenario)
+
+
+def test_the_restored_collector_holds_no_partial_trajectory() -> None:
+    """Episode-delayed writes: the first accounting difference after the resume is the
+    iteration end's count of held rows, the open episode the saved collector assembled and
+    the restored one does not hold (a finding, with the reset that also cuts it)."""
+    scenario = _scenario("resume-delayed")
+    k = scenario.checkpoint.after_iteration if scenario.checkpoint else 0
+    trace = ADAPTER.run_trainer(scenario)
+    uninterrupted = ADAPTER.run_trainer(replace(scenario, checkpoint=None))
+    ends = {e.iteration: e for e in trace.events if isinstance(e, IterationEnd)}
+    want = {e.iteration: e for e in uninterrupted.events if isinstance(e, IterationEnd)}
+    assert ends[k] == want[k] and ends[k].pending > 0  # an episode held at the save
+    assert ends[k + 1].pending < want[k + 1].pending
+    with pytest.raises(CheckFailure) as failure:
+        check_resume_accounting(scenario, trace, _context())
+    assert failure.value.clause == "resume.accounting-restored"
+    assert failure.value.diverged == "iteration_end"

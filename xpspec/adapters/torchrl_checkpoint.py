@@ -26,6 +26,7 @@ time steps after the resume are read from the restored collector's batches.
 
 from __future__ import annotations
 
+import functools
 import pathlib
 import tempfile
 from typing import Any
@@ -34,6 +35,7 @@ import torch
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from xpspec.adapters.torchrl import (
+    _SOURCE,
     _STOPS,
     Collector,
     Trainer,
@@ -44,6 +46,7 @@ from xpspec.adapters.torchrl import (
     _TrainerRecorder,
 )
 from xpspec.kit.items import decode_items
+from xpspec.protocol.adapter import Unsupported
 from xpspec.protocol.scenario import TrainerScenario
 from xpspec.protocol.trace import Item, Resume, Trace
 
@@ -102,7 +105,12 @@ def run_checkpointed(sc: TrainerScenario) -> Trace:
         trainer.register_op("post_steps", stop)
         stopped = _train(trainer, recorder)
         if stopped:
-            return stopped
+            raise Unsupported(
+                f"TorchRL 0.14.1 ended the run in iteration {recorder.iteration}, before the "
+                f"checkpoint after iteration {spec.after_iteration} "
+                f"({stopped.header['stopped']}): there is no running trainer to save",
+                f"{_SOURCE}/trainers/trainers.py",
+            )
         if recorder.iteration != spec.after_iteration:
             raise RuntimeError(
                 f"the Trainer ended after iteration {recorder.iteration}, expected it to stop "
@@ -114,13 +122,7 @@ def run_checkpointed(sc: TrainerScenario) -> Trace:
         del trainer, buffer, stop  # nothing of the first trainer but its files goes on
         recorder.collector = recorder.trainer = None
         recorder.weight = torch.nn.Parameter(torch.zeros(()))  # a new loss module's parameter
-        # The env goes on: its Gymnasium envs, in a new vector env (the Trainer's end closed
-        # the old one through GymWrapper.close; the toy envs have nothing to close).
-        envs, vector = vector.envs, None
-        vector = SyncVectorEnv(
-            [lambda env=env: env for env in envs], autoreset_mode=AutoresetMode.DISABLED
-        )
-        trainer = _checkpointed_trainer(sc, recorder, vector, path)
+        trainer = _checkpointed_trainer(sc, recorder, _same_envs(vector), path)
         trainer.load_from_file(path)
         recorder.events.append(
             Resume(spec.after_iteration, saved, held_items(_replay_buffer(trainer)))
@@ -129,6 +131,18 @@ def run_checkpointed(sc: TrainerScenario) -> Trace:
         if stopped:
             return stopped
     return recorder.trace()
+
+
+def _same_envs(vector: SyncVectorEnv) -> SyncVectorEnv:
+    """A new Gymnasium vector env over the envs of ``vector``: the env goes on across the
+    checkpoint (the first Trainer's end closed ``vector`` through ``GymWrapper.close``; the
+    toy envs have nothing to close)."""
+    fns = [functools.partial(_itself, env) for env in vector.envs]
+    return SyncVectorEnv(fns, autoreset_mode=AutoresetMode.DISABLED)
+
+
+def _itself(env: Any) -> Any:
+    return env
 
 
 def _checkpointed_trainer(
