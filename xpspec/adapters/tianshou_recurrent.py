@@ -124,9 +124,7 @@ class CountingRecurrent(torch.nn.Module):
         self.received = np.zeros(0, dtype=np.int64)
         self.log = _Log()
 
-    def forward(
-        self, obs: Any, state: Any = None, info: Any = None
-    ) -> tuple[torch.Tensor, Batch]:
+    def forward(self, obs: Any, state: Any = None, info: Any = None) -> tuple[torch.Tensor, Batch]:
         toy = observation_array(_observations(obs))
         rollout = toy.ndim == 2 and self.log.phase[0] == "rollout"
         x = torch.as_tensor(toy, dtype=torch.float32)
