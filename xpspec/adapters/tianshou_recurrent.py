@@ -8,7 +8,11 @@ returns at a position is the state it received plus one, and given no state it s
 zeros, as ``Recurrent`` does. Like ``Recurrent`` it reads ``[N, dim]`` observations in a rollout
 and ``[N, T, dim]`` frame stacks in training and returns the values of the stack's *last*
 position (``Recurrent.forward``: ``fc2(obs[:, -1])``): a linear Q head (weight 1, bias far from
-any toy reward) on the last position's output. It is the model of Tianshou's
+any toy reward) on the last position's output, each position's output being its new state times
+a trained gain (1 at the start), so the loss's gradient reaches the outputs while training never
+changes a count. Its state is a ``Batch`` with a ``hidden`` entry, as ``Recurrent``'s (``hidden``
+and ``cell``): the collector resets a ``Batch`` state, but not a ``torch.Tensor`` one (a finding
+test in ``tests/adapters/test_tianshou_findings.py``). It is the model of Tianshou's
 ``DiscreteQLearningPolicy`` trained by ``DQN`` (``algorithm/modelfree/dqn.py``), the pairing of
 Tianshou's recurrent example (``test/discrete/test_drqn.py``: ``Recurrent`` net, DQN,
 ``VectorReplayBuffer(stack_num=...)``).
@@ -59,7 +63,7 @@ import tianshou
 import torch
 from tianshou.algorithm import DQN
 from tianshou.algorithm.modelfree.dqn import DiscreteQLearningPolicy
-from tianshou.algorithm.optim import TorchOptimizerFactory
+from tianshou.algorithm.optim import AdamOptimizerFactory
 from tianshou.data import Batch, Collector, VectorReplayBuffer
 from tianshou.utils.torch_utils import policy_within_training_step
 
@@ -179,7 +183,7 @@ def _algorithm(spec: EnvSpec, model: CountingRecurrent) -> DQN:
     )
     return DQN(
         policy=policy,
-        optim=TorchOptimizerFactory(torch.optim.SGD, lr=1e-3),
+        optim=AdamOptimizerFactory(lr=1e-3),
         n_step_return_horizon=1,
         target_update_freq=0,
     )
