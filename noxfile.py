@@ -48,12 +48,31 @@ def install(session: nox.Session, *extras: str, constraints: tuple[str, ...] = C
     session.install("-e", spec, *constraints)
 
 
+def bytecode(session: nox.Session) -> dict[str, str]:
+    """Compiled-module caches for the interpreters a session starts, kept in the session's
+    temporary folder (not beside the sources). The tests session starts dozens of them (the
+    xdist workers, whole ``xpspec run`` and pytest processes, adapter workers): where
+    PYTHONDONTWRITEBYTECODE is set, each compiled xpspec from source again, and pytest
+    rewrote the asserts of Hypothesis's modules again (about a second of CPU per process)."""
+    return {
+        "PYTHONDONTWRITEBYTECODE": "",  # empty: unset, as Python reads it
+        "PYTHONPYCACHEPREFIX": f"{session.create_tmp()}/pycache",
+    }
+
+
 @nox.session(python="3.11")
 def tests(session: nox.Session) -> None:
     """Unit tests, docs and spec examples, and the suite against refimpl (in parallel)."""
     install(session, "test")
     session.run(
-        "pytest", "-n", "2", "-p", "no:cacheprovider", *TESTS, *session.posargs, env=THREADS
+        "pytest",
+        "-n",
+        "2",
+        "-p",
+        "no:cacheprovider",
+        *TESTS,
+        *session.posargs,
+        env=THREADS | bytecode(session),
     )
 
 
@@ -83,7 +102,7 @@ def suite(session: nox.Session) -> None:
         "--report",
         "reports/refimpl.jsonl",
         *session.posargs,
-        env=THREADS,
+        env=THREADS | bytecode(session),
     )
     session.run("xpspec", "report", "reports/refimpl.jsonl", "--out", "reports")
 
