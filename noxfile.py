@@ -28,6 +28,8 @@ requirements). pyproject.toml states ranges; these files are the exact versions 
 
 from __future__ import annotations
 
+import os
+
 import nox
 
 nox.needs_version = ">=2024.3"
@@ -50,13 +52,14 @@ def install(session: nox.Session, *extras: str, constraints: tuple[str, ...] = C
 
 def bytecode(session: nox.Session) -> dict[str, str]:
     """Compiled-module caches for the interpreters a session starts, kept in the session's
-    temporary folder (not beside the sources). The tests session starts dozens of them (the
-    xdist workers, whole ``xpspec run`` and pytest processes, adapter workers): where
-    PYTHONDONTWRITEBYTECODE is set, each compiled xpspec from source again, and pytest
-    rewrote the asserts of Hypothesis's modules again (about a second of CPU per process)."""
+    virtualenv folder (not beside the sources; an absolute path, as tests start processes in
+    other folders). The tests session starts dozens of interpreters (the xdist workers, whole
+    ``xpspec run`` and pytest processes, adapter workers): where PYTHONDONTWRITEBYTECODE is
+    set, each compiled xpspec from source again, and pytest rewrote the asserts of
+    Hypothesis's modules again (about a second of CPU per process)."""
     return {
         "PYTHONDONTWRITEBYTECODE": "",  # empty: unset, as Python reads it
-        "PYTHONPYCACHEPREFIX": f"{session.create_tmp()}/pycache",
+        "PYTHONPYCACHEPREFIX": os.path.join(session.virtualenv.location, "pycache"),
     }
 
 
