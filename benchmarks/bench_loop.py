@@ -86,6 +86,12 @@ NUM_TASKS = 1
 _FIRST, _MID, _LAST = int(StepType.FIRST), int(StepType.MID), int(StepType.LAST)
 
 
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+"""``wall``: elapsed time; ``cpu``: the process's CPU time, which leaves out the time the
+process waits for a core on a loaded machine (one torch thread: the process's work)."""
+_clock = time.perf_counter
+
+
 def _capacity(num_envs: int) -> int:
     return TOTAL_CAPACITY // num_envs
 
@@ -219,9 +225,9 @@ def make_trainer(num_envs: int, iterations: int, record: bool, seed: int = 0) ->
 def _time_minimal(num_envs: int, iterations: int, same_env: bool = False) -> dict[str, float]:
     loop = SameEnvLoop(num_envs) if same_env else MinimalLoop(num_envs)
     gc.collect()
-    t0 = time.perf_counter()
+    t0 = _clock()
     steps = loop.run(iterations)
-    return {"loop": steps / (time.perf_counter() - t0)}
+    return {"loop": steps / (_clock() - t0)}
 
 
 def _time_trainer(
@@ -238,15 +244,15 @@ def _time_trainer(
 
     recorder.trace = deferred  # type: ignore[method-assign,assignment]
     gc.collect()
-    t0 = time.perf_counter()
+    t0 = _clock()
     steps = trainer.run().env_steps
-    out = {"loop": steps / (time.perf_counter() - t0)}
+    out = {"loop": steps / (_clock() - t0)}
     if convert:
-        t0 = time.perf_counter()
+        t0 = _clock()
         trace = materialise(header)
-        t1 = time.perf_counter()
+        t1 = _clock()
         trace.to_jsonl()
-        t2 = time.perf_counter()
+        t2 = _clock()
         out["materialise_us"] = 1e6 * (t1 - t0) / steps
         out["serialise_us"] = 1e6 * (t2 - t1) / steps
     return out
@@ -257,9 +263,9 @@ def _calibrate(num_envs: int, seconds: float) -> int:
     iterations = 4
     while True:
         trainer = make_trainer(num_envs, iterations, record=False)
-        t0 = time.perf_counter()
+        t0 = _clock()
         trainer.run()
-        elapsed = time.perf_counter() - t0
+        elapsed = _clock() - t0
         if elapsed >= seconds / 4:
             return max(1, round(iterations * seconds / elapsed))
         iterations *= 2
@@ -279,11 +285,15 @@ def run(
     sizes: tuple[int, ...] = SIZES,
     trace_repeats: int = 1,
     freeze: bool = True,
+    clock: str = "wall",
 ) -> list[dict[str, object]]:
     """Median env steps/s over ``repeats`` interleaved windows for each ``B`` in ``sizes``:
     the minimal loop, the trainer without and with recording; the first ``trace_repeats``
     recording windows also time materialisation and serialisation. ``freeze``: call
-    ``gc.freeze()`` after setup. Prints the tables and returns one row per measurement."""
+    ``gc.freeze()`` after setup; ``clock``: a key of :data:`CLOCKS`. Prints the tables and
+    returns one row per measurement."""
+    global _clock
+    _clock = CLOCKS[clock]
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     used = torch.get_num_threads()
@@ -313,8 +323,9 @@ def run(
     print(
         f"env steps/s through unroll -> store -> sample; torch threads "
         f"{used}, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}"
-        f", gc {'frozen after setup' if freeze else 'default'}; median [min-max] of "
-        f"{repeats} windows of ~{seconds} s"
+        f", gc {'frozen after setup' if freeze else 'default'}, {clock} clock; median "
+        f"[min-max] of {repeats} windows of ~{seconds} s; load average "
+        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}"
     )
     print(
         f"config: unroll_length {UNROLL}, 1 train call of {BATCH} windows x {WINDOW} per "
@@ -395,8 +406,18 @@ def main() -> None:
         "--trace-repeats", type=int, default=1, help="windows that also time materialisation"
     )
     parser.add_argument("--no-freeze", action="store_true", help="leave the collector as is")
+    parser.add_argument(
+        "--clock", choices=sorted(CLOCKS), default="wall", help="what a window's time is"
+    )
     args = parser.parse_args()
-    run(args.repeats, args.seconds, tuple(args.sizes), args.trace_repeats, not args.no_freeze)
+    run(
+        args.repeats,
+        args.seconds,
+        tuple(args.sizes),
+        args.trace_repeats,
+        not args.no_freeze,
+        args.clock,
+    )
 
 
 if __name__ == "__main__":
