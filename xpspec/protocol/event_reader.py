@@ -130,11 +130,14 @@ class EventReader:
             if rule is not None:
                 read, cls, ints, floats = rule
                 try:
-                    values = list(_astuple(read(line)))
+                    values = _astuple(read(line))
                 except _REFUSED:
                     pass  # the compiled decoder accepts it or names what is wrong
                 else:
-                    return cls(*self._share(values, ints, floats, "-0" in line))
+                    if not (ints or floats):  # no columns (most lines): nothing to share
+                        return cls(*values)
+                    signed = bool(floats) and "-0" in line
+                    return cls(*self._share(list(values), ints, floats, signed))
         try:
             data = json.loads(line)
         except json.JSONDecodeError as exc:
