@@ -26,6 +26,22 @@ plain tensor ops (per-env length drawn with ``torch.randint`` at each reset, aut
 the same eight fields, and uniform ``(env, start)`` windows gathered with one
 ``index_select`` per field. It checks nothing and records nothing.
 
+What was changed in refimpl to bring it to the same-env loop, each the same work done
+cheaper, with the clause it implements still spelled out where it is done:
+
+- the replay sampler's valid starts (``replay.window-validity``): while all envs hold the
+  same positions, as the trainer's buffer does without preprocessing, every env's valid
+  starts are one progression read off the common end and size, two ints every write keeps
+  up to date (``ReplayBuffer._common_starts``), instead of a per-env grid of tensors rebuilt
+  after every write; the draws are the same (a test compares both, draw for draw);
+- the unroll and train accounting (``unroll.fractional-schedule``,
+  ``train.synced-schedule``) in integers: both are floors of rationals of known denominator,
+  so ``(k*p)//q`` replaces ``Fraction`` arithmetic every iteration;
+- recording (``record=True``): an unroll without preprocessing is recorded at its end from
+  the ``[steps, B]`` tensors the buffer write stacks anyway, instead of a few tensors per
+  vector step; a run keeps eight times fewer tensors alive, and the cyclic collector's
+  passes, which walk every live tensor again and again, were most of what recording cost.
+
 Protocol: one process, ``torch.set_num_threads(1)`` and ``OMP_NUM_THREADS=1`` (set before
 torch is imported when this module is run as a script); after setup ``gc.collect()`` then
 ``gc.freeze()``, so the collector's full passes do not walk the interpreter's import-time
@@ -33,7 +49,9 @@ objects (``--no-freeze`` leaves the collector as it is; recording then costs mor
 ``B``, since every full collection walks the import-time objects and all the tensors a
 recording run keeps). Each window builds a fresh loop (not timed) and times ``iterations``
 iterations of it; the iteration count per ``B`` is calibrated so that the trainer's window
-lasts about ``seconds``, and every loop of that ``B`` runs the same count.
+lasts about ``seconds``, and every loop of that ``B`` runs the same count. ``--clock cpu``
+times windows by the process's CPU time: on a shared, loaded machine the elapsed time
+counts the waits for a core too.
 The windows of all configurations are interleaved within each repeat; the tables give the
 median and the min-max over ``repeats``, and ratios of medians.
 
