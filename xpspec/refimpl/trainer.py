@@ -308,8 +308,6 @@ class Trainer:
             data = {name: torch.stack([rows[name] for rows in staged]) for name in self._fields}
             self.buffer.add_rows(data)
             self.recorder.unroll(iteration, data, len(staged))
-            self.stored_total += len(staged) * self.num_envs
-            self.stored_since_clear += len(staged) * self.num_envs
         return time_step, state
 
     def _unroll_step(
@@ -343,8 +341,9 @@ class Trainer:
             self.env_steps += int((~is_first).sum())
         else:
             self.env_steps += self.num_envs
-        if staged is not None:  # stored and recorded with the whole unroll (_unroll)
+        if staged is not None:  # written and recorded with the whole unroll (_unroll)
             staged.append(rows)
+            self._stored(iteration, rows, self.num_envs)
         else:
             self.recorder.env_step(iteration, rows)
             for verdict in self._runtime.step(rows):
@@ -359,6 +358,7 @@ class Trainer:
     def _apply(self, iteration: int, action: str, rows: Rows, reason: str) -> None:
         if action == "store":
             self.buffer.add_items(rows["env_id"], {k: rows[k] for k in self._fields})
+            self.recorder.store(iteration, rows)
             self._stored(iteration, rows, rows["env_id"].shape[0])
         elif action == "exclude":
             self.recorder.exclude(iteration, rows, reason)
@@ -366,7 +366,7 @@ class Trainer:
             self.recorder.hold(iteration, rows)
 
     def _stored(self, iteration: int, rows: Rows, count: int) -> None:
-        self.recorder.store(iteration, rows)
+        """Count ``count`` stored ``rows`` (recorded by the caller)."""
         self.stored_total += count
         self.stored_since_clear += count
 
