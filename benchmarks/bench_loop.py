@@ -26,6 +26,22 @@ plain tensor ops (per-env length drawn with ``torch.randint`` at each reset, aut
 the same eight fields, and uniform ``(env, start)`` windows gathered with one
 ``index_select`` per field. It checks nothing and records nothing.
 
+What was changed in refimpl to bring it to the same-env loop, each the same work done
+cheaper, with the clause it implements still spelled out where it is done:
+
+- the replay sampler's valid starts (``replay.window-validity``): while all envs hold the
+  same positions, as the trainer's buffer does without preprocessing, every env's valid
+  starts are one progression read off the common end and size, two ints every write keeps
+  up to date (``ReplayBuffer._common_starts``), instead of a per-env grid of tensors rebuilt
+  after every write; the draws are the same (a test compares both, draw for draw);
+- the unroll and train accounting (``unroll.fractional-schedule``,
+  ``train.synced-schedule``) in integers: both are floors of rationals of known denominator,
+  so ``(k*p)//q`` replaces ``Fraction`` arithmetic every iteration;
+- recording (``record=True``): an unroll without preprocessing is recorded at its end from
+  the ``[steps, B]`` tensors the buffer write stacks anyway, instead of a few tensors per
+  vector step; a run keeps eight times fewer tensors alive, and the cyclic collector's
+  passes, which walk every live tensor again and again, were most of what recording cost.
+
 Protocol: one process, ``torch.set_num_threads(1)`` and ``OMP_NUM_THREADS=1`` (set before
 torch is imported when this module is run as a script); after setup ``gc.collect()`` then
 ``gc.freeze()``, so the collector's full passes do not walk the interpreter's import-time
@@ -33,7 +49,9 @@ objects (``--no-freeze`` leaves the collector as it is; recording then costs mor
 ``B``, since every full collection walks the import-time objects and all the tensors a
 recording run keeps). Each window builds a fresh loop (not timed) and times ``iterations``
 iterations of it; the iteration count per ``B`` is calibrated so that the trainer's window
-lasts about ``seconds``, and every loop of that ``B`` runs the same count.
+lasts about ``seconds``, and every loop of that ``B`` runs the same count. ``--clock cpu``
+times windows by the process's CPU time: on a shared, loaded machine the elapsed time
+counts the waits for a core too.
 The windows of all configurations are interleaved within each repeat; the tables give the
 median and the min-max over ``repeats``, and ratios of medians.
 
@@ -84,6 +102,12 @@ MIN_LENGTH, MAX_LENGTH = 5, 50
 NUM_ACTIONS = 2
 NUM_TASKS = 1
 _FIRST, _MID, _LAST = int(StepType.FIRST), int(StepType.MID), int(StepType.LAST)
+
+
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+"""``wall``: elapsed time; ``cpu``: the process's CPU time, which leaves out the time the
+process waits for a core on a loaded machine (one torch thread: the process's work)."""
+_clock = time.perf_counter
 
 
 def _capacity(num_envs: int) -> int:
@@ -219,9 +243,9 @@ def make_trainer(num_envs: int, iterations: int, record: bool, seed: int = 0) ->
 def _time_minimal(num_envs: int, iterations: int, same_env: bool = False) -> dict[str, float]:
     loop = SameEnvLoop(num_envs) if same_env else MinimalLoop(num_envs)
     gc.collect()
-    t0 = time.perf_counter()
+    t0 = _clock()
     steps = loop.run(iterations)
-    return {"loop": steps / (time.perf_counter() - t0)}
+    return {"loop": steps / (_clock() - t0)}
 
 
 def _time_trainer(
@@ -238,15 +262,15 @@ def _time_trainer(
 
     recorder.trace = deferred  # type: ignore[method-assign,assignment]
     gc.collect()
-    t0 = time.perf_counter()
+    t0 = _clock()
     steps = trainer.run().env_steps
-    out = {"loop": steps / (time.perf_counter() - t0)}
+    out = {"loop": steps / (_clock() - t0)}
     if convert:
-        t0 = time.perf_counter()
+        t0 = _clock()
         trace = materialise(header)
-        t1 = time.perf_counter()
+        t1 = _clock()
         trace.to_jsonl()
-        t2 = time.perf_counter()
+        t2 = _clock()
         out["materialise_us"] = 1e6 * (t1 - t0) / steps
         out["serialise_us"] = 1e6 * (t2 - t1) / steps
     return out
@@ -257,9 +281,9 @@ def _calibrate(num_envs: int, seconds: float) -> int:
     iterations = 4
     while True:
         trainer = make_trainer(num_envs, iterations, record=False)
-        t0 = time.perf_counter()
+        t0 = _clock()
         trainer.run()
-        elapsed = time.perf_counter() - t0
+        elapsed = _clock() - t0
         if elapsed >= seconds / 4:
             return max(1, round(iterations * seconds / elapsed))
         iterations *= 2
@@ -279,11 +303,15 @@ def run(
     sizes: tuple[int, ...] = SIZES,
     trace_repeats: int = 1,
     freeze: bool = True,
+    clock: str = "wall",
 ) -> list[dict[str, object]]:
     """Median env steps/s over ``repeats`` interleaved windows for each ``B`` in ``sizes``:
     the minimal loop, the trainer without and with recording; the first ``trace_repeats``
     recording windows also time materialisation and serialisation. ``freeze``: call
-    ``gc.freeze()`` after setup. Prints the tables and returns one row per measurement."""
+    ``gc.freeze()`` after setup; ``clock``: a key of :data:`CLOCKS`. Prints the tables and
+    returns one row per measurement."""
+    global _clock
+    _clock = CLOCKS[clock]
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     used = torch.get_num_threads()
@@ -313,8 +341,9 @@ def run(
     print(
         f"env steps/s through unroll -> store -> sample; torch threads "
         f"{used}, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}"
-        f", gc {'frozen after setup' if freeze else 'default'}; median [min-max] of "
-        f"{repeats} windows of ~{seconds} s"
+        f", gc {'frozen after setup' if freeze else 'default'}, {clock} clock; median "
+        f"[min-max] of {repeats} windows of ~{seconds} s; load average "
+        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}"
     )
     print(
         f"config: unroll_length {UNROLL}, 1 train call of {BATCH} windows x {WINDOW} per "
@@ -395,8 +424,18 @@ def main() -> None:
         "--trace-repeats", type=int, default=1, help="windows that also time materialisation"
     )
     parser.add_argument("--no-freeze", action="store_true", help="leave the collector as is")
+    parser.add_argument(
+        "--clock", choices=sorted(CLOCKS), default="wall", help="what a window's time is"
+    )
     args = parser.parse_args()
-    run(args.repeats, args.seconds, tuple(args.sizes), args.trace_repeats, not args.no_freeze)
+    run(
+        args.repeats,
+        args.seconds,
+        tuple(args.sizes),
+        args.trace_repeats,
+        not args.no_freeze,
+        args.clock,
+    )
 
 
 if __name__ == "__main__":

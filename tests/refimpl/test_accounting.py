@@ -79,3 +79,29 @@ def test_alf_floor_loses_partial_releases_with_several_envs() -> None:
     alf = AlfFloorTrainSchedule()
     assert alf.calls_for_iteration(4, 6) == 1
     assert alf.calls_for_iteration(0, 0) == 1
+
+
+@given(
+    st.one_of(st.just(Fraction(0)), rationals),
+    st.integers(1, 6),
+    st.lists(st.tuples(st.integers(0, 40), st.integers(0, 60)), min_size=1, max_size=40),
+)
+def test_synced_integer_floor_is_the_rational_rule(
+    u: Fraction, b: int, iterations: list[tuple[int, int]]
+) -> None:
+    # The schedule's integer arithmetic against the module docstring's rule in fractions:
+    # C_k = max(C_{k-1}, floor(k - (U_k - S_k) / unit)), unit = u*B (B when u = 0); stored
+    # counts may exceed unrolled ones (held items released), so E_k may exceed k.
+    s = SyncedTrainSchedule(u, b)
+    unit = u * b if u else Fraction(b)
+    calls = unrolled = stored = 0
+    for k, (n, kept) in enumerate(iterations, 1):
+        unrolled, stored = unrolled + n, stored + kept
+        owed = max(calls, math.floor(k - Fraction(unrolled - stored) / unit))
+        assert s.calls_for_iteration(n, kept) == owed - calls
+        calls = owed
+
+
+@given(st.one_of(st.just(Fraction(0)), rationals), st.integers(1, 500))
+def test_exact_unroll_steps_is_the_rational_rule(u: Fraction, k: int) -> None:
+    assert exact_unroll_steps(k, u) == math.floor(k * u) - math.floor((k - 1) * u)

@@ -240,6 +240,29 @@ def test_windows_are_valid_and_hold_the_written_items(history, spec, seed):
     check_sample(model, spec, buf.sample(7, spec, generator))
 
 
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(histories(), specs, st.integers(0, 2**31))
+def test_lockstep_sampling_draws_what_the_grid_draws(history, spec, seed):
+    """While all envs hold the same positions the sampler reads the valid starts off the
+    common end and size; it draws the very windows the per-env grid draws from the same
+    generator state (the bytes of every trace depend on it)."""
+    num_envs, capacity, ops = history
+    fast, _ = replay(num_envs, capacity, ops)
+    slow, _ = replay(num_envs, capacity, ops)
+    slow._common_starts = lambda sampling: None  # the per-env grid always
+    draws = []
+    for buf in (fast, slow):
+        generator = torch.Generator().manual_seed(seed)
+        try:
+            s = buf.sample(9, spec, generator)
+        except NoValidWindow as exc:
+            draws.append(str(exc))
+        else:
+            draws.append((s.env_ids.tolist(), s.positions.tolist(), s.mask.tolist()))
+        draws.append(generator.get_state())
+    assert draws[0] == draws[2] and torch.equal(draws[1], draws[3])
+
+
 # -- storage ---------------------------------------------------------------------------------
 def test_add_items_appends_each_envs_items_in_order():
     """Clause replay.storage: several items of one env in one call keep their order."""

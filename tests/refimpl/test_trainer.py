@@ -4,6 +4,7 @@ Expected values are derived in the comments."""
 from __future__ import annotations
 
 import itertools
+import math
 from collections import Counter
 from dataclasses import replace
 from fractions import Fraction
@@ -349,3 +350,40 @@ def test_a_trainer_records_only_when_asked_and_recording_changes_nothing() -> No
     counters = ("iterations", "env_steps", "stored_total", "train_calls", "updates")
     for name in counters:
         assert getattr(silent, name) == getattr(recorded, name) == getattr(via_train, name)
+
+
+@pytest.mark.parametrize("copy", [False, True])
+def test_an_unroll_recorded_at_once_gives_the_events_of_its_steps(copy: bool) -> None:
+    # Recorder.unroll of [steps, B, ...] rows: per step an env_step then a store event, as
+    # recording each step's rows would give; mixed with per-step entries around it.
+    import torch
+
+    from xpspec.refimpl.recorder import Recorder
+    from xpspec.refimpl.trainer import ROW_FIELDS
+
+    def rows(step: int) -> dict[str, torch.Tensor]:  # B = 4 envs, distinct values per step
+        return {
+            name: ((torch.arange(4 * math.prod(shape)) + 7 * step) % 11)
+            .reshape(4, *shape)
+            .to(dtype)
+            for name, (shape, dtype) in ROW_FIELDS.items()
+        }
+
+    steps = [rows(s) for s in range(5)]
+    one_by_one, at_once = Recorder(copy=copy), Recorder(copy=copy)
+    for recorder in (one_by_one, at_once):
+        recorder.iteration_start(1, 1, 5)
+        recorder.env_step(1, steps[0])
+        recorder.store(1, steps[0])
+    for r in steps[1:4]:
+        one_by_one.env_step(1, r)
+        one_by_one.store(1, r)
+    at_once.unroll(1, {k: torch.stack([r[k] for r in steps[1:4]]) for k in ROW_FIELDS}, 3)
+    at_once.unroll(1, {k: v[:0] for k, v in rows(9).items()}, 0)  # an empty unroll
+    for recorder in (one_by_one, at_once):
+        recorder.env_step(1, steps[4])
+        recorder.store(1, steps[4])
+    expected = one_by_one.trace().to_jsonl()
+    assert at_once.trace().to_jsonl() == expected
+    assert len(one_by_one.trace().events) == 0  # drained
+    assert expected.count('"kind":"env_step"') == 5 == expected.count('"kind":"store"')

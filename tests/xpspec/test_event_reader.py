@@ -82,6 +82,18 @@ def test_a_store_shares_the_columns_of_the_step_it_stores() -> None:
         assert stored.env is step.env and stored.reward is step.reward
 
 
+def test_columns_written_differently_read_as_the_compiled_decoder_reads_them() -> None:
+    """Columns are shared by their text: the same values written with spaces or exponents
+    are other texts, read to equal tuples of the right type."""
+    header = _line(format="xpspec-trace/3")
+    spaced = _line(**STEP).replace('"env":[0,1]', '"env": [ 0 , 1 ]')
+    spaced = spaced.replace('"reward":[1.0,0.0]', '"reward":[1e0,0]')
+    text = "\n".join([header, _line(**STEP), spaced]) + "\n"
+    first, second = _read(text, True).events
+    assert first == second == _read(text, False).events[1]
+    assert isinstance(second, EnvStep) and [type(v) for v in second.reward] == [float, float]
+
+
 MALFORMED = {
     "unknown field": {**STEP, "extra": 1},
     "missing field": {k: v for k, v in STEP.items() if k != "reward"},

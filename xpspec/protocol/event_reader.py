@@ -10,12 +10,15 @@ decoder, which accepts it or says why not. So the events read, and every error, 
 with or without msgspec; only the time differs (clause ``trace.deterministic`` concerns the
 bytes written, which never pass through here).
 
-Equal column tuples are shared: a trace repeats the same ``env``, ``discount`` or
-``step_type`` column in event after event, and a store repeats the columns of the vector
-step it stores. Integer and float columns are kept apart (``(1, 0) == (1.0, 0.0)``), and a
-float column holding -0.0 is not shared (``-0.0 == 0.0``): each is written back as it was. Sharing them holds a decoded trace in about half the memory; the table of
-shared tuples is bounded (:data:`SHARED_LIMIT`), so a reader that streams a long trace keeps
-no more than that.
+Columns written alike are read once and shared: a trace repeats the same ``env``,
+``discount`` or ``step_type`` column in event after event, and a store repeats the columns
+of the vector step it stores. msgspec leaves each column of a line undecoded (its JSON
+text); a text read before under the same column type gives the tuple read then, a new one
+is decoded by that type's decoder. Sharing by text keeps integer and float columns apart
+(``(1, 0) == (1.0, 0.0)``) and -0.0 apart from 0.0, so each is written back as it was; it
+holds a decoded trace in about half the memory and spares decoding the columns seen before.
+The table of shared columns is bounded (:data:`SHARED_LIMIT`), so a reader that streams a
+long trace keeps no more than that.
 """
 
 from __future__ import annotations
@@ -27,7 +30,6 @@ import json
 import typing
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from math import copysign
 from typing import Any, Final
 
 from xpspec.protocol import trace as _trace
@@ -46,7 +48,7 @@ except ImportError:  # pragma: no cover - the tests force the fallback with fast
 __all__ = ["SHARED_LIMIT", "EventReader", "accelerated", "paused_gc", "read_jsonl"]
 
 SHARED_LIMIT: Final = 1 << 16
-"""Distinct column tuples the reader keeps to share; past it the table starts afresh."""
+"""Distinct column texts the reader keeps per column type; past it the table starts afresh."""
 _KIND: Final = '"kind":"'
 
 
@@ -69,17 +71,18 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
-_INT_COLUMNS: Final = (tuple[int, ...], tuple[tuple[int, ...], ...])
-_FLOAT_COLUMN: Final = tuple[float, ...]
+_COLUMN_TYPES: Final = (tuple[int, ...], tuple[tuple[int, ...], ...], tuple[float, ...])
+"""The types of the columns shared between events."""
 
-FastRule = tuple[Callable[[str], Any], Callable[..., Event], tuple[int, ...], tuple[int, ...]]
-"""A msgspec decoder of an event class's mirror, the class, and the indices of its integer
-and its float columns (the tuples shared between events)."""
+FastRule = tuple[Callable[[str], Any], Callable[..., Event], tuple[tuple[int, int], ...]]
+"""A msgspec decoder of an event class's mirror (its columns left as their JSON text), the
+class, and per column its index and the index of its type in :data:`_COLUMN_TYPES`."""
 
 
-def _negative_zero(column: tuple[float, ...]) -> bool:
-    """Whether ``column`` holds -0.0."""
-    return any(not x and copysign(1.0, x) < 0 for x in column)
+@functools.cache
+def _column_decoders() -> tuple[Callable[[bytes], Any], ...]:
+    """A msgspec decoder of each type of :data:`_COLUMN_TYPES`."""
+    return tuple(msgspec.json.Decoder(tp).decode for tp in _COLUMN_TYPES)
 
 
 @functools.cache
@@ -93,20 +96,21 @@ def _fast_rules() -> dict[str, FastRule]:
     for cls in typing.get_args(Event):
         hints = typing.get_type_hints(cls, namespace)
         fields: list[Any] = []
-        ints, floats = [], []
+        columns = []
         for i, f in enumerate(dataclasses.fields(cls)):
             tp = hints[f.name]
+            if tp in _COLUMN_TYPES:
+                if f.default is not dataclasses.MISSING:  # would not be a msgspec.Raw
+                    raise TypeError(f"{cls.__name__}.{f.name}: expected no default on a column")
+                columns.append((i, _COLUMN_TYPES.index(tp)))
+                tp = msgspec.Raw
             fields.append(
                 (f.name, tp) if f.default is dataclasses.MISSING else (f.name, tp, f.default)
             )
-            if tp in _INT_COLUMNS:
-                ints.append(i)
-            elif tp == _FLOAT_COLUMN:
-                floats.append(i)
         mirror = msgspec.defstruct(
             f"{cls.__name__}Line", fields, forbid_unknown_fields=True, gc=False
         )
-        rules[cls.kind] = (msgspec.json.Decoder(mirror).decode, cls, tuple(ints), tuple(floats))
+        rules[cls.kind] = (msgspec.json.Decoder(mirror).decode, cls, tuple(columns))
     return rules
 
 
@@ -116,9 +120,9 @@ class EventReader:
     def __init__(self, fast: bool = True) -> None:
         self._rules = _fast_rules() if fast else {}
         self._slow = decoder(Event)  # dispatches on "kind"
-        # Integer and float columns apart: (1, 0) == (1.0, 0.0), and each is written as it is.
-        self._ints: dict[tuple[Any, ...], tuple[Any, ...]] = {}
-        self._floats: dict[tuple[float, ...], tuple[float, ...]] = {}
+        self._decode_column = _column_decoders() if self._rules else ()
+        # Per column type, each column text read so far and its tuple.
+        self._columns: tuple[dict[bytes, Any], ...] = tuple({} for _ in _COLUMN_TYPES)
 
     def __call__(self, line: str, lineno: int) -> Event:
         """The event of ``line`` (line ``lineno`` of its file); ``ValueError`` naming the line
@@ -128,37 +132,34 @@ class EventReader:
             start += len(_KIND)
             rule = self._rules.get(line[start : line.find('"', start)])
             if rule is not None:
-                read, cls, ints, floats = rule
+                read, cls, columns = rule
                 try:
-                    values = list(_astuple(read(line)))
+                    values = _astuple(read(line))
+                    if columns:
+                        values = self._read_columns(list(values), columns)
                 except _REFUSED:
                     pass  # the compiled decoder accepts it or names what is wrong
                 else:
-                    return cls(*self._share(values, ints, floats, "-0" in line))
+                    return cls(*values)
         try:
             data = json.loads(line)
         except json.JSONDecodeError as exc:
             raise ValueError(f"line {lineno}: not JSON ({exc.msg})") from exc
         return self.event(data, lineno)
 
-    def _share(
-        self, values: list[Any], ints: tuple[int, ...], floats: tuple[int, ...], signed: bool
-    ) -> Any:
-        """``values`` with each column replaced by an equal one read before, if any. A float
-        column holding a negative zero is neither shared nor kept to share (-0.0 equals 0.0,
-        and each is written as it is); ``signed`` is whether the line may hold one (its text
-        holds ``-0``)."""
-        if len(self._ints) > SHARED_LIMIT or len(self._floats) > SHARED_LIMIT:
-            self._ints.clear()
-            self._floats.clear()
-        shared = self._ints.setdefault
-        for i in ints:
-            values[i] = shared(values[i], values[i])
-        for i in floats:
-            column = values[i]
-            if signed and 0.0 in column and _negative_zero(column):
-                continue
-            values[i] = self._floats.setdefault(column, column)
+    def _read_columns(self, values: list[Any], columns: tuple[tuple[int, int], ...]) -> Any:
+        """``values`` with each column's JSON text (a ``msgspec.Raw``) replaced by its tuple:
+        the one read before from the same text under the same type, else a new one decoded
+        by that type's decoder (which raises what msgspec raises on a malformed column)."""
+        for i, kind in columns:
+            text = bytes(values[i])
+            table = self._columns[kind]
+            column = table.get(text)
+            if column is None:
+                if len(table) > SHARED_LIMIT:
+                    table.clear()
+                column = table[text] = self._decode_column[kind](text)
+            values[i] = column
         return values
 
     def event(self, data: Any, lineno: int) -> Event:

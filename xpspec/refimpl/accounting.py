@@ -1,4 +1,4 @@
-"""Unroll and train-call accounting, in exact rational arithmetic.
+"""Unroll and train-call accounting, in exact rational arithmetic (done in integers).
 
 Clauses: ``unroll.fractional-schedule``, variant ``alf-float-carry`` of ``unroll.fractional-schedule``,
 ``train.synced-schedule``, ``train.identity-reduces-to-plain``, ``train.excluded-earn-nothing``,
@@ -21,11 +21,16 @@ and the cumulative number of train calls is ``C_k = max(C_{k-1}, floor(E_k))``. 
 preprocessing (``S_k = U_k``) gives ``E_k = k``: the plain schedule exactly. Excluded items
 never raise ``E``; held items raise it when they are released; calls per stored item tend to
 ``1/(u*B)``; and the lag behind the plain schedule is the pending count over ``u*B``.
+
+Both rules are floors of rationals whose denominator is known, so they are computed in
+integers: with ``u = p/q`` in lowest terms, ``floor(k*u) = (k*p) // q`` and, with the unit
+``u*B = p*B/q``, ``floor(E_k) = (k*p*B - (U_k - S_k)*q) // (p*B)`` (Python's ``//`` is the
+floor, negative numerators included). The same values as :class:`~fractions.Fraction`
+arithmetic, without building a fraction per iteration.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -40,8 +45,10 @@ __all__ = [
 
 
 def exact_unroll_steps(k: int, unroll_length: Fraction) -> int:
-    """Steps per env unrolled on iteration ``k`` (1-based) under the exact schedule."""
-    return math.floor(k * unroll_length) - math.floor((k - 1) * unroll_length)
+    """Steps per env unrolled on iteration ``k`` (1-based) under the exact schedule:
+    ``floor(k*u) - floor((k-1)*u)``, in integers."""
+    p, q = unroll_length.numerator, unroll_length.denominator
+    return (k * p) // q - ((k - 1) * p) // q
 
 
 @dataclass
@@ -87,9 +94,13 @@ class SyncedTrainSchedule:
         self.iteration += 1
         self.unrolled += unrolled
         self.stored += stored
-        unit = self.unroll_length * self.num_envs if self.unroll_length else Fraction(self.num_envs)
-        effective = self.iteration - Fraction(self.unrolled - self.stored) / unit
-        owed = max(self.calls, math.floor(effective))
+        # E_k = k - (U_k - S_k) / unit with unit = u*B = p*B/q (B when u = 0), so
+        # floor(E_k) = floor((k*p*B - (U_k - S_k)*q) / (p*B)): an integer floor division.
+        u = self.unroll_length
+        p, q = (u.numerator, u.denominator) if u else (1, 1)
+        unit = p * self.num_envs
+        floor_effective = (self.iteration * unit - (self.unrolled - self.stored) * q) // unit
+        owed = max(self.calls, floor_effective)
         new_calls, self.calls = owed - self.calls, owed
         return new_calls
 

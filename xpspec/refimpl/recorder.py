@@ -4,9 +4,14 @@ Recording does no tensor work. A row event (``env_step``, ``store``) keeps its t
 they are (``copy=False``, for callers whose tensors are never written after they are
 recorded, like the reference trainer's) or clones them (``copy=True``, the default), in one
 list per kind of event; every event also appends a tuple of plain values, which the cyclic
-garbage collector does not track. Event values are built once, in :meth:`Recorder.trace`,
-with one concatenation and one ``tolist`` per field and kind. With ``enabled=False`` every
-method returns at once, so a run without tracing pays almost nothing.
+garbage collector does not track. :meth:`Recorder.unroll` takes the rows of a whole unroll
+at once, as ``[steps, B, ...]`` tensors, and keeps them as one entry: per step the events
+are those of :meth:`Recorder.env_step` and :meth:`Recorder.store`, but a run keeps a few
+tensors per unroll alive instead of a few per vector step, which the garbage collector's
+passes would otherwise walk again and again. Event values are built once, in
+:meth:`Recorder.trace`, with one concatenation and one ``tolist`` per field and kind. With
+``enabled=False`` every method returns at once, so a run without tracing pays almost
+nothing.
 """
 
 from __future__ import annotations
@@ -70,11 +75,21 @@ def _rows(observation: torch.Tensor) -> int:
 
 
 class _RowColumns:
-    """The tensors of one kind of row event (observation first)."""
+    """The tensors of one kind of row event (observation first): one entry per event, or one
+    per run of ``events`` events of equally many rows (rows event-major)."""
 
     def __init__(self, dtypes: tuple[torch.dtype, ...]) -> None:
         self.dtypes = dtypes  # the dtype each field's values are read from
         self.rows: list[Sequence[torch.Tensor]] = []
+        self.events_of: list[int] = []  # events of each entry
+
+    def add(self, tensors: Sequence[torch.Tensor], events: int = 1) -> None:
+        self.rows.append(tensors)
+        self.events_of.append(events)
+
+    def clear(self) -> None:
+        self.rows.clear()
+        self.events_of.clear()
 
     def events(self) -> Iterator[tuple[Any, ...]]:
         """Per event: ``env``, ``episode``, ``t``, then each other field, as tuples of Python
@@ -83,8 +98,9 @@ class _RowColumns:
             return iter(())
         fields = list(zip(*self.rows))
         bounds = [0]
-        for size in map(_rows, fields[0]):
-            bounds.append(bounds[-1] + size)
+        for size, events in zip(map(_rows, fields[0]), self.events_of):
+            for _ in range(events):
+                bounds.append(bounds[-1] + size // events)
         obs = _cat(fields[0], 2).to(_FLOAT).to(_INT)
         cols = obs.T.tolist() + [
             _cat(field, 1).to(dtype).tolist() for field, dtype in zip(fields[1:], self.dtypes[1:])
@@ -128,14 +144,27 @@ class Recorder:
     def env_step(self, iteration: int, rows: dict[str, torch.Tensor]) -> None:
         if self.enabled:
             tensors = _ENV_STEP(rows)
-            self._env_steps.rows.append([t.clone() for t in tensors] if self.copy else tensors)
+            self._env_steps.add([t.clone() for t in tensors] if self.copy else tensors)
             self._raw.append(("env_step", iteration))
 
     def store(self, iteration: int, rows: dict[str, torch.Tensor]) -> None:
         if self.enabled:
             tensors = _STORE(rows)
-            self._stores.rows.append([t.clone() for t in tensors] if self.copy else tensors)
+            self._stores.add([t.clone() for t in tensors] if self.copy else tensors)
             self._raw.append(("store", iteration))
+
+    def unroll(self, iteration: int, rows: dict[str, torch.Tensor], steps: int) -> None:
+        """``steps`` vector steps each of whose rows were all stored, ``rows[name]`` being
+        ``[steps, B, ...]``: the events of :meth:`env_step` then :meth:`store` of each step's
+        rows, in step order, with the tensors kept once for the whole unroll."""
+        if self.enabled and steps:
+            env_step, store = _ENV_STEP(rows), _STORE(rows)
+            if self.copy:
+                env_step = tuple(t.clone() for t in env_step)
+                store = tuple(t.clone() for t in store)
+            self._env_steps.add(env_step, steps)
+            self._stores.add(store, steps)
+            self._raw.extend((("env_step", iteration), ("store", iteration)) * steps)
 
     def exclude(self, iteration: int, rows: dict[str, torch.Tensor], reason: str) -> None:
         if self.enabled:
@@ -194,8 +223,8 @@ class Recorder:
         rows = {"env_step": self._env_steps.events(), "store": self._stores.events()}
         events = [self._materialise(r, rows) for r in self._raw]
         self._raw.clear()
-        self._env_steps.rows.clear()
-        self._stores.rows.clear()
+        self._env_steps.clear()
+        self._stores.clear()
         return events
 
     @staticmethod

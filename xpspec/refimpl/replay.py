@@ -131,6 +131,7 @@ class ReplayBuffer:
         self._end = torch.zeros(num_envs, dtype=torch.int64)  # newest position + 1
         self._size = torch.zeros(num_envs, dtype=torch.int64)
         self._cursor: int | None = 0  # the common end position while all envs share it
+        self._common_size: int | None = 0  # the common size while all envs share it
         self._version = 0
         self._table_key: tuple[int, int, str, int, str] | None = None
         self._table: _Table | None = None
@@ -172,6 +173,8 @@ class ReplayBuffer:
     @property
     def total_size(self) -> int:
         """Items currently stored, over all envs."""
+        if self._common_size is not None:
+            return self._common_size * self.num_envs
         return int(self._size.sum())
 
     # -- checkpoint (clause resume.buffer-restored) ------------------------------------------
@@ -195,6 +198,7 @@ class ReplayBuffer:
             self._end.copy_(state["end"])
             self._size.copy_(state["size"])
         self._cursor = state["cursor"]
+        self._sync_common_size()
         self._version += 1
 
     def held_positions(self) -> list[tuple[int, int]]:
@@ -234,6 +238,8 @@ class ReplayBuffer:
             self._cursor += 1
             self._end.add_(1)
             self._size.add_(1).clamp_(max=self.capacity)
+        if self._common_size is not None:
+            self._common_size = min(self._common_size + 1, self.capacity)
         self._version += 1
 
     def add_rows(self, data: Mapping[str, Tensor]) -> None:
@@ -274,6 +280,8 @@ class ReplayBuffer:
             self._cursor += n
             self._end.add_(n)
             self._size.add_(n).clamp_(max=c)
+        if self._common_size is not None:
+            self._common_size = min(self._common_size + n, c)
         self._version += 1
 
     def add_items(self, env_ids: Tensor, data: Mapping[str, Tensor]) -> None:
@@ -312,6 +320,7 @@ class ReplayBuffer:
             self._size.add_(counts).clamp_(max=self.capacity)
         first = int(self._end[0])
         self._cursor = first if bool((self._end == first).all()) else None
+        self._sync_common_size()
         self._version += 1
 
     def clear(self, keep_last: int | Sequence[int] = 0) -> None:
@@ -324,9 +333,34 @@ class ReplayBuffer:
                 "keep_last", keep_last, f"an integer >= 0, or {self.num_envs} of them"
             )
         self._size.copy_(torch.minimum(self._size, torch.tensor(keep, dtype=self._size.dtype)))
+        self._sync_common_size()
         self._version += 1
 
+    def _sync_common_size(self) -> None:
+        """Read the common size off the per-env sizes (after a write that may change them
+        unequally)."""
+        first = int(self._size[0])
+        self._common_size = first if bool((self._size == first).all()) else None
+
     # -- validity ---------------------------------------------------------------------------
+    def _common_starts(self, sampling: SamplingSpec) -> tuple[int, int] | None:
+        """``(first, count)``: every env's valid starts are ``first + j * period`` for
+        ``0 <= j < count``, for cross and pad, while all envs hold the same positions (written
+        in lockstep: the trainer's buffer without preprocessing); ``None`` otherwise. The
+        progression of :meth:`_grid`, worked out from the common end and size, which every
+        write keeps up to date: nothing to rebuild after a write."""
+        if self._cursor is None or self._common_size is None:
+            return None
+        end, size = self._cursor, self._common_size
+        earliest = end - size
+        reach = sampling.window_length - 1 if sampling.boundary == "cross" else 0
+        p = sampling.period
+        if p == 1:
+            return earliest, max(size - reach, 0)
+        last = end - 1 - reach
+        first = earliest if sampling.anchor == "oldest" else (earliest + (p - 1)) // p * p
+        return first, (last - first) // p + 1 if last >= first else 0
+
     def _grid(self, sampling: SamplingSpec) -> _Grid:
         """Valid starts per env as arithmetic progressions, for cross and pad (cached until
         the next write)."""
@@ -500,7 +534,25 @@ class ReplayBuffer:
         if not _is_int(batch_size) or batch_size < 1:
             raise ConfigError("batch_size", batch_size, "an integer >= 1")
         dist = sampling.distribution
-        if self._uses_grid(sampling):
+        common = self._common_starts(sampling) if self._uses_grid(sampling) else None
+        if common is not None:  # every env's valid starts are first + j * p, j < count
+            first, count = common
+            p = sampling.period
+            if dist == "uniform-windows":
+                if count == 0:
+                    raise self._no_window(sampling, "no valid window")
+                # Pooled index k (env-major, as in the grid) is start k % count of env k // count.
+                k = torch.randint(0, count * self.num_envs, (batch_size,), generator=generator)
+                env, j = k // count, k % count
+            else:  # env-balanced
+                if count == 0:
+                    raise self._no_window(
+                        sampling, "env-balanced needs a valid window in every env"
+                    )
+                env = self._balanced_envs(batch_size, generator)
+                j = self._below(torch.full((batch_size,), count), generator)
+            start = first + (j if p == 1 else j * p)
+        elif self._uses_grid(sampling):
             grid = self._grid(sampling)
             p = sampling.period
             if dist == "uniform-windows":

@@ -10,8 +10,9 @@ One :class:`Trainer` run is a sequence of iterations (clauses ``iteration.*``):
    acts, the env steps, and the pre-step time step with its action and state goes through
    the preprocessing hook, whose verdicts are stored, excluded or held (``preprocess.*``).
    Without preprocessing every row is stored, in one buffer write at the end of the unroll
-   (equivalent: nothing reads the buffer during an unroll), and no Python loop runs over
-   envs;
+   (equivalent: nothing reads the buffer during an unroll), recorded there too (the
+   events of each step, in step order: nothing else is recorded during an unroll), and no
+   Python loop runs over envs;
 3. the train accounting says how many train calls the iteration owes (``train.*``); each
    call passes the warm-up gate (``warmup.*``) and then makes its gradient updates;
 4. ``after_train_iter`` is called if the iteration unrolled anything.
@@ -298,13 +299,15 @@ class Trainer:
     ) -> tuple[TimeStep, torch.Tensor]:
         """``n`` vector steps. Without preprocessing the rows of the whole unroll are written
         to the buffer at its end, in one call: nothing reads the buffer during an unroll, so
-        this equals writing each step's rows as it is taken."""
+        this equals writing each step's rows as it is taken. They are recorded there too, as
+        each step's ``env_step`` and ``store`` events in step order."""
         staged: list[Rows] | None = [] if self._identity else None
         for _ in range(n):
             time_step, state = self._unroll_step(iteration, time_step, state, staged)
         if staged:
             data = {name: torch.stack([rows[name] for rows in staged]) for name in self._fields}
             self.buffer.add_rows(data)
+            self.recorder.unroll(iteration, data, len(staged))
         return time_step, state
 
     def _unroll_step(
@@ -333,16 +336,16 @@ class Trainer:
             rows["achieved_goal"] = time_step.achieved_goal
             rows["desired_goal"] = time_step.desired_goal
         next_step = self.env.step(action)
-        self.recorder.env_step(iteration, rows)
         self.unrolled_total += self.num_envs
         if self.config.env_step_count == "non-first":
             self.env_steps += int((~is_first).sum())
         else:
             self.env_steps += self.num_envs
-        if staged is not None:
+        if staged is not None:  # written and recorded with the whole unroll (_unroll)
             staged.append(rows)
             self._stored(iteration, rows, self.num_envs)
         else:
+            self.recorder.env_step(iteration, rows)
             for verdict in self._runtime.step(rows):
                 self._apply(iteration, verdict.action, verdict.rows, verdict.reason)
         return next_step, state + 1
@@ -355,6 +358,7 @@ class Trainer:
     def _apply(self, iteration: int, action: str, rows: Rows, reason: str) -> None:
         if action == "store":
             self.buffer.add_items(rows["env_id"], {k: rows[k] for k in self._fields})
+            self.recorder.store(iteration, rows)
             self._stored(iteration, rows, rows["env_id"].shape[0])
         elif action == "exclude":
             self.recorder.exclude(iteration, rows, reason)
@@ -362,7 +366,7 @@ class Trainer:
             self.recorder.hold(iteration, rows)
 
     def _stored(self, iteration: int, rows: Rows, count: int) -> None:
-        self.recorder.store(iteration, rows)
+        """Count ``count`` stored ``rows`` (recorded by the caller)."""
         self.stored_total += count
         self.stored_since_clear += count
 
