@@ -19,6 +19,7 @@ shared. Outside a group (any other thread) a trace file is read as before, pass 
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from itertools import islice
 from pathlib import Path
@@ -67,6 +68,18 @@ class _Pass:
         self.chunk, self.index = chunk, self.index + 1
         if self.ended:
             self.close()
+
+    def branch(self, size: int) -> _Pass:
+        """A pass of its own at the place of this one: the chunk held shared, the file read
+        anew past it (for a reader the others cannot wait for)."""
+        other = _Pass(self.path)
+        if self.ended:
+            other.close()
+        else:
+            deque(islice(other._events, (self.index + 1) * size), maxlen=0)
+        other.index, other.chunk, other.error = self.index, self.chunk, self.error
+        other.ended = self.ended
+        return other
 
     def close(self) -> None:
         self._file.close()
@@ -178,8 +191,29 @@ class LockStep:
             for shared in [s for s in self._passes if not s.readers]:
                 shared.close()
                 self._passes.remove(shared)
-            if self._live - self._waiting.keys() or not self._starting:
+            if self._live - self._waiting.keys():
                 break
+            if not self._starting:
+                # Every job waits and no pass can move: a job waits for one pass while
+                # another job's reader of it is behind, itself waiting for a pass the first
+                # job is behind in (two passes over one file read at different paces). The
+                # readers behind in one such pass go on in passes of their own.
+                stuck = next(
+                    (
+                        shared
+                        for shared in self._passes
+                        if any(self._waiting.get(r.job) is r for r in shared.readers)
+                    ),
+                    None,
+                )
+                if stuck is None:
+                    break
+                for r in [r for r in stuck.readers if r.next <= stuck.index]:
+                    stuck.readers.remove(r)
+                    r.shared = stuck.branch(self.chunk)
+                    r.shared.readers.append(r)
+                    self._passes.append(r.shared)
+                continue
             # No job can move on (the passes above moved whatever could): start the passes
             # jobs wait for, the jobs waiting for the same file sharing one.
             for path, jobs in self._starting.items():
