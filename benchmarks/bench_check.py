@@ -4,9 +4,10 @@ the reference trainer takes to produce the trace.
 Two traces of :mod:`benchmarks.trace_gen`'s shape, ``N`` and ``5 N`` iterations (the same
 envs, buffer and events per iteration), are generated, then each is checked by ``xpspec check``
 in a process of its own, ``repeats`` times, alternating; the peak resident memory of each
-process (``wait4``'s ``ru_maxrss``) and its wall time are recorded, and medians compared. The
-check reads the trace from its file pass by pass and runs the reference trainer for the
-exact comparisons, writing its trace to a file as it goes.
+process (its own ``VmHWM``) and its wall time are recorded, and medians compared. The
+check reads the trace from its file and runs the reference trainer for the exact comparisons,
+writing its trace to a file as it goes; the checks run together, sharing their passes over
+both files (:mod:`xpspec.conformance.fused`).
 
 Targets (issue 15): the 5x longer trace peaks at most 1.5x the memory; a whole check costs at
 most 1.5x the time the reference trainer takes to produce the same trace.

@@ -487,19 +487,17 @@ def _check(args: argparse.Namespace) -> int:
     implementation is not applicable. The trace stays in its file and is read pass by pass
     (:class:`~xpspec.protocol.trace_file.TraceFile`), and so is the reference trainer's run
     when it is the reference: a long trace is checked in the memory of the checks' own
-    state."""
+    state. The checks (and the trace's validation) run together, sharing their passes over
+    both files (:func:`~xpspec.conformance.fused.run_together`)."""
     import tempfile
 
     from xpspec.conformance.engine import Session
+    from xpspec.conformance.fused import run_together
     from xpspec.conformance.given_trace import FileReference, GivenTrace
     from xpspec.conformance.validate import validate_trace
 
     scenario = _read_scenario(args.scenario)
     trace = _trace_file(args.trace)
-    try:
-        validate_trace(scenario, trace)
-    except ValueError as exc:
-        raise ValueError(f"{args.trace}: malformed trace: {exc}") from None
     with tempfile.TemporaryDirectory(prefix="xpspec-check-") as tmp:
         session = Session(
             GivenTrace(scenario, trace, args.trace, validated=True),
@@ -508,8 +506,14 @@ def _check(args: argparse.Namespace) -> int:
             reference=FileReference(Path(tmp)),
             vectors=True,
         )
+        try:
+            checks = run_together(
+                session, scenario, _checks_of(scenario), [lambda: validate_trace(scenario, trace)]
+            )
+        except ValueError as exc:
+            raise ValueError(f"{args.trace}: malformed trace: {exc}") from None
         outcomes = []
-        for check in _checks_of(scenario):
+        for check in checks:
             outcome = session.evaluate(check, args.scenario, scenario)
             print(_check_line(outcome, args.strict), flush=True)
             outcomes.append(outcome)

@@ -6,7 +6,8 @@ iterated, so that a trace of any length is checked in the memory of the checks' 
 (each pass reads the file), but not indexed or measured with ``len``. Everything that passes
 over a trace's events (``for e in trace.events``, :meth:`~xpspec.protocol.trace.Trace.of_kind`,
 :meth:`~xpspec.protocol.trace.Trace.to_jsonl`) works on it unchanged. The file must not change
-while the trace is in use.
+while the trace is in use. Passes made by the jobs of a
+:class:`~xpspec.protocol.shared_pass.LockStep` are shared between them.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 from xpspec.protocol.codec import canonical_json
 from xpspec.protocol.event_reader import read_jsonl
+from xpspec.protocol.shared_pass import current
 from xpspec.protocol.trace import TRACE_FORMAT, Event, Trace
 
 __all__ = ["EventFile", "TraceFile", "TraceWriter"]
@@ -30,6 +32,10 @@ class EventFile:
         self.path = path
 
     def __iter__(self) -> Iterator[Event]:
+        group = current()
+        return self._read() if group is None else group.events(self.path)
+
+    def _read(self) -> Iterator[Event]:
         with self.path.open(encoding="utf-8") as lines:
             _, events = read_jsonl(lines)
             yield from events
@@ -37,7 +43,12 @@ class EventFile:
     def of_kind(self, kind: str) -> Iterator[Event]:
         """The events of one kind, in order; the lines of other kinds are not decoded (a
         line's ``"kind":"..."`` member cannot appear inside a string, where quotes are
-        escaped, and events hold no nested objects)."""
+        escaped, and events hold no nested objects). In a job of a
+        :class:`~xpspec.protocol.shared_pass.LockStep`, the pass is the group's shared one."""
+        group = current()
+        return self._of_kind(kind) if group is None else group.events(self.path, kind)
+
+    def _of_kind(self, kind: str) -> Iterator[Event]:
         member = f'"kind":{json.dumps(kind)}'
         with self.path.open(encoding="utf-8") as lines:
             _, events = read_jsonl(_only(lines, member))

@@ -55,9 +55,12 @@ class ItemIndex:
         """The slot of ``item`` in its env, or None when the index does not cover it (an env
         or episode out of range, a ``t`` outside its episode)."""
         env, episode, t = item
+        starts = self._starts.get(env)  # only an env in range has its starts
+        if starts is not None and 0 <= episode < len(starts) - 1 and t >= 0:
+            slot = starts[episode] + t  # an episode numbered already: the common case
+            return slot if slot < starts[episode + 1] else None
         if not 0 <= env < self.env.num_envs or episode < 0 or t < 0:
             return None
-        starts = self._starts.get(env)
         if starts is None:
             starts = self._starts[env] = [0]
         if episode + 1 >= len(starts):
@@ -82,15 +85,15 @@ class ItemBytes:
         self._bytes: dict[int, bytearray] = {}
         self._aside: dict[Item, int] = {}
 
-    def _slot(self, item: Item) -> int | None:
-        return None if self.index is None else self.index.slot(item)
-
     def get(self, item: Item) -> int | None:
-        slot = self._slot(item)
-        row = None if slot is None else self._bytes.get(item[0])
-        if row is None or slot is None or slot >= len(row) or not row[slot]:
-            return self._aside.get(item) if self._aside else None
-        return row[slot] - 1
+        slot = None if self.index is None else self.index.slot(item)
+        if slot is not None:
+            row = self._bytes.get(item[0])
+            if row is not None and slot < len(row):
+                value = row[slot]
+                if value:
+                    return value - 1
+        return self._aside.get(item) if self._aside else None
 
     def __contains__(self, item: object) -> bool:
         return isinstance(item, tuple) and len(item) == 3 and self.get(item) is not None
@@ -102,7 +105,7 @@ class ItemBytes:
         return value
 
     def __setitem__(self, item: Item, value: int) -> None:
-        slot = self._slot(item)
+        slot = None if self.index is None else self.index.slot(item)
         if slot is None:
             self._aside[item] = value
             return

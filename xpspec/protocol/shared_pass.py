@@ -1,0 +1,228 @@
+"""Passes over a trace file shared by several readers, each reader in a thread of its own.
+
+:class:`LockStep` runs a group of jobs (functions that read trace files, such as checks), each
+in its own thread. While a job runs, a pass it makes over the events of a
+:class:`~xpspec.protocol.trace_file.TraceFile` joins the passes the other jobs make over the
+same file: the file is read and each line decoded once per shared pass, in chunks of
+``chunk`` events, and every reader of the pass is handed the same chunk. A chunk is dropped
+and the next decoded only when every reader of the pass has gone through it, so the memory of
+a pass is one chunk whatever the length of the trace; readers move in lock-step.
+
+A new pass starts when no job can move on without it (every job is waiting for a pass to
+start or for its next chunk, or has ended): the jobs that start their passes together share
+one. A job that starts a second pass over a file while still in a first (a look-ahead) holds
+the first pass back until the second starts, with whichever jobs wait then: never itself. Each job sees exactly
+the events, and the errors, a pass of its own would give it; only the work of reading is
+shared. Outside a group (any other thread) a trace file is read as before, pass by pass.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from itertools import islice
+from pathlib import Path
+
+from xpspec.protocol.event_reader import read_jsonl
+from xpspec.protocol.trace import Event
+
+__all__ = ["CHUNK", "LockStep", "current"]
+
+CHUNK = 4096
+"""Events decoded at a time in a shared pass (the memory of a pass)."""
+
+_local = threading.local()
+
+
+def current() -> LockStep | None:
+    """The group the calling thread runs a job of, if any."""
+    group: LockStep | None = getattr(_local, "group", None)
+    return group
+
+
+class _Pass:
+    """One reading of ``path``: the chunk every reader is at, and the readers."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._file = path.open(encoding="utf-8")
+        _, self._events = read_jsonl(self._file)
+        self.index = -1
+        """The number of the chunk held (-1: none yet)."""
+        self.chunk: list[Event] = []
+        self.error: BaseException | None = None
+        """What reading raised after the events of ``chunk``, if anything."""
+        self.ended = False
+        self.readers: list[_Reader] = []
+
+    def advance(self, size: int) -> None:
+        """Drop the chunk held and read the next (empty at the end of the file)."""
+        chunk: list[Event] = []
+        if not self.ended:
+            try:
+                chunk.extend(islice(self._events, size))
+            except Exception as exc:  # a malformed line: each reader meets it where it is
+                self.error = exc
+            self.ended = self.error is not None or len(chunk) < size
+        self.chunk, self.index = chunk, self.index + 1
+        if self.ended:
+            self.close()
+
+    def branch(self, size: int) -> _Pass:
+        """A pass of its own at the place of this one: the chunk held shared, the file read
+        anew past it (for a reader the others cannot wait for)."""
+        other = _Pass(self.path)
+        if self.ended:
+            other.close()
+        else:
+            deque(islice(other._events, (self.index + 1) * size), maxlen=0)
+        other.index, other.chunk, other.error = self.index, self.chunk, self.error
+        other.ended = self.ended
+        return other
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class _Reader:
+    """One job's place in a pass: the number of the chunk it needs next."""
+
+    def __init__(self, job: int, shared: _Pass) -> None:
+        self.job, self.shared, self.next = job, shared, 0
+
+
+class LockStep:
+    """Runs jobs in threads of their own whose passes over trace files are shared (module
+    docstring). ``run`` returns what each job raised (``None`` if it returned)."""
+
+    def __init__(self, chunk: int = CHUNK) -> None:
+        self.chunk = chunk
+        self._lock = threading.Lock()
+        self._wake: dict[int, threading.Condition] = {}
+        """Each job's own condition (on ``_lock``): only the jobs that can move on are woken."""
+        self._live: set[int] = set()
+        """Jobs not ended."""
+        self._waiting: dict[int, _Reader | None] = {}
+        """Jobs blocked in a pass: for the next chunk of their reader, or its start (None)."""
+        self._starting: dict[Path, list[int]] = {}
+        self._started: dict[int, _Reader] = {}
+        self._passes: list[_Pass] = []
+
+    def run(self, jobs: Sequence[Callable[[], None]]) -> list[BaseException | None]:
+        """Run ``jobs`` together, each in its own thread; wait for all of them."""
+        results: list[BaseException | None] = [None] * len(jobs)
+
+        def work(number: int, job: Callable[[], None]) -> None:
+            _local.group, _local.job = self, number
+            try:
+                job()
+            except BaseException as exc:
+                results[number] = exc
+            finally:
+                with self._lock:
+                    self._live.discard(number)
+                    for shared in self._passes:
+                        shared.readers = [r for r in shared.readers if r.job != number]
+                    self._dispatch()
+
+        self._live = set(range(len(jobs)))
+        self._wake = {n: threading.Condition(self._lock) for n in self._live}
+        threads = [
+            threading.Thread(target=work, args=(n, job), name=f"xpspec-lockstep-{n}")
+            for n, job in enumerate(jobs)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        for shared in self._passes:
+            shared.close()
+        self._passes = []
+        return results
+
+    def events(self, path: Path, kind: str | None = None) -> Iterator[Event]:
+        """The events of the trace file ``path`` (those of ``kind``, if given), from a pass
+        shared with the other jobs of the group."""
+        job: int = _local.job
+        with self._lock:
+            self._starting.setdefault(path, []).append(job)
+            self._waiting[job] = None
+            self._dispatch()
+            while job not in self._started:
+                self._wake[job].wait()
+            reader = self._started.pop(job)
+        try:
+            while True:
+                with self._lock:
+                    if reader.shared.index < reader.next:
+                        self._waiting[job] = reader
+                        self._dispatch()
+                        while reader.shared.index < reader.next:
+                            self._wake[job].wait()
+                    chunk, error = reader.shared.chunk, reader.shared.error
+                    reader.next += 1
+                if kind is None:
+                    yield from chunk
+                else:
+                    yield from (e for e in chunk if e.kind == kind)
+                if error is not None:
+                    raise error
+                if len(chunk) < self.chunk:
+                    return
+                del chunk
+        finally:
+            with self._lock:
+                if reader in reader.shared.readers:
+                    reader.shared.readers.remove(reader)
+                self._dispatch()
+
+    def _dispatch(self) -> None:
+        """Move every pass whose readers all went through its chunk to its next chunk; when no
+        job can move on, start the passes jobs wait for. Called with the lock held."""
+        while True:
+            for shared in self._passes:
+                if shared.readers and all(r.next > shared.index for r in shared.readers):
+                    shared.advance(self.chunk)
+                    for r in shared.readers:
+                        if self._waiting.get(r.job) is r:
+                            del self._waiting[r.job]
+                            self._wake[r.job].notify()
+            for shared in [s for s in self._passes if not s.readers]:
+                shared.close()
+                self._passes.remove(shared)
+            if self._live - self._waiting.keys():
+                break
+            if not self._starting:
+                # Every job waits and no pass can move: a job waits for one pass while
+                # another job's reader of it is behind, itself waiting for a pass the first
+                # job is behind in (two passes over one file read at different paces). The
+                # readers behind in one such pass go on in passes of their own.
+                stuck = next(
+                    (
+                        shared
+                        for shared in self._passes
+                        if any(self._waiting.get(r.job) is r for r in shared.readers)
+                    ),
+                    None,
+                )
+                if stuck is None:
+                    break
+                for r in [r for r in stuck.readers if r.next <= stuck.index]:
+                    stuck.readers.remove(r)
+                    r.shared = stuck.branch(self.chunk)
+                    r.shared.readers.append(r)
+                    self._passes.append(r.shared)
+                continue
+            # No job can move on (the passes above moved whatever could): start the passes
+            # jobs wait for, the jobs waiting for the same file sharing one.
+            for path, jobs in self._starting.items():
+                shared = _Pass(path)
+                self._passes.append(shared)
+                for job in jobs:
+                    reader = _Reader(job, shared)
+                    shared.readers.append(reader)
+                    self._started[job] = reader
+                    del self._waiting[job]
+                    self._wake[job].notify()
+            self._starting = {}
