@@ -19,6 +19,7 @@ from xpspec.protocol.scenario import (
     RecurrentScenario,
     RelabelScenario,
     ReplayScenario,
+    StackScenario,
     Scenario,
     TrainerScenario,
     scenario_to_json,
@@ -90,6 +91,9 @@ class GivenTrace:
         return self._answer(scenario)
 
     def run_recurrent(self, scenario: RecurrentScenario) -> Trace:
+        return self._answer(scenario)
+
+    def run_stack(self, scenario: StackScenario) -> Trace:
         return self._answer(scenario)
 
 
