@@ -50,15 +50,15 @@ class Stacker:
         (``stack.episode-start``): ``first`` itself, or the zero frame (variant zero-fill)."""
         return ZERO_FRAME if self.scenario.padding == "zeros" else first
 
-    def restart(self, first: Item) -> tuple[Item, ...]:
-        """The stack at a FIRST: ``k - 1`` padding frames, then the FIRST
-        (``stack.no-cross``: nothing of the previous episode is kept)."""
+    def restart(self, stack: tuple[Item, ...], first: Item) -> tuple[Item, ...]:
+        """The stack at a FIRST, after ``stack`` (empty at the env's first step): ``k - 1``
+        padding frames, then the FIRST (``stack.no-cross``: nothing of ``stack`` is kept)."""
         return (self.pad(first),) * (self.k - 1) + (first,)
 
     def push(self, stack: tuple[Item, ...], item: Item) -> tuple[Item, ...]:
         """The stack after a MID or LAST ``item``: the oldest frame out, ``item`` in
         (``stack.frames``)."""
-        return stack[1:] + (item,)
+        return (*stack[1:], item)
 
     def rebuild(self, ring: list[Held], position: int) -> tuple[Item, ...]:
         """The stack of ``ring[position]`` from the stored frames: back to the episode's FIRST
@@ -90,9 +90,7 @@ def _columns(items: list[Item]) -> tuple[tuple[int, ...], tuple[int, ...], tuple
     )
 
 
-def _rollout(
-    scenario: StackScenario, stacker: Stacker, events: list[Event]
-) -> list[deque[Held]]:
+def _rollout(scenario: StackScenario, stacker: Stacker, events: list[Event]) -> list[deque[Held]]:
     """``steps`` vector steps: one ``Stacked`` rollout event per step, every item stored."""
     env = ToyBatchEnv(scenario.env, scenario.seed)
     rings: list[deque[Held]] = [deque(maxlen=scenario.capacity) for _ in range(env.num_envs)]
@@ -107,7 +105,7 @@ def _rollout(
         ]
         for e, (item, step_type) in enumerate(zip(items, ts.step_type.tolist())):
             first = step_type == _FIRST
-            stacks[e] = stacker.restart(item) if first else stacker.push(stacks[e], item)
+            stacks[e] = stacker.restart(stacks[e], item) if first else stacker.push(stacks[e], item)
             rings[e].append(Held(item, int(step_type)))
         events.append(Stacked("rollout", n, *_columns(items), tuple(stacks)))
     return rings

@@ -25,8 +25,8 @@ from xpspec.protocol.scenario import (
     RecurrentScenario,
     RelabelScenario,
     ReplayScenario,
-    StackScenario,
     Scenario,
+    StackScenario,
     TrainerScenario,
     scenario_to_json,
 )
