@@ -520,7 +520,7 @@ CATALOG: dict[str, Scenario] = {
     # oldest held items have lost frames of their stacks by the draws
     "stack-cross": StackScenario(_ENV3, steps=20, num_frames=4, capacity=6, batch_size=8, draws=3),
     "stack-long": StackScenario(
-        _LONG2, steps=30, num_frames=3, capacity=10, batch_size=6, draws=2, seed=2
+        _LONG2, steps=30, num_frames=3, capacity=6, batch_size=6, draws=2, seed=2
     ),
     "stack-wide": StackScenario(
         EnvSpec(2, (_MIXED,)), steps=24, num_frames=7, capacity=8, batch_size=8, draws=2, seed=1
