@@ -159,6 +159,7 @@ from xpspec.protocol.scenario import (
     RecurrentScenario,
     RelabelScenario,
     ReplayScenario,
+    StackScenario,
     TrainerScenario,
 )
 from xpspec.protocol.step_type import StepType
@@ -1052,6 +1053,7 @@ class TorchRLAdapter:
                 "state",
                 "nstep",
                 "recurrent",
+                "stack",
             ),
             issue_tracker="https://github.com/pytorch/rl/issues",
             notes=(
@@ -1105,3 +1107,10 @@ class TorchRLAdapter:
         from xpspec.adapters.torchrl_recurrent import run_recurrent
 
         return run_recurrent(scenario)
+
+    def run_stack(self, scenario: StackScenario) -> Trace:
+        """``CatFrames`` in the rollout and rebuilt at sample time
+        (:mod:`xpspec.adapters.torchrl_stack`)."""
+        from xpspec.adapters.torchrl_stack import run_stack
+
+        return run_stack(scenario)
