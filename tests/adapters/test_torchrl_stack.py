@@ -11,6 +11,11 @@ import pytest
 
 pytest.importorskip("torchrl")
 
+import torch
+from tensordict import TensorDict
+from torchrl.data import LazyTensorStorage, ReplayBuffer
+from torchrl.envs import CatFrames
+
 from xpspec.adapters.torchrl import TorchRLAdapter
 from xpspec.protocol.adapter import Unsupported
 from xpspec.protocol.env_spec import EnvSpec
@@ -74,3 +79,44 @@ def test_sampled_stacks_are_rebuilt_from_slices_of_whole_stacks() -> None:
 def test_a_stack_longer_than_every_stored_trajectory_cannot_be_sampled() -> None:
     with pytest.raises(Unsupported, match="strict_length=True"):
         ADAPTER.run_stack(replace(SCENARIO, num_frames=6))
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_cat_frames_of_one_frame_cannot_be_sampled(n: int) -> None:
+    """TorchRL 0.14.1 alone: the replay-buffer transform and sampler of
+    ``CatFrames(N=1).make_rb_transform_and_sampler`` raise ``IndexError`` on a sample, where
+    ``N=2`` samples (eight stored frames of one trajectory)."""
+    cat = CatFrames(
+        N=n,
+        dim=-1,
+        in_keys=["observation"],
+        out_keys=["stack"],
+        reset_key="_reset",
+        done_key="done",
+    )
+    transform, sampler = cat.make_rb_transform_and_sampler(batch_size=2)
+    rb = ReplayBuffer(
+        storage=LazyTensorStorage(8), sampler=sampler, transform=transform, batch_size=2
+    )
+    frames = torch.arange(9.0).unsqueeze(-1)
+    done = torch.zeros(8, 1, dtype=torch.bool)
+    rb.extend(
+        TensorDict(
+            {
+                "observation": frames[:8],
+                ("next", "observation"): frames[1:],
+                ("next", "done"): done,
+            },
+            [8],
+        )
+    )
+    if n == 1:
+        with pytest.raises(IndexError):
+            rb.sample()
+    else:
+        assert rb.sample()["stack"].shape == (2, 2)
+
+
+def test_a_stack_of_one_frame_is_unsupported() -> None:
+    with pytest.raises(Unsupported, match="IndexError"):
+        ADAPTER.run_stack(replace(SCENARIO, num_frames=1))

@@ -62,6 +62,14 @@ def run_stack(scenario: StackScenario) -> Trace:
     through ``make_rb_transform_and_sampler`` (see the module docstring)."""
     spec, k = scenario.env, scenario.num_frames
     b = spec.num_envs
+    if k == 1:
+        raise Unsupported(
+            "TorchRL 0.14.1 CatFrames(N=1) cannot rebuild stacks at sample time: the transform "
+            "of make_rb_transform_and_sampler raises IndexError in CatFrames.unfolding "
+            "(envs/transforms/_observation.py); reproduced with TorchRL alone by "
+            "tests/adapters/test_torchrl_stack.py::test_cat_frames_of_one_frame_cannot_be_sampled",
+            "https://github.com/pytorch/rl/blob/v0.14.1/torchrl/envs/transforms/_observation.py",
+        )
     events: list[Event] = []
     with _seeded(scenario.seed):
         env = _vector_env(spec, scenario.seed)
