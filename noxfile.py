@@ -28,6 +28,8 @@ requirements). pyproject.toml states ranges; these files are the exact versions 
 
 from __future__ import annotations
 
+import os
+
 import nox
 
 nox.needs_version = ">=2024.3"
@@ -48,12 +50,32 @@ def install(session: nox.Session, *extras: str, constraints: tuple[str, ...] = C
     session.install("-e", spec, *constraints)
 
 
+def bytecode(session: nox.Session) -> dict[str, str]:
+    """Compiled-module caches for the interpreters a session starts, kept in the session's
+    virtualenv folder (not beside the sources; an absolute path, as tests start processes in
+    other folders). The tests session starts dozens of interpreters (the xdist workers, whole
+    ``xpspec run`` and pytest processes, adapter workers): where PYTHONDONTWRITEBYTECODE is
+    set, each compiled xpspec from source again, and pytest rewrote the asserts of
+    Hypothesis's modules again (about a second of CPU per process)."""
+    return {
+        "PYTHONDONTWRITEBYTECODE": "",  # empty: unset, as Python reads it
+        "PYTHONPYCACHEPREFIX": os.path.join(session.virtualenv.location, "pycache"),
+    }
+
+
 @nox.session(python="3.11")
 def tests(session: nox.Session) -> None:
     """Unit tests, docs and spec examples, and the suite against refimpl (in parallel)."""
     install(session, "test")
     session.run(
-        "pytest", "-n", "2", "-p", "no:cacheprovider", *TESTS, *session.posargs, env=THREADS
+        "pytest",
+        "-n",
+        "2",
+        "-p",
+        "no:cacheprovider",
+        *TESTS,
+        *session.posargs,
+        env=THREADS | bytecode(session),
     )
 
 
@@ -83,7 +105,7 @@ def suite(session: nox.Session) -> None:
         "--report",
         "reports/refimpl.jsonl",
         *session.posargs,
-        env=THREADS,
+        env=THREADS | bytecode(session),
     )
     session.run("xpspec", "report", "reports/refimpl.jsonl", "--out", "reports")
 

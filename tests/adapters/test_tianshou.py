@@ -71,6 +71,7 @@ def test_info_names_the_installed_version() -> None:
         "nstep",
         "priorities",
         "importance-weights",
+        "recurrent",
     }
     ADAPTER.smoke()
 

@@ -1,6 +1,7 @@
 """Minimal reproductions, with Tianshou 2.0.1 alone, of the behaviours behind the preprocessing
-findings in ``xpspec/adapters/tianshou.expectations.toml``: a one-env gymnasium env whose observation is
-the step count ``t`` and whose step out of ``t`` earns reward ``t + 1``."""
+and recurrent findings in ``xpspec/adapters/tianshou.expectations.toml``: a one-env gymnasium
+env whose observation is the step count ``t`` and whose step out of ``t`` earns reward
+``t + 1``."""
 
 from __future__ import annotations
 
@@ -12,7 +13,11 @@ import pytest
 pytest.importorskip("tianshou")
 
 import gymnasium
+import torch
+from tianshou.algorithm import DQN
 from tianshou.algorithm.algorithm_base import OffPolicyAlgorithm, Policy, TrainingStats
+from tianshou.algorithm.modelfree.dqn import DiscreteQLearningPolicy
+from tianshou.algorithm.optim import AdamOptimizerFactory
 from tianshou.data import (
     Batch,
     CachedReplayBuffer,
@@ -23,6 +28,8 @@ from tianshou.data import (
 )
 from tianshou.env import DummyVectorEnv
 from tianshou.trainer import OffPolicyTrainerParams
+from tianshou.utils.net.common import Recurrent
+from tianshou.utils.torch_utils import policy_within_training_step
 
 
 class _Counter(gymnasium.Env[np.ndarray, np.int64]):
@@ -211,3 +218,92 @@ def test_an_episode_as_long_as_a_prioritized_sub_buffer_stops_collection() -> No
     collector.reset()
     with pytest.raises(ValueError, match="zero-size array to reduction operation maximum"):
         collector.collect(n_step=5)
+
+
+# -- recurrent state in training (xpspec/adapters/tianshou_recurrent.py) --------------------------
+def _drqn(stack_num: int) -> tuple[Any, Any, Any, list[dict[str, Any]]]:
+    """Tianshou's recurrent example in miniature (test/discrete/test_drqn.py): its ``Recurrent``
+    net under ``DQN``, a ``VectorReplayBuffer(stack_num=...)`` filled by a ``Collector``. The
+    returned list gets, per call of the net's LSTM, whether it was given a state and (under
+    gradients) the gradient the loss sent back to each position's output."""
+    net = Recurrent(layer_num=1, state_shape=1, action_shape=2, hidden_layer_size=4)
+    calls: list[dict[str, Any]] = []
+
+    def seen(module: Any, args: tuple[Any, ...], output: Any) -> None:
+        call: dict[str, Any] = {"state": len(args) > 1, "grad": None}
+        if output[0].requires_grad:
+
+            def keep(grad: torch.Tensor) -> None:
+                call["grad"] = grad.detach().abs().sum(dim=-1)
+
+            output[0].register_hook(keep)
+        calls.append(call)
+
+    net.nn.register_forward_hook(seen)
+    policy = DiscreteQLearningPolicy(
+        model=net,
+        action_space=_Counter.action_space,
+        observation_space=_Counter.observation_space,
+    )
+    algorithm = DQN(policy=policy, optim=AdamOptimizerFactory(lr=1e-3))
+    buffer = VectorReplayBuffer(20, 1, stack_num=stack_num, ignore_obs_next=True)
+    collector = Collector(policy, DummyVectorEnv([lambda: _Counter(3, False)]), buffer)
+    collector.reset()
+    return algorithm, buffer, collector, calls
+
+
+def test_a_frame_stack_repeats_its_episode_start_at_the_front() -> None:
+    # recurrent.contiguous: a stack of 4 ending at t = 1 holds prev^3 .. the index, and prev
+    # stays put at the episode's first transition (data/buffer/buffer_base.py, ReplayBuffer.get):
+    # the first observation fills the front, before the real steps.
+    buffer = VectorReplayBuffer(10, 1, stack_num=4)
+    _collector(buffer).collect(n_step=5)  # t = 0 1 2 | 0 1
+    stacks = buffer[np.arange(5)].obs[..., 0]
+    assert stacks[1].tolist() == [0.0, 0.0, 0.0, 1.0]
+    assert stacks[4].tolist() == [0.0, 0.0, 0.0, 1.0]  # the second episode's t = 1
+    assert stacks[2].tolist() == [0.0, 0.0, 1.0, 2.0]
+
+
+def test_dqn_trains_a_recurrent_net_from_no_state_on_the_last_position_only() -> None:
+    # recurrent.initial-state, recurrent.burn-in: the collector stores the net's state
+    # (policy.hidden_state) and passes it back in the rollout, but DQN._update_with_batch calls
+    # the policy on the stacked batch without one (algorithm/modelfree/dqn.py), and Recurrent
+    # returns the values of the stack's last position (fc2(obs[:, -1]), utils/net/common.py):
+    # the loss's gradient reaches no other position's output.
+    algorithm, buffer, collector, calls = _drqn(stack_num=4)
+    collector.collect(n_step=8)
+    assert "hidden_state" in buffer.policy  # stored with every transition
+    assert any(call["state"] for call in calls)  # the rollout passes the state back
+    calls.clear()
+    with policy_within_training_step(algorithm.policy):
+        algorithm.update(buffer=buffer, sample_size=5)
+    trained = [call for call in calls if call["grad"] is not None]
+    assert len(trained) == 1 and not trained[0]["state"]
+    grad = trained[0]["grad"]
+    assert grad.shape == (5, 4)
+    assert bool((grad[:, :3] == 0).all()) and bool((grad[:, 3] > 0).all())
+
+
+def test_the_collector_does_not_reset_a_tensor_hidden_state() -> None:
+    # timestep.state-reset (not a recurrent run of the adapter, whose state is a Batch as
+    # Recurrent's is): Collector._reset_hidden_state_based_on_type zeroes a torch.Tensor state
+    # with state[indices].zero_() (data/collector.py), which zeroes a copy made by advanced
+    # indexing; a numpy state is assigned and does reset.
+    class _Counting(Policy):
+        def __init__(self, tensor: bool) -> None:
+            super().__init__(_Counter.action_space, _Counter.observation_space)
+            self.tensor, self.seen = tensor, list[float]()
+
+        def forward(self, batch: Any, state: Any = None, **kwargs: Any) -> Batch:
+            n = len(batch.obs)
+            if state is None:
+                state = torch.zeros(n, 1) if self.tensor else np.zeros((n, 1))
+            self.seen.append(float(state[0, 0]))
+            return Batch(act=np.zeros(n, np.int64), state=state + 1)
+
+    for tensor, expected in ((False, [0.0, 1.0, 2.0, 0.0, 1.0]), (True, [0.0, 1.0, 2.0, 3.0, 4.0])):
+        policy = _Counting(tensor)
+        collector = Collector(policy, DummyVectorEnv([lambda: _Counter(3, False)]), None)
+        collector.reset()
+        collector.collect(n_step=5)
+        assert policy.seen == expected

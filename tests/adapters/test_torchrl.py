@@ -63,6 +63,7 @@ def test_info_names_the_installed_versions() -> None:
         "state",
         "nstep",
         "recurrent",
+        "checkpoint",
         "stack",
     }
     ADAPTER.smoke()

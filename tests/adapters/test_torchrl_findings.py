@@ -41,10 +41,12 @@ class _Count(gym.Env[np.ndarray, np.int64]):
         return np.full(1, self.t, np.float32), float(self.t), self.t == EPISODE, False, {}
 
 
-def _collector(frames_per_batch: int, batches: int, **kwargs: Any) -> Collector:
+def _collector(
+    frames_per_batch: int, batches: int, env: gym.Env[Any, Any] | None = None, **kwargs: Any
+) -> Collector:
     torch.manual_seed(0)
     return Collector(
-        GymWrapper(_Count(), categorical_action_encoding=True),
+        GymWrapper(env or _Count(), categorical_action_encoding=True),
         policy=None,
         frames_per_batch=frames_per_batch,
         total_frames=frames_per_batch * batches,
@@ -310,3 +312,41 @@ def test_burn_in_needs_a_stored_state() -> None:
         assert gru(sample.clone())["out"].shape == (2, 5, 2)  # zeros where no state is stored
         with pytest.raises(AttributeError, match="'NoneType' object has no attribute 'shape'"):
             BurnInTransform([gru], burn_in=2)(sample.clone())
+
+
+def test_a_restored_collector_starts_every_env_from_a_reset() -> None:
+    # resume.env-continues: a Collector resets its env when it is built (_make_carrier) and
+    # its state_dict holds counts, the trajectory-id pool and the transforms' state, not the
+    # last observation; load_state_dict gives the fresh carrier a new trajectory id. A run
+    # saved mid-episode and restored over the same env starts a new episode.
+    env = _Count()
+    first = _collector(2, 3, env=env)
+    frames = next(iter(first))
+    assert frames.get("observation").flatten().tolist() == [0.0, 1.0]  # next root: t = 2
+    state = first.state_dict()
+    del first  # its env, the gymnasium _Count, goes on
+    assert env.t == 2
+    second = _collector(2, 3, env=env)
+    second.load_state_dict(state, strict=False)  # policy=None: a random policy, no weights
+    assert (second._frames, second._iter) == (2, 0)  # counts restored
+    resumed = next(iter(second))
+    assert resumed.get("observation").flatten().tolist() == [0.0, 1.0]  # not [2.0, 0.0]
+    second.shutdown()
+
+
+def test_a_restored_collector_has_lost_its_partial_trajectories() -> None:
+    # resume.accounting-restored: with trajs_per_batch the open episode's frames wait in the
+    # collector's _traj_assembly until it ends; Collector.state_dict does not hold them, so
+    # a restored collector holds none and never writes them.
+    buffer = ReplayBuffer(storage=LazyTensorStorage(64))
+    first = _collector(2, 4, trajs_per_batch=1, trajs_per_write=1, replay_buffer=buffer)
+    next(iter(first))
+    held = [c.numel() for p in first._traj_assembly[0].values() for c in p]
+    assert held == [2]  # the first two frames of the open episode
+    state = first.state_dict()
+    assert not any("traj_assembly" in str(key) for key in state)
+    second = _collector(2, 4, trajs_per_batch=1, trajs_per_write=1, replay_buffer=buffer)
+    second.load_state_dict(state, strict=False)  # policy=None: a random policy, no weights
+    assert getattr(second, "_traj_assembly", None) is None
+    first.shutdown()
+    second.shutdown()

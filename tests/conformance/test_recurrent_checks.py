@@ -227,6 +227,18 @@ def test_a_run_with_nothing_to_judge_is_not_applicable_not_a_pass() -> None:
     _passes([check_contiguous, check_initial_state, check_burn_in], short, trace)
 
 
+def test_initial_state_is_not_applicable_when_no_sequence_starts_with_an_item() -> None:
+    # every sequence padded at its front (as Tianshou 2.0.1's frame stacks are at an episode
+    # start): no first position holds a stored item, so the clause has nothing to judge
+    trace, seqs = _sequences(PAD)
+    fronted = trace
+    for index, seq in enumerate(seqs):
+        fronted = _with(fronted, index, items=(None, *seq.items[1:]))
+    with pytest.raises(Unsupported, match="first position holds a stored item"):
+        check_initial_state(PAD, fronted, NO_CONTEXT)
+    check_initial_state(PAD, trace, NO_CONTEXT)
+
+
 class _RolloutWithoutReset(RefimplAdapter):
     """The rollout's state is never reset at FIRST; the learner trains from what was stored
     (and resets at FIRST itself)."""

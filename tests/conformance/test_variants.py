@@ -6,6 +6,7 @@ the expectations loader refuses, with its reason."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from xpspec.conformance.engine import Session
 from xpspec.conformance.expectations import Expectations, ExpectationsError
 from xpspec.conformance.harness import load_adapter
 from xpspec.conformance.variants import UNDECLARABLE, VARIANTS, undeclarable, variant_scenario
+from xpspec.conformance.vectors.digests import DIGESTS, ModelCase, pins, trace_digest
 from xpspec.protocol.scenario import Scenario
 
 CASES = [
@@ -28,6 +30,9 @@ CASES = [
 def test_refimpl_as_the_variant_passes_the_checks_of_the_variant_scenario(
     clause: str, variant: str
 ) -> None:
+    """Over every model case of the variant (``model_cases``), also: refimpl's trace of the
+    model has the digest ``variant-digests.json`` pins for it (that trace is the reference
+    the checks below compare with, computed here once for both)."""
     session = Session(load_adapter("refimpl"), "refimpl")
     modelled, differs = 0, []
     for name, scenario in CATALOG.items():
@@ -35,7 +40,8 @@ def test_refimpl_as_the_variant_passes_the_checks_of_the_variant_scenario(
         if model is None or model == scenario:
             continue
         modelled += 1
-        if _events(session, model) != _events(session, scenario):
+        _assert_pinned(ModelCase(name, clause, variant, model), session)
+        if _events(session, model) != _default_events(name):
             differs.append(name)
         for check in ALL_CHECKS:
             if check.capability == model.kind and check.applies(model):
@@ -51,6 +57,31 @@ def test_refimpl_as_the_variant_passes_the_checks_of_the_variant_scenario(
                 assert outcome.status == "pass", outcome.message
     assert modelled, f"no catalogue scenario exercises {clause}/{variant}"
     assert differs, f"refimpl run as {clause}/{variant} traces what the default does everywhere"
+
+
+def _assert_pinned(case: ModelCase, session: Session) -> None:
+    """refimpl's trace of the model case has its committed digest (what ``python -m
+    xpspec.conformance.vectors --check`` checks of the file, besides its form, which
+    tests/conformance/test_variant_digests.py checks)."""
+    pin = pins().get(case.label)
+    assert pin is not None, f"{DIGESTS} has no digest of {case.label}: {_REGENERATE}"
+    try:
+        trace = session.run(case.scenario, "reference")
+    except Exception as exc:  # the digests' writer could not run it either
+        raise AssertionError(f"refimpl cannot run model case {case.label}: {exc}") from exc
+    assert trace_digest(trace) == pin.trace, (
+        f"refimpl's trace of model case {case.label} is not the one {DIGESTS} pins: {_REGENERATE}"
+    )
+
+
+_REGENERATE = "regenerate with `python -m xpspec.conformance.vectors --write`"
+
+
+@functools.cache
+def _default_events(name: str) -> object:
+    """The events refimpl records for catalogue scenario ``name`` (once per process: every
+    variant that changes the scenario compares its model's with them)."""
+    return _events(Session(load_adapter("refimpl"), "refimpl"), CATALOG[name])
 
 
 def _events(session: Session, scenario: Scenario) -> object:

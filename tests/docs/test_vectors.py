@@ -15,6 +15,7 @@ from xpspec.conformance import vectors
 from xpspec.conformance.catalog import CATALOG
 from xpspec.conformance.clauses import ClauseRegistry
 from xpspec.conformance.cli import main as xpspec
+from xpspec.conformance.vectors import digests
 from xpspec.protocol.scenario import scenario_to_json
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,7 +25,11 @@ SIZE_LIMIT = 3 * 2**20
 
 
 def test_committed_vectors_are_not_stale() -> None:
-    stale = vectors.stale_files()
+    """The vectors and their index; the variant models' digests are two other tests' (each
+    would otherwise run refimpl on every model case again): the file's form, labels and
+    scenario digests tests/conformance/test_variant_digests.py's, the trace digests
+    tests/conformance/test_variants.py's, which runs refimpl on every model case anyway."""
+    stale = vectors.stale_files(models=False)
     assert not stale, (
         f"stale vector files {stale}: regenerate with `python -m xpspec.conformance.vectors --write`"
     )
@@ -66,12 +71,15 @@ def test_generation_is_deterministic() -> None:
     assert vectors.generate(subset) == vectors.generate(subset)
 
 
-def test_check_reports_a_modified_and_an_orphan_file(tmp_path: Path) -> None:
+def test_check_reports_a_modified_and_an_orphan_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     for path in DIRECTORY.iterdir():
         if path.suffix in (".json", ".jsonl"):
             (tmp_path / path.name).write_bytes(path.read_bytes())
-    # models=False: the variant models' digests are the subject of
-    # tests/conformance/test_variant_digests.py (each full check runs refimpl on every model)
+    # models=False, and the committed digests standing for freshly computed ones under
+    # --check: the variant models' digests are the subject of test_variant_digests.py and
+    # test_variants.py (computing them runs refimpl on every model case, a third of a minute)
     assert vectors.stale_files(tmp_path, models=False) == []
     victim = tmp_path / "plain-u1-b1.trace.jsonl"
     victim.write_text(victim.read_text(encoding="utf-8").replace("1", "2", 1), encoding="utf-8")
@@ -80,7 +88,11 @@ def test_check_reports_a_modified_and_an_orphan_file(tmp_path: Path) -> None:
         "orphan.trace.jsonl",
         "plain-u1-b1.trace.jsonl",
     ]
+    committed = (DIRECTORY / digests.DIGESTS).read_text(encoding="utf-8")
+    monkeypatch.setattr(digests, "digests_text", lambda catalog=None: committed)
     assert vectors.main(["--check", "--out", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "stale vector files" in err and "orphan.trace.jsonl, plain-u1-b1.trace.jsonl" in err
 
 
 def test_first_difference() -> None:

@@ -75,6 +75,10 @@ the framework then stores is what the trace records:
   a buffer that has stored nothing stops in the collector's read-back (header ``stopped``,
   ``KeyError: 'obs'``, ``data/buffer/buffer_base.py:581``).
 
+**Recurrent state** (``run_recurrent``): a counting recurrent model in ``Recurrent``'s form,
+``VectorReplayBuffer(stack_num=...)`` frame stacks and ``DQN``, in
+:mod:`xpspec.adapters.tianshou_recurrent`.
+
 **Trainer** (``run_trainer``): :class:`_TrainerRun`; the counter is the trainer's training
 step number (observable ``counter``). Tianshou keeps no count of gradient steps, so the adapter
 does not declare ``update-counter``: a per-mini-batch counter scenario runs with the training
@@ -94,7 +98,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import Any, Protocol
 
 try:
     import tianshou
@@ -155,6 +159,7 @@ from xpspec.protocol.sampling import SamplingSpec
 from xpspec.protocol.scenario import (
     EnvScenario,
     LearnerScenario,
+    RecurrentScenario,
     RelabelScenario,
     ReplayScenario,
     TrainerScenario,
@@ -269,6 +274,13 @@ class _RecordingAlgorithm(OffPolicyAlgorithm):
 
 
 # -- the time steps the collector steps through ------------------------------------------------
+class _StateSource(Protocol):
+    """What :class:`_Stepper` reads the policy state from: the states the policy received at
+    its latest call, per row of that call."""
+
+    received: np.ndarray
+
+
 class _Stepper:
     """Wraps ``step`` and ``reset`` of one ``DummyVectorEnv`` instance. Before each step it
     reports the time steps the policy acted on (:attr:`acted`, one row per env stepped); with
@@ -278,7 +290,7 @@ class _Stepper:
     def __init__(
         self,
         envs: DummyVectorEnv,
-        policy: _CountingPolicy,
+        policy: _StateSource,
         on_rows: Callable[[list[Step]], None],
         with_last: bool = False,
     ) -> None:
@@ -1229,6 +1241,7 @@ class TianshouAdapter:
                 "nstep",
                 "priorities",
                 "importance-weights",
+                "recurrent",
             ),
             issue_tracker="https://github.com/thu-ml/tianshou/issues",
             notes=(
@@ -1317,3 +1330,11 @@ class TianshouAdapter:
         run = _RelabelRun(scenario)
         with _seeded(scenario.seed):
             return run.run()
+
+    def run_recurrent(self, scenario: RecurrentScenario) -> Trace:
+        """A counting recurrent model rolled out by ``Collector``, stacked by
+        ``VectorReplayBuffer(stack_num=...)`` and trained by ``DQN`` (see
+        :mod:`xpspec.adapters.tianshou_recurrent`)."""
+        from xpspec.adapters.tianshou_recurrent import run_recurrent
+
+        return run_recurrent(scenario)

@@ -78,6 +78,10 @@ each env's frames whole into ``HERReplayBuffer`` (1-D storage) with ``achieved_g
 ("next", "achieved_goal")``; its stores name every time step the frames it writes hold
 (not read back).
 
+**Checkpoint and resume** (``run_trainer`` with a checkpoint spec): TorchRL's ``Checkpoint``
+registered on the ``Trainer``, saved at ``Trainer.request_stop`` and restored into fresh
+objects by ``Trainer.load_from_file``, in :mod:`xpspec.adapters.torchrl_checkpoint`.
+
 **Recurrent state** (``run_recurrent``): ``GRUModule`` around a counting core, its state primer,
 ``SliceSampler`` slices or collector chunks, ``BurnInTransform`` and ``DQNLoss`` in recurrent
 mode, in :mod:`xpspec.adapters.torchrl_recurrent`.
@@ -241,7 +245,16 @@ def _vector_env(spec: EnvSpec, seed: int, task_ids: bool = False) -> Transformed
     """All envs of ``spec`` as one batched TorchRL env, reset by TorchRL itself; with
     ``task_ids``, the toy env's ``info["task_id"]`` is read into each frame
     (``default_info_dict_reader``, ``envs/gym_like.py``)."""
-    vector = SyncVectorEnv(make_env_fns(spec, seed), autoreset_mode=AutoresetMode.DISABLED)
+    return _wrap_vector(_gym_vector(spec, seed), task_ids)
+
+
+def _gym_vector(spec: EnvSpec, seed: int) -> SyncVectorEnv:
+    """The toy envs as one Gymnasium vector env with TorchRL's preferred autoreset mode."""
+    return SyncVectorEnv(make_env_fns(spec, seed), autoreset_mode=AutoresetMode.DISABLED)
+
+
+def _wrap_vector(vector: SyncVectorEnv, task_ids: bool = False) -> TransformedEnv:
+    """``vector`` as a TorchRL env (``GymWrapper`` and the transforms of :func:`_vector_env`)."""
     base = GymWrapper(vector, categorical_action_encoding=True)
     if task_ids:
         shape = Unbounded(shape=base.batch_size, dtype=torch.int64)
@@ -697,6 +710,26 @@ class _TrainerRecorder:
 
 def _run_trainer(sc: TrainerScenario) -> Trace:
     _trainer_support(sc)
+    recorder = _TrainerRecorder(sc)
+    with _seeded(sc.seed):
+        env = _gym_vector(sc.env, sc.seed)
+        trainer = _build_trainer(sc, recorder, env)[1]
+        try:
+            trainer.train()
+        except RuntimeError as exc:
+            if not any(stop in str(exc) for stop in _STOPS):
+                raise
+            trainer.collector.shutdown()
+            return recorder.trace(stopped=f"RuntimeError: {exc}")
+    return recorder.trace()
+
+
+def _build_trainer(
+    sc: TrainerScenario, recorder: _TrainerRecorder, vector: SyncVectorEnv, **trainer_kwargs: Any
+) -> tuple[Collector, Trainer, Any]:
+    """The env, collector, replay buffer, ``Trainer`` and its hooks of a trainer scenario,
+    acting in the Gymnasium vector env ``vector``, attached to ``recorder``;
+    ``trainer_kwargs`` go to ``Trainer`` (its checkpoint arguments)."""
     cfg, spec, hook = sc.trainer, sc.env, sc.preprocess
     sampler = _sampler(sc.sampling)
     num_envs, u = spec.num_envs, int(cfg.unroll_length)
@@ -707,48 +740,38 @@ def _run_trainer(sc: TrainerScenario) -> Trace:
     warmup = cfg.initial_collect_steps + (1 if cfg.warmup_gate == "stored>" else 0)
     batch = (cfg.mini_batch_size or num_envs) * cfg.mini_batch_length
     masked = isinstance(hook, EXCLUSIONS)
-    recorder = _TrainerRecorder(sc)
-    with _seeded(sc.seed):
-        env = _vector_env(spec, sc.seed, task_ids=isinstance(hook, ExcludeTasks))
-        writes: dict[str, Any] = {}
-        if isinstance(hook, EpisodeDelayed):
-            transform = _Annotate(hook.keep, recorder.excluded)
-            buffer = _flat_buffer(
-                cfg.capacity * num_envs, sampler, sc.seed, batch, transform=transform
-            )
-            writes = {"trajs_per_batch": 1, "trajs_per_write": 1, "replay_buffer": buffer}
-        elif masked:
-            buffer = _flat_buffer(cfg.capacity * num_envs, sampler, sc.seed, batch)
-        else:
-            buffer = _buffer(cfg.capacity, num_envs, sampler, sc.seed, batch)
-        if not isinstance(hook, (Identity, EpisodeDelayed)):
-            writes = {"postproc": _StepHook(hook, recorder.excluded)}
-        collector = _collector(
-            env, spec, frames_per_batch, total, init_random_frames=warmup or None, **writes
-        )
-        trainer = Trainer(
-            collector=collector,
-            total_frames=total,
-            frame_skip=1,
-            optim_steps_per_batch=cfg.num_updates_per_train_iter,
-            loss_module=recorder.loss,
-            optimizer=torch.optim.SGD([recorder.weight], lr=0.0),
-            progress_bar=False,
-            save_trainer_interval=2**62,
-            log_interval=2**62,
-            auto_log_optim_steps=False,
-            replay_buffer=buffer if "replay_buffer" in writes else None,
-        )
-        ReplayBufferTrainer(buffer, batch_size=batch, flatten_tensordicts=masked).register(trainer)
-        recorder.attach(collector, trainer, buffer)
-        try:
-            trainer.train()
-        except RuntimeError as exc:
-            if not any(stop in str(exc) for stop in _STOPS):
-                raise
-            collector.shutdown()
-            return recorder.trace(stopped=f"RuntimeError: {exc}")
-    return recorder.trace()
+    env = _wrap_vector(vector, task_ids=isinstance(hook, ExcludeTasks))
+    writes: dict[str, Any] = {}
+    if isinstance(hook, EpisodeDelayed):
+        transform = _Annotate(hook.keep, recorder.excluded)
+        buffer = _flat_buffer(cfg.capacity * num_envs, sampler, sc.seed, batch, transform=transform)
+        writes = {"trajs_per_batch": 1, "trajs_per_write": 1, "replay_buffer": buffer}
+    elif masked:
+        buffer = _flat_buffer(cfg.capacity * num_envs, sampler, sc.seed, batch)
+    else:
+        buffer = _buffer(cfg.capacity, num_envs, sampler, sc.seed, batch)
+    if not isinstance(hook, (Identity, EpisodeDelayed)):
+        writes = {"postproc": _StepHook(hook, recorder.excluded)}
+    collector = _collector(
+        env, spec, frames_per_batch, total, init_random_frames=warmup or None, **writes
+    )
+    trainer = Trainer(
+        collector=collector,
+        total_frames=total,
+        frame_skip=1,
+        optim_steps_per_batch=cfg.num_updates_per_train_iter,
+        loss_module=recorder.loss,
+        optimizer=torch.optim.SGD([recorder.weight], lr=0.0),
+        progress_bar=False,
+        save_trainer_interval=2**62,
+        log_interval=2**62,
+        auto_log_optim_steps=False,
+        replay_buffer=buffer if "replay_buffer" in writes else None,
+        **trainer_kwargs,
+    )
+    ReplayBufferTrainer(buffer, batch_size=batch, flatten_tensordicts=masked).register(trainer)
+    recorder.attach(collector, trainer, buffer)
+    return collector, trainer, buffer
 
 
 # -- env --------------------------------------------------------------------------------------------
@@ -1033,7 +1056,7 @@ def _version(package: str) -> str:
 
 class TorchRLAdapter:
     """TorchRL 0.14.1 behind the xpspec protocol (capabilities env, trainer, replay,
-    learner, relabel, recurrent and the observables above)."""
+    learner, relabel, recurrent, checkpoint, stack and the observables above)."""
 
     def info(self) -> AdapterInfo:
         return AdapterInfo(
@@ -1053,6 +1076,7 @@ class TorchRLAdapter:
                 "state",
                 "nstep",
                 "recurrent",
+                "checkpoint",
                 "stack",
             ),
             issue_tracker="https://github.com/pytorch/rl/issues",
@@ -1079,7 +1103,12 @@ class TorchRLAdapter:
         """``Trainer`` with ``ReplayBufferTrainer`` over a ``Collector`` of ``u*B`` frames per
         batch and a ``LazyTensorStorage(capacity*B, ndim=2)`` (one ring of ``capacity``
         frames per env); a 1-D ``LazyTensorStorage(capacity*B)`` for exclusions and
-        episode-delayed writes (see the module docstring)."""
+        episode-delayed writes (see the module docstring). With a checkpoint spec, saved
+        and restored through TorchRL's ``Checkpoint`` (:mod:`xpspec.adapters.torchrl_checkpoint`)."""
+        if scenario.checkpoint is not None:
+            from xpspec.adapters.torchrl_checkpoint import run_checkpointed
+
+            return run_checkpointed(scenario)
         return _run_trainer(scenario)
 
     def run_replay(self, scenario: ReplayScenario) -> Trace:

@@ -153,6 +153,18 @@ class Session:
         self._reference = reference
         self._registry: Any = None
         self._failure_cache: dict[str, list[Failure]] = {}
+        self._keys: dict[int, tuple[Scenario, str]] = {}
+        """id -> (scenario, its JSON): the caches' key of a scenario object, computed once
+        (a suite evaluates dozens of checks on each scenario object). Holding the scenario
+        keeps its id from being reused."""
+
+    def _key(self, scenario: Scenario) -> str:
+        """``scenario_to_json(scenario)``, once per scenario object."""
+        known = self._keys.get(id(scenario))
+        if known is None:
+            known = (scenario, scenario_to_json(scenario))
+            self._keys[id(scenario)] = known
+        return known[1]
 
     # -- running operations ---------------------------------------------------------------------
     def _operation(self, adapter: Adapter, scenario: Scenario) -> Callable[[Scenario], Trace]:
@@ -173,7 +185,7 @@ class Session:
     def run(self, scenario: Scenario, who: str = "adapter") -> Trace:
         """The trace of ``scenario`` (cached). Raises Unsupported or AdapterError (an
         AdapterFailure when the worker crashed, timed out or ran out of memory)."""
-        key = (who, scenario_to_json(scenario))
+        key = (who, self._key(scenario))
         if key not in self._cache:
             adapter = self.adapter if who == "adapter" else self._reference
             try:
@@ -475,9 +487,9 @@ class Session:
         (or of the cause in another run the check compared with) when that is not itself."""
         charged = (exc.clause,) if exc.clause in check.clauses else check.clauses
         outcome = replace(outcome, charged=charged)
-        own = scenario_to_json(scenario)
+        own = self._key(scenario)
         for other in reruns:
-            if scenario_to_json(other) == own:
+            if self._key(other) == own:
                 continue
             failures = self._failures(other)
             if failures:
@@ -509,7 +521,7 @@ class Session:
         left out, so blame never costs more than the runs the suite makes anyway."""
         from xpspec.conformance.failing import check_trace
 
-        key = scenario_to_json(scenario)
+        key = self._key(scenario)
         if key not in self._failure_cache:
             try:
                 trace = self.run(scenario)

@@ -119,6 +119,17 @@ def _stack(**knobs: Any) -> VariantModel:
     return VariantModel(_knobs("", knobs), apply)
 
 
+def _last_position() -> VariantModel:
+    """A burn-in of every position but the last (its value depends on the scenario)."""
+
+    def apply(s: Scenario) -> Scenario | None:
+        if not isinstance(s, RecurrentScenario):
+            return None
+        return replace(s, burn_in=s.sequence_length - 1)
+
+    return VariantModel("burn_in = sequence_length - 1", apply)
+
+
 def _priority(**knobs: Any) -> VariantModel:
     def apply(s: Scenario) -> Scenario | None:
         if not isinstance(s, ReplayScenario) or s.priority is None:
@@ -250,6 +261,8 @@ VARIANTS: dict[tuple[str, str], VariantModel] = {
     # ALF (snapshot 23aca492) TrainerConfig.use_rollout_state=False: each training sequence
     # starts from the algorithm's initial (zero) state, not the stored rollout state.
     ("recurrent.initial-state", "zero-start"): _recurrent(initial_state="zeros"),
+    # Tianshou 2.0.1 Recurrent nets under DQN: only a frame stack's last position is trained.
+    ("recurrent.burn-in", "last-position"): _last_position(),
     # SB3 2.9.2 StackedObservations.reset/update zero the stack at a reset; TorchRL 0.14.1
     # CatFrames(padding="constant").
     ("stack.episode-start", "zero-fill"): _stack(padding="zeros"),

@@ -146,21 +146,26 @@ def check_contiguous(scenario: Scenario, trace: Trace, ctx: Context) -> None:
 
 def check_initial_state(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     """recurrent.initial-state: a sequence's first position receives the state the policy
-    received at that item in the rollout (variant zero-start: 0)."""
+    received at that item in the rollout (variant zero-start: 0; not applicable to a run none
+    of whose sequences starts with a stored item)."""
     zeros = _sc(scenario).initial_state == "zeros"
     rollout = rollout_of(trace)
+    judged = False
     for seq in trace.of_kind("train_sequence"):
         if not seq.items or seq.items[0] is None:
             continue  # recurrent.contiguous
         item = seq.items[0]
         if item not in rollout.state:
             continue  # recurrent.contiguous
+        judged = True
         want = 0 if zeros else rollout.state[item]
         source = "the initial state (variant zero-start)" if zeros else "the stored state"
         if seq.state_in[0] != want:
             raise CheckFailure(
                 f"{_where(seq, 0)}: state received at {item}, {source}", want, seq.state_in[0]
             )
+    if not judged:
+        raise _nothing_to_judge("a sequence whose first position holds a stored item")
 
 
 def check_reset_at_first(scenario: Scenario, trace: Trace, ctx: Context) -> None:

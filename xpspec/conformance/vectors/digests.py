@@ -34,6 +34,7 @@ __all__ = [
     "model_cases",
     "pin_check",
     "pins",
+    "render_digests",
     "scenario_digest",
     "trace_digest",
 ]
@@ -119,14 +120,17 @@ def digests_text(catalog: Mapping[str, Scenario] | None = None) -> str:
     entries = {}
     for case in cases:
         trace: Trace = getattr(adapter, f"run_{case.scenario.kind}")(case.scenario)
-        entries[case.label] = {
-            "scenario": scenario_digest(case.scenario),
-            "trace": trace_digest(trace),
-        }
+        entries[case.label] = Pin(scenario_digest(case.scenario), trace_digest(trace))
     if len(entries) != len(cases):
         raise ValueError("two model cases share a label")
+    return render_digests(entries)
+
+
+def render_digests(entries: Mapping[str, Pin]) -> str:
+    """The text of ``variant-digests.json`` holding ``entries`` (label -> pin)."""
+    digests = {label: {"scenario": p.scenario, "trace": p.trace} for label, p in entries.items()}
     return (
-        json.dumps({"format": DIGESTS_FORMAT, "digests": entries}, indent=1, sort_keys=True) + "\n"
+        json.dumps({"format": DIGESTS_FORMAT, "digests": digests}, indent=1, sort_keys=True) + "\n"
     )
 
 
