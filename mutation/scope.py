@@ -12,6 +12,7 @@ MODULES = (
     "xpspec/refimpl/replay.py",
     "xpspec/refimpl/relabel.py",
     "xpspec/refimpl/recurrent.py",
+    "xpspec/refimpl/stack.py",
     "xpspec/refimpl/trainer.py",
     "xpspec/refimpl/learner",
     "xpspec/protocol/preprocessors.py",

@@ -64,6 +64,7 @@ def test_info_names_the_installed_versions() -> None:
         "nstep",
         "recurrent",
         "checkpoint",
+        "stack",
     }
     ADAPTER.smoke()
 

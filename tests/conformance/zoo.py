@@ -14,7 +14,7 @@ from xpspec.protocol.adapter import AdapterInfo
 from xpspec.protocol.identity import ItemId
 from xpspec.protocol.scenario import RelabelScenario, TrainerScenario
 from xpspec.protocol.step_type import StepType
-from xpspec.protocol.trace import Trace
+from xpspec.protocol.trace import Item, Trace
 from xpspec.refimpl import preprocess as pre
 from xpspec.refimpl import replay
 from xpspec.refimpl.accounting import FloatCarrySchedule
@@ -23,6 +23,7 @@ from xpspec.refimpl.checkpoint import run_checkpointed
 from xpspec.refimpl.priority import PriorityModel
 from xpspec.refimpl.recurrent import CountingLearner
 from xpspec.refimpl.relabel import Relabeled, SampledTransitions, StoredEpisode, goal_rewards
+from xpspec.refimpl.stack import ZERO_FRAME, Held, Stacker
 from xpspec.refimpl.trainer import GOAL_FIELDS, ROW_FIELDS, Trainer
 
 __all__ = ["MUTANTS", "Mutant", "MutantAdapter"]
@@ -726,6 +727,54 @@ class _PaddingTrained(CountingLearner):
         return mask
 
 
+class _StackCrossesEpisodes(Stacker):
+    """The stack is only started once: at a later FIRST it keeps the previous episode's
+    frames (a stacker that ignores the episode boundary)."""
+
+    def restart(self, stack: tuple[Item, ...], first: Item) -> tuple[Item, ...]:
+        return self.push(stack, first) if stack else super().restart(stack, first)
+
+
+class _StackZeroPadding(Stacker):
+    """Positions before the FIRST hold the zero frame whatever the scenario's padding."""
+
+    def pad(self, first: Item) -> Item:
+        return ZERO_FRAME
+
+
+class _StackStaleNewest(Stacker):
+    """The newest position repeats the previous newest frame: the stack lags one step."""
+
+    def push(self, stack: tuple[Item, ...], item: Item) -> tuple[Item, ...]:
+        return (*stack[1:], stack[-1])
+
+
+class _StackRebuildCrosses(Stacker):
+    """A stack rebuilt from the ring walks back past the episode's FIRST (the boundary is
+    forgotten at sample time only)."""
+
+    def rebuild(self, ring: list[Held], position: int) -> tuple[Item, ...]:
+        start = max(position - self.k + 1, 0)
+        frames = [h.item for h in ring[start : position + 1]]
+        return tuple([frames[0]] * (self.k - len(frames)) + frames)
+
+
+class _StackSamplesEvicted(Stacker):
+    """Every held item is sampled; one whose earlier frames the ring evicted gets a stack
+    padded from the oldest held frame."""
+
+    def samplable(self, ring: list[Held], position: int) -> bool:
+        return True
+
+    def rebuild(self, ring: list[Held], position: int) -> tuple[Item, ...]:
+        frames = [ring[position].item]
+        p = position
+        while len(frames) < self.k and ring[p].step_type != int(StepType.FIRST) and p > 0:
+            p -= 1
+            frames.append(ring[p].item)
+        return tuple([self.pad(frames[-1])] * (self.k - len(frames)) + frames[::-1])
+
+
 @dataclass(frozen=True)
 class Mutant:
     name: str
@@ -741,6 +790,8 @@ class Mutant:
     learner: type[CountingLearner] | None = None
     """A recurrent mutant: the counting network recurrent scenarios train (capability
     ``recurrent``; the trainer is refimpl's)."""
+    stacker: type[Stacker] | None = None
+    """A frame stacking mutant: the stacker stack scenarios run (capability ``stack``)."""
     forgets: tuple[str, ...] = ()
     """A resume mutant: the parts of a saved trainer its restore leaves out
     (:data:`xpspec.refimpl.checkpoint.PARTS`; the trainer is refimpl's)."""
@@ -757,6 +808,8 @@ class Mutant:
             return "relabel"
         if self.learner is not None:
             return "recurrent"
+        if self.stacker is not None:
+            return "stack"
         return "trainer" if self.buffer is None and self.priority is None else "replay"
 
 
@@ -919,6 +972,19 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("no-reset-in-training", Trainer, "recurrent.reset-at-first", learner=_NoResetInTraining),
     Mutant("burn-in-trained", Trainer, "recurrent.burn-in", learner=_BurnInTrained),
     Mutant("padding-trained", Trainer, "recurrent.padding", learner=_PaddingTrained),
+    # frame stacking: each mutant breaks one rule of the stacker
+    Mutant("stack-crosses-episodes", Trainer, "stack.no-cross", stacker=_StackCrossesEpisodes),
+    Mutant("stack-zero-padding", Trainer, "stack.episode-start", stacker=_StackZeroPadding),
+    Mutant("stack-stale-newest", Trainer, "stack.frames", stacker=_StackStaleNewest),
+    Mutant(
+        "stack-rebuild-crosses",
+        Trainer,
+        "stack.sample-equals-rollout",
+        stacker=_StackRebuildCrosses,
+    ),
+    Mutant(
+        "stack-samples-evicted", Trainer, "stack.earliest-ignored", stacker=_StackSamplesEvicted
+    ),
     # checkpoint and resume: a restore that leaves the unroll schedule's carry out
     Mutant(
         "resume-forgets-carry", Trainer, "resume.accounting-restored", forgets=("unroll_schedule",)
@@ -938,6 +1004,8 @@ class MutantAdapter(RefimplAdapter):
             self.priority_model = mutant.priority
         if mutant.learner is not None:
             self.recurrent_learner = mutant.learner
+        if mutant.stacker is not None:
+            self.stacker = mutant.stacker
         self.checkpoint_forgets = mutant.forgets
 
     def info(self) -> AdapterInfo:
@@ -958,6 +1026,7 @@ class MutantAdapter(RefimplAdapter):
                 "importance-weights",
                 "recurrent",
                 "checkpoint",
+                "stack",
             ),
         )
 

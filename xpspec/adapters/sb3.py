@@ -132,6 +132,7 @@ from xpspec.protocol.scenario import (
     LearnerScenario,
     RelabelScenario,
     ReplayScenario,
+    StackScenario,
     TrainerScenario,
 )
 from xpspec.protocol.step_type import StepType
@@ -627,6 +628,7 @@ class SB3Adapter:
                 *("env", "trainer", "replay", "learner", "relabel"),
                 *(("nstep",) if _NSTEP else ()),
                 "checkpoint",
+                "stack",
             ),
             issue_tracker="https://github.com/DLR-RM/stable-baselines3/issues",
             notes="DQN with a tiny Q-network on DummyVecEnv; PPO's rollout buffer for GAE"
@@ -724,6 +726,14 @@ class SB3Adapter:
                 windows = single_item_windows(decode_items(samples.observations))
                 events.append(Sampled(draw, windows))
         return Trace(tuple(events), {"producer": f"sb3 {stable_baselines3.__version__}"})
+
+    # -- frame stacking -----------------------------------------------------------------------
+    def run_stack(self, scenario: StackScenario) -> Trace:
+        """``VecFrameStack`` under ``DQN.learn`` and its ``ReplayBuffer``
+        (:mod:`xpspec.adapters.sb3_stack`)."""
+        from xpspec.adapters.sb3_stack import run_stack
+
+        return run_stack(scenario)
 
     # -- relabel ------------------------------------------------------------------------------
     def run_relabel(self, scenario: RelabelScenario) -> Trace:

@@ -163,6 +163,7 @@ from xpspec.protocol.scenario import (
     RecurrentScenario,
     RelabelScenario,
     ReplayScenario,
+    StackScenario,
     TrainerScenario,
 )
 from xpspec.protocol.step_type import StepType
@@ -1055,7 +1056,7 @@ def _version(package: str) -> str:
 
 class TorchRLAdapter:
     """TorchRL 0.14.1 behind the xpspec protocol (capabilities env, trainer, replay,
-    learner, relabel, recurrent, checkpoint and the observables above)."""
+    learner, relabel, recurrent, checkpoint, stack and the observables above)."""
 
     def info(self) -> AdapterInfo:
         return AdapterInfo(
@@ -1076,6 +1077,7 @@ class TorchRLAdapter:
                 "nstep",
                 "recurrent",
                 "checkpoint",
+                "stack",
             ),
             issue_tracker="https://github.com/pytorch/rl/issues",
             notes=(
@@ -1134,3 +1136,10 @@ class TorchRLAdapter:
         from xpspec.adapters.torchrl_recurrent import run_recurrent
 
         return run_recurrent(scenario)
+
+    def run_stack(self, scenario: StackScenario) -> Trace:
+        """``CatFrames`` in the rollout and rebuilt at sample time
+        (:mod:`xpspec.adapters.torchrl_stack`)."""
+        from xpspec.adapters.torchrl_stack import run_stack
+
+        return run_stack(scenario)

@@ -5,7 +5,8 @@ order, then the schedule that counts stores, then the windows drawn from them. T
 reports the *cause* as the failure and marks the others *downstream* of it.
 
 Data flows through the pipeline in stages (unroll, time steps, preprocessing, replay, train
-accounting, learner, relabeling, recurrent training); a wrong value upstream makes later stages diverge, rarely
+accounting, learner, relabeling, recurrent training, frame stacking); a wrong value upstream
+makes later stages diverge, rarely
 the other way. The cause among the failures of one scenario is therefore the one that is
 first in this order:
 
@@ -58,6 +59,7 @@ STAGE: Final[dict[str, int]] = {
     "learner": 6,
     "relabel": 7,
     "recurrent": 8,
+    "stack": 9,
 }
 """Pipeline stage of a clause's area (unknown areas count as last)."""
 
@@ -103,6 +105,7 @@ EVENT_STAGE: Final[dict[str, int]] = {
     "shard": STAGE["learner"],
     "relabel": STAGE["relabel"],
     "train_sequence": STAGE["recurrent"],
+    "stacked": STAGE["stack"],
     "resume": STAGE["train"],
 }
 """Pipeline stage of a trace event kind."""

@@ -30,6 +30,7 @@ from xpspec.protocol.scenario import (
     RelabelScenario,
     ReplayScenario,
     Scenario,
+    StackScenario,
     TrainerScenario,
 )
 from xpspec.protocol.schedule import CycleSchedule, EpisodePlan, FixedSchedule, RandomSchedule
@@ -513,5 +514,18 @@ CATALOG: dict[str, Scenario] = {
         num_iterations=12,
         capacity=16,
         initial_collect_steps=20,
+    ),
+    # -- frame stacking (stack.*): stacks across episode ends of 3, 5 and 2 transitions, a
+    # stack wider than every episode, the zero-fill variant, and rings short enough that the
+    # oldest held items have lost frames of their stacks by the draws
+    "stack-cross": StackScenario(_ENV3, steps=20, num_frames=4, capacity=6, batch_size=8, draws=3),
+    "stack-long": StackScenario(
+        _LONG2, steps=30, num_frames=3, capacity=6, batch_size=6, draws=2, seed=2
+    ),
+    "stack-wide": StackScenario(
+        EnvSpec(2, (_MIXED,)), steps=24, num_frames=7, capacity=8, batch_size=8, draws=2, seed=1
+    ),
+    "stack-zeros": StackScenario(
+        _ENV3, steps=16, num_frames=3, capacity=5, batch_size=8, draws=2, padding="zeros", seed=3
     ),
 }

@@ -20,6 +20,7 @@ from xpspec.protocol.scenario import (
     RelabelScenario,
     ReplayScenario,
     Scenario,
+    StackScenario,
     TrainerScenario,
     scenario_to_json,
 )
@@ -90,6 +91,9 @@ class GivenTrace:
         return self._answer(scenario)
 
     def run_recurrent(self, scenario: RecurrentScenario) -> Trace:
+        return self._answer(scenario)
+
+    def run_stack(self, scenario: StackScenario) -> Trace:
         return self._answer(scenario)
 
 

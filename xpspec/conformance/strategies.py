@@ -36,6 +36,7 @@ from xpspec.protocol.scenario import (
     RelabelScenario,
     ReplayScenario,
     Scenario,
+    StackScenario,
     TrainerScenario,
 )
 from xpspec.protocol.schedule import CycleSchedule, EpisodePlan, FixedSchedule, RandomSchedule
@@ -48,6 +49,7 @@ __all__ = [
     "recurrent_scenarios",
     "relabel_scenarios",
     "scenarios_for",
+    "stack_scenarios",
     "trainer_configs",
     "trainer_scenarios",
     "unroll_lengths",
@@ -508,6 +510,34 @@ _RECURRENT_CONCERNS: dict[str, dict[str, Any]] = {
 }
 
 
+# -- frame stacking scenarios -----------------------------------------------------------------
+@st.composite
+def stack_scenarios(draw: st.DrawFn, min_steps: int = 1) -> StackScenario:
+    """Valid stack scenarios (clauses ``stack.*``): 1 to 3 envs, rollouts of ``min_steps`` to
+    20 vector steps, stacks of 1 to 5 frames, either padding, rings from the stack's width to
+    twice it (short ones evict frames of the oldest held items' stacks), a few small
+    batches."""
+    k = draw(st.integers(1, 5))
+    return StackScenario(
+        draw(env_specs(max_envs=3)),
+        steps=draw(st.integers(min_steps, 20)),
+        num_frames=k,
+        padding=draw(st.sampled_from(["repeat-first", "zeros"])),
+        capacity=draw(st.integers(k, 2 * k + 2)),
+        batch_size=draw(st.integers(1, 8)),
+        draws=draw(st.integers(1, 3)),
+        seed=draw(st.integers(0, 3)),
+    )
+
+
+# Stack checks that mostly find something to judge only in longer rollouts: an episode that
+# follows another (no-cross), a held item whose stack lost frames (earliest-ignored).
+_STACK_CONCERNS: dict[str, dict[str, Any]] = {
+    "stack-no-cross": dict(min_steps=8),
+    "stack-earliest-ignored": dict(min_steps=10),
+}
+
+
 def scenarios_for(check: Check) -> st.SearchStrategy[Scenario]:
     """Scenarios that ``check`` (a trainer, relabel, priority or recurrent check) concerns, and only
     those: every one satisfies ``check.applies``, with the full diversity of the generated
@@ -519,6 +549,8 @@ def scenarios_for(check: Check) -> st.SearchStrategy[Scenario]:
         return prioritized_scenarios()
     if check.capability == "recurrent":
         return recurrent_scenarios(**_RECURRENT_CONCERNS.get(check.name, {}))
+    if check.capability == "stack":
+        return stack_scenarios(**_STACK_CONCERNS.get(check.name, {}))
     if check.capability != "trainer":
         raise ValueError(
             f"check {check.name!r} is neither a trainer nor a relabel check ({check.capability!r})"

@@ -23,6 +23,7 @@ from xpspec.protocol.scenario import (
     RelabelScenario,
     ReplayScenario,
     Scenario,
+    StackScenario,
     TrainerScenario,
 )
 
@@ -75,7 +76,7 @@ def _sampling(**knobs: Any) -> VariantModel:
 
 def _env(**knobs: Any) -> VariantModel:
     def apply(s: Scenario) -> Scenario | None:
-        if not isinstance(s, (TrainerScenario, ReplayScenario, EnvScenario)):
+        if not isinstance(s, (TrainerScenario, ReplayScenario, EnvScenario, StackScenario)):
             return None
         return replace(s, env=replace(s.env, **knobs))
 
@@ -103,6 +104,15 @@ def _learner(**knobs: Any) -> VariantModel:
 def _recurrent(**knobs: Any) -> VariantModel:
     def apply(s: Scenario) -> Scenario | None:
         if not isinstance(s, RecurrentScenario):
+            return None
+        return replace(s, **knobs)
+
+    return VariantModel(_knobs("", knobs), apply)
+
+
+def _stack(**knobs: Any) -> VariantModel:
+    def apply(s: Scenario) -> Scenario | None:
+        if not isinstance(s, StackScenario):
             return None
         return replace(s, **knobs)
 
@@ -253,6 +263,9 @@ VARIANTS: dict[tuple[str, str], VariantModel] = {
     ("recurrent.initial-state", "zero-start"): _recurrent(initial_state="zeros"),
     # Tianshou 2.0.1 Recurrent nets under DQN: only a frame stack's last position is trained.
     ("recurrent.burn-in", "last-position"): _last_position(),
+    # SB3 2.9.2 StackedObservations.reset/update zero the stack at a reset; TorchRL 0.14.1
+    # CatFrames(padding="constant").
+    ("stack.episode-start", "zero-fill"): _stack(padding="zeros"),
     # TorchRL 0.14.1 GAE(average_gae=True): the Bessel-corrected std (adv.std()).
     ("learner.stats-exclude-bootstrap", "sample-std"): _learner(normalization="sample"),
 }

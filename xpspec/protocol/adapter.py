@@ -17,6 +17,7 @@ from xpspec.protocol.scenario import (
     RecurrentScenario,
     RelabelScenario,
     ReplayScenario,
+    StackScenario,
     TrainerScenario,
 )
 from xpspec.protocol.trace import Trace
@@ -52,8 +53,10 @@ CAPABILITIES = (
     "recurrent",
     # checkpoint and resume (clauses resume.*)
     "checkpoint",
+    # frame stacking (clauses stack.*)
+    "stack",
 )
-"""The closed vocabulary of capabilities: six operation families (one operation each), and
+"""The closed vocabulary of capabilities: seven operation families (one operation each), and
 twelve observables that not every framework has: ``counter`` (a global counter the trainer
 increments once per iteration, ``counter_mode`` per-iteration), ``update-counter`` (a count of
 the gradient updates made so far, kept by the framework: the counter of ``counter_mode``
@@ -73,7 +76,10 @@ or files, drops every live object of it, and restores a fresh trainer through th
 framework's own load API, the env alone going on; clauses ``resume.*``); and a sixth
 operation family, ``recurrent`` (a recurrent learner trained on sequences of stored
 experience: the adapter records the state the framework's network received at each position
-of each sequence and its loss mask, operation :meth:`Adapter.run_recurrent`). A framework
+of each sequence and its loss mask, operation :meth:`Adapter.run_recurrent`); and a seventh,
+``stack`` (frame stacking: the adapter records the stacked observation the framework's
+policy received at each step and the stack each sampled item carries, read from the
+framework's own objects, operation :meth:`Adapter.run_stack`). A framework
 without an observable records a stand-in (an empty
 state, a zero row ``L`` with loss mask 0, a mask the adapter computes itself) that would make
 its check pass by construction, so the checks of an observable the adapter does not declare
@@ -157,6 +163,11 @@ class Adapter(Protocol):
     def run_recurrent(self, scenario: RecurrentScenario) -> Trace:
         """One EnvStep event per vector step (``policy_state``: the state the policy
         received at each env), then one TrainSequence event per sequence trained on."""
+        ...
+
+    def run_stack(self, scenario: StackScenario) -> Trace:
+        """One ``Stacked`` event per vector step (source ``rollout``: the stacks the policy
+        received), then one per sampled batch (source ``sample``)."""
         ...
 
 

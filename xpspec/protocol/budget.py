@@ -130,6 +130,24 @@ def check_budget(scenario: Scenario, budget: Budget = BUDGET) -> None:
             budget.sampled_items,
             "sampled items",
         )
+    elif scenario.kind == "stack":
+        steps = b * scenario.steps
+        _limit("env.num_envs × steps", steps, budget.env_steps, "env steps")
+        _limit(
+            "env.num_envs × capacity", b * scenario.capacity, budget.buffer_items, "buffer items"
+        )
+        _limit(
+            "env.num_envs × steps × num_frames (the rollout's stacks)",
+            steps * scenario.num_frames,
+            budget.sampled_items,
+            "stacked frames",
+        )
+        _limit(
+            "batch_size × num_frames × draws",
+            scenario.batch_size * scenario.num_frames * scenario.draws,
+            budget.sampled_items,
+            "sampled items",
+        )
     elif scenario.kind == "learner":
         steps = b * scenario.steps
         _limit("env.num_envs × steps", steps, budget.env_steps, "env steps")

@@ -31,6 +31,7 @@ __all__ = [
     "RelabelScenario",
     "ReplayScenario",
     "Scenario",
+    "StackScenario",
     "TrainerScenario",
     "reference_form",
     "scenario_from_json",
@@ -358,6 +359,54 @@ class RecurrentScenario:
         check_budget(self)
 
 
+# -- frame stacking (clauses stack.*) ----------------------------------------------------------
+@dataclass(frozen=True)
+class StackScenario:
+    """Frame stacking (capability ``stack``, clauses ``stack.*``).
+
+    The toy env runs ``steps`` vector steps; the observation the policy receives at each env
+    is the stack of the last ``num_frames`` frames of that env's stream, oldest first
+    (``stack.frames``), the positions before its episode's FIRST filled by ``padding``
+    (``stack.episode-start``: ``"repeat-first"``, the clause, or ``"zeros"``, variant
+    zero-fill) and never by a frame of an earlier episode (``stack.no-cross``). Every item is
+    stored in a ring of ``capacity`` items per env; after the rollout ``draws`` batches of
+    ``batch_size`` items are sampled, each with the stack the implementation gives it
+    (stored whole, or rebuilt from the stored frames): the rollout's own stack
+    (``stack.sample-equals-rollout``), also for an item whose earlier frames the ring has
+    evicted (``stack.earliest-ignored``: such an item is not sampled unless its stack is
+    whole)."""
+
+    env: EnvSpec
+    steps: int
+    num_frames: int = 3
+    padding: Literal["repeat-first", "zeros"] = "repeat-first"
+    capacity: int = 8
+    batch_size: int = 4
+    draws: int = 2
+    seed: int = 0
+    kind: Literal["stack"] = "stack"
+
+    def __post_init__(self) -> None:
+        for name, minimum in (
+            ("steps", 1),
+            ("num_frames", 1),
+            ("capacity", 1),
+            ("batch_size", 1),
+            ("draws", 1),
+        ):
+            _check_int(name, getattr(self, name), minimum)
+        _check_seed(self.seed)
+        if self.padding not in ("repeat-first", "zeros"):
+            raise ConfigError("padding", self.padding, "'repeat-first' or 'zeros'")
+        if self.capacity < self.num_frames:
+            raise ConfigError(
+                "capacity",
+                self.capacity,
+                f"at least num_frames ({self.num_frames}): the newest item's stack must fit",
+            )
+        check_budget(self)
+
+
 Scenario = Union[
     TrainerScenario,
     ReplayScenario,
@@ -365,6 +414,7 @@ Scenario = Union[
     LearnerScenario,
     RelabelScenario,
     RecurrentScenario,
+    StackScenario,
 ]
 
 

@@ -35,6 +35,7 @@ __all__ = [
     "RunEnd",
     "Sampled",
     "Shard",
+    "Stacked",
     "Store",
     "Trace",
     "TrainCall",
@@ -219,6 +220,23 @@ class TrainSequence:
 
 
 @dataclass(frozen=True)
+class Stacked:
+    """Stacked observations (clauses ``stack.*``): row ``i`` is item ``(env[i], episode[i],
+    t[i])`` with the stack ``frames[i]`` the implementation gave it, ``num_frames`` frames
+    oldest first, each frame the item its observation decodes to (an all-zero frame decodes
+    to ``(0, 0, 0)``). ``source`` ``"rollout"``: the stacks the policy received at vector
+    step ``index``; ``"sample"``: the stacks of the items of sampled batch ``index``."""
+
+    source: Literal["rollout", "sample"]
+    index: int
+    env: Ints
+    episode: Ints
+    t: Ints
+    frames: tuple[tuple[Item, ...], ...]
+    kind: Literal["stacked"] = "stacked"
+
+
+@dataclass(frozen=True)
 class Advantages:
     """Learner-side preprocessing of one episode: one entry per row ``t`` (the extra
     bootstrap row last), with the loss mask that excludes it."""
@@ -341,6 +359,7 @@ Event = Union[
     Prioritized,
     Relabel,
     TrainSequence,
+    Stacked,
     Advantages,
     CallerEpisode,
     NStep,
@@ -385,6 +404,8 @@ class Trace:
     def of_kind(self, kind: Literal["relabel"]) -> Iterator[Relabel]: ...
     @overload
     def of_kind(self, kind: Literal["train_sequence"]) -> Iterator[TrainSequence]: ...
+    @overload
+    def of_kind(self, kind: Literal["stacked"]) -> Iterator[Stacked]: ...
     @overload
     def of_kind(self, kind: Literal["advantages"]) -> Iterator[Advantages]: ...
     @overload

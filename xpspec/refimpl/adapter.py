@@ -25,6 +25,7 @@ from xpspec.protocol.scenario import (
     RecurrentScenario,
     RelabelScenario,
     ReplayScenario,
+    StackScenario,
     TrainerScenario,
 )
 from xpspec.protocol.step_type import StepType
@@ -47,6 +48,7 @@ from xpspec.refimpl.recorder import Recorder, windows_of
 from xpspec.refimpl.recurrent import CountingLearner, run_recurrent
 from xpspec.refimpl.relabel import Relabeled, SampledTransitions, StoredEpisode, relabel
 from xpspec.refimpl.replay import NoValidWindow, ReplayBuffer
+from xpspec.refimpl.stack import Stacker, run_stack
 from xpspec.refimpl.toy_envs.batched import TimeStep, ToyBatchEnv
 from xpspec.refimpl.trainer import train
 
@@ -145,13 +147,14 @@ class RefimplAdapter:
     ``_shard``, ``_relabel_batch``); a subclass replaces one of them to run a variant, or
     ``replay_buffer``, the buffer class :meth:`run_replay` fills and samples,
     ``priority_model``, the priorities a prioritized replay scenario samples by,
-    ``recurrent_learner``, the counting network a recurrent scenario trains, or
-    ``checkpoint_forgets``, the parts of a saved trainer its restore leaves out.
+    ``recurrent_learner``, the counting network a recurrent scenario trains,
+    ``stacker``, the frame stacker of a stack scenario, or ``checkpoint_forgets``, the parts of a saved trainer its restore leaves out.
     """
 
     replay_buffer: type[ReplayBuffer] = ReplayBuffer
     priority_model: type[PriorityModel] = PriorityModel
     recurrent_learner: type[CountingLearner] = CountingLearner
+    stacker: type[Stacker] = Stacker
     checkpoint_forgets: tuple[str, ...] = ()
     """Parts of a saved trainer a restore leaves out (:data:`xpspec.refimpl.checkpoint.PARTS`;
     none: the spec's restore)."""
@@ -181,6 +184,7 @@ class RefimplAdapter:
                 "importance-weights",
                 "recurrent",
                 "checkpoint",
+                "stack",
             ),
             extra_versions={"torch": torch.__version__},
         )
@@ -468,6 +472,11 @@ class RefimplAdapter:
         """Recurrent state in training (clauses ``recurrent.*``), run by
         :func:`xpspec.refimpl.recurrent.run_recurrent` with :attr:`recurrent_learner`."""
         return run_recurrent(scenario, self.recurrent_learner)
+
+    def run_stack(self, scenario: StackScenario) -> Trace:
+        """Frame stacking (clauses ``stack.*``), run by
+        :func:`xpspec.refimpl.stack.run_stack` with :attr:`stacker`."""
+        return run_stack(scenario, self.stacker)
 
     def run_relabel(self, scenario: RelabelScenario) -> Trace:
         """Hindsight relabeling at sample time (clauses ``relabel.*``).

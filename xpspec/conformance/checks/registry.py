@@ -63,6 +63,13 @@ from xpspec.conformance.checks.resume import (
     check_resume_rng,
     check_resume_same_trace,
 )
+from xpspec.conformance.checks.stack import (
+    check_earliest_ignored,
+    check_episode_start,
+    check_frames,
+    check_no_cross,
+    check_sample_equals_rollout,
+)
 from xpspec.conformance.checks.timesteps import (
     check_auto_reset,
     check_identity,
@@ -120,6 +127,7 @@ __all__ = [
     "RELABEL_CHECKS",
     "REPLAY_CHECKS",
     "RESUME_CHECKS",
+    "STACK_CHECKS",
     "TRAINER_CHECKS",
 ]
 
@@ -748,6 +756,39 @@ RECURRENT_CHECKS: tuple[Check, ...] = (
 )
 
 
+# -- frame stacking (clauses stack.*) --
+# The rollout's stacks first: a sampled stack is judged against the rollout's.
+STACK_CHECKS: tuple[Check, ...] = (
+    Check("stack-frames", ("stack.frames",), "stack", "invariant", check_frames),
+    Check(
+        "stack-episode-start", ("stack.episode-start",), "stack", "invariant", check_episode_start
+    ),
+    Check("stack-no-cross", ("stack.no-cross",), "stack", "invariant", check_no_cross),
+    Check(
+        "stack-sample-equals-rollout",
+        ("stack.sample-equals-rollout",),
+        "stack",
+        "invariant",
+        check_sample_equals_rollout,
+    ),
+    Check(
+        "stack-earliest-ignored",
+        ("stack.earliest-ignored",),
+        "stack",
+        "invariant",
+        check_earliest_ignored,
+    ),
+    Check(
+        "deterministic-stack",
+        ("trace.deterministic",),
+        "stack",
+        "exact",
+        check_deterministic,
+        whole_trace=True,
+    ),
+)
+
+
 # -- checkpoint and resume (clauses resume.*) --
 def _checkpointed(s: Scenario) -> bool:
     """Trainer scenarios with a checkpoint spec."""
@@ -812,4 +853,5 @@ ALL_CHECKS: tuple[Check, ...] = (
     + RELABEL_CHECKS
     + RECURRENT_CHECKS
     + RESUME_CHECKS
+    + STACK_CHECKS
 )

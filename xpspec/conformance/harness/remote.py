@@ -26,6 +26,7 @@ from xpspec.protocol.scenario import (
     RelabelScenario,
     ReplayScenario,
     Scenario,
+    StackScenario,
     TrainerScenario,
     scenario_to_json,
 )
@@ -89,6 +90,9 @@ class RemoteAdapter:
         return self._run(scenario)
 
     def run_recurrent(self, scenario: RecurrentScenario) -> Trace:
+        return self._run(scenario)
+
+    def run_stack(self, scenario: StackScenario) -> Trace:
         return self._run(scenario)
 
     def close(self) -> None:
