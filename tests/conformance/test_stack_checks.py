@@ -65,14 +65,27 @@ def _edit(trace: Trace, source: str, edit: Callable[[Item, tuple[Item, ...]], tu
     return Trace(tuple(events), trace.header)
 
 
-def test_refimpl_passes_and_has_nothing_evicted_to_judge() -> None:
+def test_refimpl_passes_every_clause() -> None:
+    # the ring (steps 4..8 of each env) holds 4 of its 10 items with an evicted frame: none is
+    # sampled in 16 draws, which a sampler ignoring the clause does with probability 0.6**16
     assert _verdicts(SCENARIO, run_stack(SCENARIO)) == {
         "check_frames": "pass",
         "check_episode_start": "pass",
         "check_no_cross": "pass",
         "check_sample_equals_rollout": "pass",
-        "check_earliest_ignored": "n/a",
+        "check_earliest_ignored": "pass",
     }
+
+
+def test_earliest_ignored_needs_evicted_items_and_enough_draws_to_miss_them() -> None:
+    # a ring that holds every item: nothing was evicted, nothing to judge
+    roomy = replace(SCENARIO, capacity=9)
+    with pytest.raises(Unsupported, match="no stack of this run has a held item"):
+        check_earliest_ignored(roomy, run_stack(roomy), CTX)
+    # one draw of one item: a sampler ignoring the clause misses 4 of 10 with probability 0.6
+    few = replace(SCENARIO, batch_size=1, draws=1)
+    with pytest.raises(Unsupported, match=r"probability 0\.60"):
+        check_earliest_ignored(few, run_stack(few), CTX)
 
 
 def test_a_stale_newest_frame_fails_frames_only() -> None:

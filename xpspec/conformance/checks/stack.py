@@ -26,6 +26,7 @@ from xpspec.protocol.scenario import Scenario, StackScenario
 from xpspec.protocol.trace import Item, Stacked, Trace
 
 __all__ = [
+    "MISS_BOUND",
     "ZERO_FRAME",
     "check_earliest_ignored",
     "check_episode_start",
@@ -204,10 +205,30 @@ def check_sample_equals_rollout(scenario: Scenario, trace: Trace, ctx: Context) 
         raise _nothing_to_judge("a sampled item whose frames the ring all held")
 
 
+MISS_BOUND = 0.05
+"""The largest probability with which a sampler that ignored ``stack.earliest-ignored``
+(uniform over the ring) may have drawn none of the items the clause forbids, for their absence
+from a run's samples to count as a pass."""
+
+
+def _exposed(held: set[Item], k: int) -> list[Item]:
+    """The held items some frame of whose stack the ring has evicted."""
+    return sorted(
+        item
+        for item in held
+        if any(
+            f is not None and f not in held for f in (_expected_real(item, k, p) for p in range(k))
+        )
+    )
+
+
 def check_earliest_ignored(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     """stack.earliest-ignored: an item some frame of whose stack the ring has evicted is
     sampled only with its whole stack (stored whole); one rebuilt from the ring is not
-    sampled."""
+    sampled. A run that sampled none of them passes only when the ring held such items and
+    a sampler ignoring the clause would have drawn one with probability at least
+    ``1 - MISS_BOUND``; otherwise their absence judges nothing and the clause is not
+    applicable."""
     sc = _sc(scenario)
     judged = False
     for (event, row, item, stack), rollout in _sampled(sc, trace, whole=False):
@@ -219,5 +240,18 @@ def check_earliest_ignored(scenario: Scenario, trace: Trace, ctx: Context) -> No
                 f"not sampled, or with its rollout stack {rollout}",
                 stack,
             )
-    if not judged:
-        raise _nothing_to_judge("a sampled item some frame of whose stack the ring evicted")
+    if judged:
+        return
+    held, _ = _held_and_seen(trace, sc.capacity)
+    exposed = _exposed(held, sc.num_frames)
+    if not exposed:
+        raise _nothing_to_judge("a held item some frame of whose stack the ring evicted")
+    drawn = sum(1 for _ in _rows(trace, "sample"))
+    miss = (1 - len(exposed) / len(held)) ** drawn
+    if miss > MISS_BOUND:
+        raise Unsupported(
+            f"none of the {len(exposed)} of {len(held)} held items whose stacks lost a frame "
+            f"was sampled, but a sampler ignoring the clause (uniform over the ring) would have "
+            f"drawn none of them in {drawn} samples with probability {miss:.2f} "
+            f"(> {MISS_BOUND}), so their absence cannot be judged"
+        )
