@@ -160,6 +160,7 @@ from xpspec.protocol.scenario import (
     EnvScenario,
     LearnerScenario,
     RecurrentScenario,
+    StackScenario,
     RelabelScenario,
     ReplayScenario,
     TrainerScenario,
@@ -1242,6 +1243,7 @@ class TianshouAdapter:
                 "priorities",
                 "importance-weights",
                 "recurrent",
+                "stack",
             ),
             issue_tracker="https://github.com/thu-ml/tianshou/issues",
             notes=(
@@ -1338,3 +1340,10 @@ class TianshouAdapter:
         from xpspec.adapters.tianshou_recurrent import run_recurrent
 
         return run_recurrent(scenario)
+
+    def run_stack(self, scenario: StackScenario) -> Trace:
+        """Tianshou's ``FrameStack`` env wrapper in the rollout, stacks rebuilt at sample time
+        by ``VectorReplayBuffer(stack_num=...)`` (see :mod:`xpspec.adapters.tianshou_stack`)."""
+        from xpspec.adapters.tianshou_stack import run_stack
+
+        return run_stack(scenario)
