@@ -79,6 +79,10 @@ the framework then stores is what the trace records:
 ``VectorReplayBuffer(stack_num=...)`` frame stacks and ``DQN``, in
 :mod:`xpspec.adapters.tianshou_recurrent`.
 
+**Frame stacking** (``run_stack``): an env wrapper stacking in the rollout and
+``VectorReplayBuffer(stack_num=...)`` rebuilding the stacks at sample time, in
+:mod:`xpspec.adapters.tianshou_stack`.
+
 **Trainer** (``run_trainer``): :class:`_TrainerRun`; the counter is the trainer's training
 step number (observable ``counter``). Tianshou keeps no count of gradient steps, so the adapter
 does not declare ``update-counter``: a per-mini-batch counter scenario runs with the training
@@ -160,9 +164,9 @@ from xpspec.protocol.scenario import (
     EnvScenario,
     LearnerScenario,
     RecurrentScenario,
-    StackScenario,
     RelabelScenario,
     ReplayScenario,
+    StackScenario,
     TrainerScenario,
 )
 from xpspec.protocol.step_type import StepType

@@ -18,7 +18,7 @@ time, the pairing of Tianshou's Atari DQN example (``examples/atari/atari_dqn.py
   ``batch.obs`` of its ``forward`` call, read there; the item it belongs to is the raw
   observation the toy env under the stacker returned last (a pass-through wrapper between
   them reads it).
-- **Storage and sampling**: ``VectorReplayBuffer(capacity * B, B, stack_num=k,
+- **Storage and sampling** (padding ``repeat-first``): ``VectorReplayBuffer(capacity * B, B, stack_num=k,
   save_only_last_obs=True, ignore_obs_next=True)`` (``data/buffer/buffer_base.py``): one ring
   of ``capacity`` transitions per env, each storing only the last frame of its stack
   (``ReplayBuffer.add``), and ``sample(batch_size)`` rebuilding the stack of a sampled index
@@ -27,9 +27,11 @@ time, the pairing of Tianshou's Atari DQN example (``examples/atari/atari_dqn.py
   default ``False``, as in the example: every stored index is drawn. A sampled item is the
   stack's last frame (the index's own stored observation).
 
-Padding ``zeros`` is Unsupported: Tianshou's sample-time stacking has no padding value
-(``ReplayBuffer.get`` repeats the episode's first stored frame), so a zero-filled rollout
-stack cannot be what the buffer gives back.
+Padding ``zeros``: Tianshou's sample-time stacking has no padding value (``ReplayBuffer.get``
+repeats the episode's first stored frame), so a zero-filled rollout stack can only be kept by
+storing it whole, the buffer's default: ``FrameStackObservation(padding_type="zero")`` and
+``VectorReplayBuffer(capacity * B, B)`` with ``stack_num=1``, whose rows are the stacks the
+policy received; a sampled item is then its stored stack's newest frame.
 """
 
 from __future__ import annotations
@@ -37,14 +39,14 @@ from __future__ import annotations
 from typing import Any
 
 import gymnasium
-from gymnasium.wrappers import FrameStackObservation
 import numpy as np
 import tianshou
+from gymnasium.wrappers import FrameStackObservation
 from tianshou.algorithm.algorithm_base import Policy
 from tianshou.data import Batch, Collector, VectorReplayBuffer
 from tianshou.env import DummyVectorEnv
 
-from xpspec.adapters.tianshou import _seeded, _unsupported
+from xpspec.adapters.tianshou import _seeded
 from xpspec.kit.items import decode_items, item_columns
 from xpspec.protocol.env_spec import EnvSpec
 from xpspec.protocol.scenario import StackScenario
@@ -53,8 +55,11 @@ from xpspec.refimpl.toy_envs.gym_env import make_env_fns, toy_action_space
 
 __all__ = ["run_stack"]
 
+_PADDING = {"repeat-first": "reset", "zeros": "zero"}
+"""``FrameStackObservation(padding_type=...)`` per scenario padding."""
 
-class _RawTap(gymnasium.Wrapper):  # type: ignore[type-arg]
+
+class _RawTap(gymnasium.Wrapper):
     """Pass-through wrapper that keeps the raw observation its env returned last."""
 
     def __init__(self, env: Any) -> None:
@@ -98,20 +103,15 @@ def _stacks(observations: Any, k: int) -> tuple[tuple[Item, ...], ...]:
 def run_stack(scenario: StackScenario) -> Trace:
     """The rollout's stacks as the policy received them, then ``draws`` batches sampled by
     ``VectorReplayBuffer.sample`` (see the module docstring)."""
-    if scenario.padding == "zeros":
-        raise _unsupported(
-            "padding 'zeros': Tianshou's sample-time stacking has no padding value, "
-            "ReplayBuffer.get repeats the episode's first stored frame (ReplayBuffer.prev, "
-            "data/buffer/buffer_base.py), as its FrameStack wrapper does at a reset "
-            "(env/atari/atari_wrapper.py)",
-            "data/buffer/buffer_base.py",
-        )
     spec, k = scenario.env, scenario.num_frames
+    zeros = scenario.padding == "zeros"
     b = spec.num_envs
     events: list[Event] = []
     with _seeded(scenario.seed):
         taps = [_RawTap(fn()) for fn in make_env_fns(spec, scenario.seed)]
-        stacked = [FrameStackObservation(tap, k, padding_type="reset") for tap in taps]
+        stacked = [
+            FrameStackObservation(tap, k, padding_type=_PADDING[scenario.padding]) for tap in taps
+        ]
         envs = DummyVectorEnv([lambda env=env: env for env in stacked])
         policy = _StackPolicy(spec, stacked[0].observation_space)
 
@@ -119,14 +119,14 @@ def run_stack(scenario: StackScenario) -> Trace:
             items = [decode_items(np.asarray(tap.last)[None])[0] for tap in taps]
             stacks = _stacks(obs, k)
             if len(stacks) != b:
-                raise AssertionError(f"expected the collector to step all {b} envs, got {len(stacks)}")
+                raise AssertionError(f"expected all {b} envs stepped, got {len(stacks)}")
             events.append(Stacked("rollout", len(events), *item_columns(items), stacks))
 
         buffer = VectorReplayBuffer(
             scenario.capacity * b,
             b,
-            stack_num=k,
-            save_only_last_obs=True,
+            stack_num=1 if zeros else k,
+            save_only_last_obs=not zeros,
             ignore_obs_next=True,
             random_seed=scenario.seed,
         )
