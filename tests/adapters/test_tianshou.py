@@ -72,6 +72,7 @@ def test_info_names_the_installed_version() -> None:
         "priorities",
         "importance-weights",
         "recurrent",
+        "stack",
     }
     ADAPTER.smoke()
 

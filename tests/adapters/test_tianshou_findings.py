@@ -307,3 +307,27 @@ def test_the_collector_does_not_reset_a_tensor_hidden_state() -> None:
         collector.reset()
         collector.collect(n_step=5)
         assert policy.seen == expected
+
+
+def test_a_full_ring_rebuilds_its_oldest_stack_from_the_oldest_held_frame() -> None:
+    # stack.earliest-ignored: one episode of 5 transitions into a ring of 3 with stack_num=3
+    # and the default sample_avail=False; the ring holds t = 2 3 4 and every index is drawn
+    # (ReplayBuffer.sample_indices), but prev stops at the ring's oldest index (last_index,
+    # data/buffer/buffer_base.py, ReplayBuffer.prev): t = 2's stack, whose t = 0 and 1 were
+    # evicted, is rebuilt as [2, 2, 2], a stack the rollout never had ([0, 1, 2]).
+    buffer = VectorReplayBuffer(3, 1, stack_num=3)
+    _collector(buffer, length=6).collect(n_step=5)
+    stacks = {int(s[-1]): s.tolist() for s in buffer[np.arange(3)].obs[..., 0]}
+    assert stacks == {2: [2.0, 2.0, 2.0], 3: [2.0, 2.0, 3.0], 4: [2.0, 3.0, 4.0]}
+    assert set(buffer.sample_indices(64).tolist()) == {0, 1, 2}
+
+
+def test_atari_frame_stack_cannot_wrap_a_box_env() -> None:
+    # Tianshou's own FrameStack (env/atari/atari_wrapper.py) builds its space with the dtype
+    # get_space_dtype returns, the abstract np.floating, which Gymnasium 1.4.0's Box rejects;
+    # the frame-stacking adapter therefore stacks with Gymnasium's FrameStackObservation.
+    pytest.importorskip("cv2")  # imported by the atari_wrapper module
+    from tianshou.env.atari.atari_wrapper import FrameStack
+
+    with pytest.raises(TypeError, match=r"np\.floating"):
+        FrameStack(_Counter(3, False), 4)

@@ -79,6 +79,10 @@ the framework then stores is what the trace records:
 ``VectorReplayBuffer(stack_num=...)`` frame stacks and ``DQN``, in
 :mod:`xpspec.adapters.tianshou_recurrent`.
 
+**Frame stacking** (``run_stack``): an env wrapper stacking in the rollout and
+``VectorReplayBuffer(stack_num=...)`` rebuilding the stacks at sample time, in
+:mod:`xpspec.adapters.tianshou_stack`.
+
 **Trainer** (``run_trainer``): :class:`_TrainerRun`; the counter is the trainer's training
 step number (observable ``counter``). Tianshou keeps no count of gradient steps, so the adapter
 does not declare ``update-counter``: a per-mini-batch counter scenario runs with the training
@@ -162,6 +166,7 @@ from xpspec.protocol.scenario import (
     RecurrentScenario,
     RelabelScenario,
     ReplayScenario,
+    StackScenario,
     TrainerScenario,
 )
 from xpspec.protocol.step_type import StepType
@@ -1242,6 +1247,7 @@ class TianshouAdapter:
                 "priorities",
                 "importance-weights",
                 "recurrent",
+                "stack",
             ),
             issue_tracker="https://github.com/thu-ml/tianshou/issues",
             notes=(
@@ -1338,3 +1344,10 @@ class TianshouAdapter:
         from xpspec.adapters.tianshou_recurrent import run_recurrent
 
         return run_recurrent(scenario)
+
+    def run_stack(self, scenario: StackScenario) -> Trace:
+        """Tianshou's ``FrameStack`` env wrapper in the rollout, stacks rebuilt at sample time
+        by ``VectorReplayBuffer(stack_num=...)`` (see :mod:`xpspec.adapters.tianshou_stack`)."""
+        from xpspec.adapters.tianshou_stack import run_stack
+
+        return run_stack(scenario)
