@@ -91,6 +91,11 @@ them position by position with its resets at FIRST. Recorded: the state the netw
 in every rollout and training step and, per position, whether the gradient of ALF's loss
 reached its output. ALF has no burn-in and no padding (those scenarios are unsupported).
 
+**Stack** (``run_stack``, :mod:`xpspec.adapters.alf_stack`): ALF's ``FrameStacker`` on the
+rollout's time steps (``transform_timestep``) and on experience sampled from a
+``ReplayBuffer(keep_episodic_info=True, num_earliest_frames_ignored=num_frames - 1)``
+(``transform_experience``); padding ``zeros`` is unsupported (ALF repeats the first frame).
+
 **Relabel** (``run_relabel``): a ``ReplayBuffer(keep_episodic_info=True)`` of ``Experience``
 with dict observations (``observation``, ``achieved_goal``, ``desired_goal``), drawn by
 ``get_batch(batch_size, 2)`` (ALF asserts windows of 2) and relabeled by
@@ -128,6 +133,7 @@ import torch
 from xpspec.adapters.alf_learner import learner_problem, run_learner
 from xpspec.adapters.alf_preprocess import preprocessing_algorithm
 from xpspec.adapters.alf_recurrent import recurrent_problem, run_recurrent
+from xpspec.adapters.alf_stack import run_stack, stack_problem
 from xpspec.kit.arrays import floats, ints
 from xpspec.kit.events import env_step, run_end, store
 from xpspec.kit.events import exclude as exclude_event
@@ -141,6 +147,7 @@ from xpspec.protocol.scenario import (
     RecurrentScenario,
     RelabelScenario,
     ReplayScenario,
+    StackScenario,
     TrainerScenario,
     scenario_from_json,
     scenario_to_json,
@@ -255,7 +262,7 @@ def _dist_version(name: str) -> str:
 class ALFAdapter:
     """Adapter over ALF (see the module docstring): capabilities trainer (with its global
     counter and its ``after_update``/``after_train_iter`` hooks), replay, learner (PPO),
-    relabel and recurrent."""
+    relabel, recurrent and stack."""
 
     fresh_process_per_operation = True
     """ALF's configuration, global counter, env and trainer progress are process-wide."""
@@ -282,6 +289,7 @@ class ALFAdapter:
                 "bootstrap",  # PPO's row L: the LAST (or newest) row ALF values and masks
                 "nstep",  # TDLoss(td_lambda=1).compute_td_target over windows of n + 1 rows
                 "recurrent",  # a counting Network trained by ALF from its replayed windows
+                "stack",  # FrameStacker in the rollout and on replayed experience
             ),
             issue_tracker="https://github.com/HorizonRobotics/alf/issues",
             notes=(
@@ -345,6 +353,12 @@ class ALFAdapter:
         if problem is not None:
             raise problem
         return _in_workdir(run_recurrent, scenario)
+
+    def run_stack(self, scenario: StackScenario) -> Trace:
+        problem = stack_problem(scenario)
+        if problem is not None:
+            raise problem
+        return _operation(partial(run_stack, scenario, _learner_env))
 
 
 def _in_workdir(run: Callable[..., Trace], scenario: Any) -> Trace:
