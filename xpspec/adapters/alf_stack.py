@@ -6,12 +6,12 @@ stacking the rollout's time steps and rebuilding the stacks of replayed experien
   (next-step auto-reset, ALF's own); every time step goes through
   ``FrameStacker(observation_spec, stack_size=num_frames, stack_axis=0)``
   ``.transform_timestep`` with the state it returned last (its initial state ``spec_utils.zeros_from_spec``, as
-  ``Algorithm.get_initial_transform_state`` makes it), which is the call ``RLAlgorithm.unroll`` makes
+  ``Algorithm.get_initial_transform_state`` makes it), which is the call ``RLAlgorithm._sync_unroll`` makes
   before ``rollout_step`` (``alf/algorithms/rl_algorithm.py``): the stack recorded is the
   transformed observation it returns, ``[B, 3 * k]`` (frames oldest first), the item the raw
   observation of that time step. ALF repeats the first frame ("repeat the first frame" at
   FIRST, ``alf/algorithms/data_transformer.py``) and has no other padding.
-- **Storage and sampling**: the raw time step (unstacked, as ``RLAlgorithm.unroll`` stores
+- **Storage and sampling**: the raw time step (unstacked, as ``RLAlgorithm._sync_unroll`` stores
   ``make_experience(time_step, ...)``) is written as an ``Experience`` with
   ``ReplayBuffer.add_batch`` into a ``ReplayBuffer(max_length=capacity,
   keep_episodic_info=True, num_earliest_frames_ignored=num_frames - 1)``: the options
@@ -20,8 +20,9 @@ stacking the rollout's time steps and rebuilding the stacks of replayed experien
   and ``FrameStacker.transform_experience(add_batch_info(batch, info, buffer))``, the route of
   ``Algorithm._prepare_experience_data`` through ``Algorithm.transform_experience``: the
   sampled item is the raw frame ALF returned, its stack the observation ALF rebuilt.
-  A draw ``get_batch`` refuses (``Not all environments have enough data``) is an empty
-  ``Stacked`` event.
+  When ``get_batch`` refuses (``Not all environments have enough data``: some env holds no
+  position after its earliest ``num_frames - 1``), ALF samples nothing and the scenario is
+  unsupported (the spec's support difference of ``stack.earliest-ignored``).
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ from xpspec.protocol.trace import Event, Item, Stacked, Trace
 __all__ = ["run_stack", "stack_problem"]
 
 _LINK = "https://github.com/HorizonRobotics/alf/blob/23aca492/alf/algorithms/data_transformer.py"
+_BUFFER_LINK = (
+    "https://github.com/HorizonRobotics/alf/blob/23aca492/alf/experience_replayers/replay_buffer.py"
+)
 _NOT_ENOUGH = "Not all environments have enough data"
 
 
@@ -102,8 +106,15 @@ def run_stack(scenario: StackScenario, env_cls: Any) -> Trace:
         except AssertionError as exc:  # ALF's answer to "no item it may sample"
             if _NOT_ENOUGH not in str(exc):
                 raise
-            events.append(Stacked("sample", draw, (), (), (), ()))
-            continue
+            raise Unsupported(
+                f"ALF (snapshot 23aca492) ReplayBuffer(num_earliest_frames_ignored={k - 1}), "
+                "as Algorithm configures it for a FrameStacker of "
+                f"{k} frames, never samples an env's earliest {k - 1} positions "
+                "(alf/experience_replayers/replay_buffer.py, get_batch: 'Not all environments "
+                "have enough data'), and this run stores no later position in some env: "
+                "nothing is sampled",
+                _BUFFER_LINK,
+            ) from exc
         out = stacker.transform_experience(add_batch_info(batch, info, buffer))
         items = decode_items(batch.observation[:, 0])
         stacks = _stacks(out.observation[:, 0], k)
