@@ -76,6 +76,7 @@ def test_info_and_smoke(adapter: Any) -> None:
         "bootstrap",
         "nstep",
         "recurrent",
+        "stack",
     } == set(info.capabilities)
     assert info.framework_version == "unknown" or len(info.framework_version) == 8
     adapter.smoke()

@@ -9,6 +9,7 @@ steps, stacks of 3 frames, a ring of 5 items per env."""
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
@@ -84,7 +85,9 @@ def test_sampled_stacks_follow_alfs_episode_begin_lookup(monkeypatch: pytest.Mon
     from alf.experience_replayers.replay_buffer import ReplayBuffer
 
     def run() -> list[tuple[tuple[int, int, int], tuple[Any, ...]]]:
-        return _rows(alf_stack.run_stack(SCENARIO, alf_adapter._learner_env), "sample")
+        with tempfile.TemporaryDirectory(prefix="xpspec-alf-test-") as root:
+            trace = alf_stack.run_stack(SCENARIO, alf_adapter._learner_env, root)
+        return _rows(trace, "sample")
 
     honest = run()
     monkeypatch.setattr(

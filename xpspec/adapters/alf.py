@@ -91,10 +91,11 @@ them position by position with its resets at FIRST. Recorded: the state the netw
 in every rollout and training step and, per position, whether the gradient of ALF's loss
 reached its output. ALF has no burn-in and no padding (those scenarios are unsupported).
 
-**Stack** (``run_stack``, :mod:`xpspec.adapters.alf_stack`): ALF's ``FrameStacker`` on the
-rollout's time steps (``transform_timestep``) and on experience sampled from a
-``ReplayBuffer(keep_episodic_info=True, num_earliest_frames_ignored=num_frames - 1)``
-(``transform_experience``); padding ``zeros`` is unsupported (ALF repeats the first frame).
+**Stack** (``run_stack``, :mod:`xpspec.adapters.alf_stack`): one ``train_iter`` of the
+counting algorithm with ALF's ``FrameStacker`` as its data transformer: the stacks its
+``rollout_step`` receives and those of the mini-batches ``_update`` trains on, rebuilt by
+``transform_experience`` from ALF's replay buffer (whose earliest ``num_frames - 1`` positions
+per env ALF never samples); padding ``zeros`` is unsupported (ALF repeats the first frame).
 
 **Relabel** (``run_relabel``): a ``ReplayBuffer(keep_episodic_info=True)`` of ``Experience``
 with dict observations (``observation``, ``achieved_goal``, ``desired_goal``), drawn by
@@ -358,7 +359,7 @@ class ALFAdapter:
         problem = stack_problem(scenario)
         if problem is not None:
             raise problem
-        return _operation(partial(run_stack, scenario, _learner_env))
+        return _in_workdir(run_stack, scenario)
 
 
 def _in_workdir(run: Callable[..., Trace], scenario: Any) -> Trace:

@@ -1,32 +1,42 @@
-"""Frame stacking in ALF (snapshot ``23aca492``; clauses ``stack.*``): its ``FrameStacker``
-stacking the rollout's time steps and rebuilding the stacks of replayed experience from its
-``ReplayBuffer``. Sources are cited as ``file:function`` of the ``alf`` package.
+"""Frame stacking in ALF (snapshot ``23aca492``; clauses ``stack.*``): its ``FrameStacker`` as
+the algorithm's data transformer, stacking the rollout's time steps and rebuilding the stacks
+of the experience ALF samples from its ``ReplayBuffer``. Nothing of ALF is re-implemented;
+sources are cited as ``file:function`` of the ``alf`` package.
 
-- **Rollout**: the adapter's toy env as a batched ALF environment, stepped ``steps`` times
-  (next-step auto-reset, ALF's own); every time step goes through
-  ``FrameStacker(observation_spec, stack_size=num_frames, stack_axis=0)``
-  ``.transform_timestep`` with the state it returned last (its initial state ``spec_utils.zeros_from_spec``, as
-  ``Algorithm.get_initial_transform_state`` makes it), which is the call ``RLAlgorithm._sync_unroll`` makes
-  before ``rollout_step`` (``alf/algorithms/rl_algorithm.py``): the stack recorded is the
-  transformed observation it returns, ``[B, 3 * k]`` (frames oldest first), the item the raw
-  observation of that time step. ALF repeats the first frame ("repeat the first frame" at
-  FIRST, ``alf/algorithms/data_transformer.py``) and has no other padding.
-- **Storage and sampling**: the raw time step (unstacked, as ``RLAlgorithm._sync_unroll`` stores
-  ``make_experience(time_step, ...)``) is written as an ``Experience`` with
-  ``ReplayBuffer.add_batch`` into a ``ReplayBuffer(max_length=capacity,
-  keep_episodic_info=True, num_earliest_frames_ignored=num_frames - 1)``: the options
-  ``Algorithm`` itself passes when its data transformer stacks (``alf/algorithms/algorithm.py``,
-  ``_num_earliest_frames_ignored = stack_size - 1``). Each draw is ``get_batch(batch_size, 1)``
-  and ``FrameStacker.transform_experience(add_batch_info(batch, info, buffer))``, the route of
-  ``Algorithm._prepare_experience_data`` through ``Algorithm.transform_experience``: the
-  sampled item is the raw frame ALF returned, its stack the observation ALF rebuilt.
-  When ``get_batch`` refuses (``Not all environments have enough data``: some env holds no
-  position after its earliest ``num_frames - 1``), ALF samples nothing and the scenario is
-  unsupported (the spec's support difference of ``stack.earliest-ignored``).
+**The run.** ``TrainerConfig(unroll_length=steps, replay_buffer_length=capacity,
+mini_batch_length=1, mini_batch_size=batch_size, num_updates_per_train_iter=draws,
+whole_replay_buffer_training=False, clear_replay_buffer=False, initial_collect_steps=0,
+data_transformer_ctor=[partial(FrameStacker, stack_size=num_frames)])``, its
+``data_transformer`` made by ``create_data_transformer`` from the env's observation spec as
+``RLTrainer`` makes it (``alf/trainers/policy_trainer.py``), and one ``train_iter`` of the
+adapter's counting algorithm (an off-policy ``RLAlgorithm``, acting ``state % num_actions``)
+built on the transformed observation spec. ``Algorithm`` then creates its ``ReplayBuffer``
+with ``num_earliest_frames_ignored = stack_size - 1`` (``alf/algorithms/algorithm.py``): the
+earliest ``num_frames - 1`` positions of each env's ring of ``capacity`` are never sampled.
+
+- **Rollout**: ``RLAlgorithm._sync_unroll`` passes each time step through
+  ``FrameStacker.transform_timestep`` (first frame repeated at FIRST,
+  ``alf/algorithms/data_transformer.py``) before ``rollout_step``; the stack recorded is the
+  observation ``rollout_step`` receives (``[B, 3 * k]``, frames oldest first), its item the raw
+  observation of the time step ``_process_unroll_step`` then stores.
+- **Sampling**: ``train_from_replay_buffer`` draws with ``ReplayBuffer.get_batch`` and
+  ``Algorithm._prepare_experience_data`` rebuilds the stacks with
+  ``FrameStacker.transform_experience`` (previous positions clamped to the episode's begin
+  position); ``_train_experience`` splits the draw into ``draws`` mini-batches of
+  ``batch_size``, one ``_update`` each. Per mini-batch the stacks recorded are the observations
+  of the experience ``_update`` receives, each item the raw frame ALF's buffer holds at the
+  row's ``BatchInfo`` (``ReplayBuffer.get_field("observation", env_ids, positions)``).
+
+Unsupported: padding ``zeros`` (``FrameStacker`` has no padding option), same-step auto-reset
+(ALF's environments return FIRST on the step after LAST), and a run after which some env holds
+no position past its earliest ``num_frames - 1`` (``get_batch`` then refuses to sample:
+``Not all environments have enough data``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import torch
@@ -64,59 +74,101 @@ def stack_problem(scenario: StackScenario) -> Unsupported | None:
 
 
 def _stacks(observation: torch.Tensor, k: int) -> tuple[tuple[Item, ...], ...]:
-    """ALF's stacked observations ``[N, 3 * k]`` as ``N`` stacks of ``k`` decoded frames."""
+    """ALF's stacked observations ``[..., 3 * k]`` as stacks of ``k`` decoded frames."""
     return tuple(tuple(decode_items(s)) for s in observation.reshape(-1, k, 3))
 
 
-def run_stack(scenario: StackScenario, env_cls: Any) -> Trace:
-    """The rollout's stacks as ``FrameStacker.transform_timestep`` gave them, then ``draws``
-    batches sampled by ALF's ``ReplayBuffer`` and rebuilt by ``transform_experience`` (see
-    the module docstring). ``env_cls(spec, seed)`` is the toy env as an ALF environment."""
-    from alf.algorithms.data_transformer import FrameStacker
-    from alf.data_structures import Experience, add_batch_info
-    from alf.experience_replayers.replay_buffer import ReplayBuffer
-    from alf.utils import dist_utils, spec_utils
+def run_stack(
+    scenario: StackScenario,
+    env_cls: Callable[..., Any],
+    root_dir: str,
+    algorithm_cls: Any = None,
+) -> Trace:
+    """One ``train_iter`` of the counting algorithm with ALF's ``FrameStacker`` (see the
+    module docstring); ``env_cls(spec, seed)`` is the toy env as an ALF environment,
+    ``algorithm_cls`` the algorithm class (default: the adapter's counting algorithm)."""
+    from alf.algorithms.config import TrainerConfig
+    from alf.algorithms.data_transformer import FrameStacker, create_data_transformer
 
+    from xpspec.adapters.alf import _classes
+
+    k = scenario.num_frames
     torch.manual_seed(scenario.seed)
-    k, b = scenario.num_frames, scenario.env.num_envs
     env = env_cls(scenario.env, scenario.seed)
-    stacker = FrameStacker(env.observation_spec(), stack_size=k, stack_axis=0)
-    state = spec_utils.zeros_from_spec(stacker.state_spec, b)
-    action = torch.zeros(b, dtype=torch.int64)
+    config = TrainerConfig(
+        root_dir=root_dir,
+        unroll_length=scenario.steps,
+        replay_buffer_length=scenario.capacity,
+        mini_batch_length=1,
+        mini_batch_size=scenario.batch_size,
+        num_updates_per_train_iter=scenario.draws,
+        whole_replay_buffer_training=False,
+        clear_replay_buffer=False,
+        initial_collect_steps=0,
+        data_transformer_ctor=[partial(FrameStacker, stack_size=k)],
+    )
+    transformer = create_data_transformer(config.data_transformer_ctor, env.observation_spec())
+    config.data_transformer = transformer
+    cls = algorithm_cls or _classes()["algorithm"]
     events: list[Event] = []
-    buffer: Any = None
-    for n in range(scenario.steps):
-        ts = env.reset() if n == 0 else env.step(action)
-        stacked, state = stacker.transform_timestep(ts, state)
-        items = decode_items(ts.observation)
-        events.append(Stacked("rollout", n, *item_columns(items), _stacks(stacked.observation, k)))
-        exp = Experience(time_step=ts)
-        if buffer is None:
-            buffer = ReplayBuffer(
-                dist_utils.extract_spec(exp, from_dim=1),
-                b,
-                max_length=scenario.capacity,
-                keep_episodic_info=True,
-                num_earliest_frames_ignored=k - 1,
+    received: list[torch.Tensor] = []
+
+    class Recorded(cls):  # type: ignore[misc, valid-type]
+        """The counting algorithm, keeping the observation each ``rollout_step`` receives."""
+
+        def rollout_step(self, time_step: Any, state: Any) -> Any:
+            received.append(time_step.observation.clone())
+            return super().rollout_step(time_step, state)
+
+    alg = Recorded(
+        transformer.transformed_observation_spec, env.action_spec(), env=env, config=config
+    )
+    process = alg._process_unroll_step
+
+    def _process_unroll_step(
+        policy_step: Any, action: Any, time_step: Any, *rest: Any, **kw: Any
+    ) -> Any:
+        if len(received) != len(events) + 1:
+            raise RuntimeError(
+                f"rollout_step calls: expected {len(events) + 1} by vector step "
+                f"{len(events)}, got {len(received)}"
             )
-        buffer.add_batch(exp)
-    for draw in range(scenario.draws):
-        try:
-            batch, info = buffer.get_batch(scenario.batch_size, 1)
-        except AssertionError as exc:  # ALF's answer to "no item it may sample"
-            if _NOT_ENOUGH not in str(exc):
-                raise
-            raise Unsupported(
-                f"ALF (snapshot 23aca492) ReplayBuffer(num_earliest_frames_ignored={k - 1}), "
-                "as Algorithm configures it for a FrameStacker of "
-                f"{k} frames, never samples an env's earliest {k - 1} positions "
-                "(alf/experience_replayers/replay_buffer.py, get_batch: 'Not all environments "
-                "have enough data'), and this run stores no later position in some env: "
-                "nothing is sampled",
-                _BUFFER_LINK,
-            ) from exc
-        out = stacker.transform_experience(add_batch_info(batch, info, buffer))
-        items = decode_items(batch.observation[:, 0])
-        stacks = _stacks(out.observation[:, 0], k)
-        events.append(Stacked("sample", draw, *item_columns(items), stacks))
-    return Trace(tuple(events), {"producer": "alf", "seed": scenario.seed})
+        items = decode_items(time_step.observation)
+        stacks = _stacks(received[-1], k)
+        events.append(Stacked("rollout", len(events), *item_columns(items), stacks))
+        return process(policy_step, action, time_step, *rest, **kw)
+
+    update = alg._update
+    draws: list[Stacked] = []
+
+    def _update(experience: Any, batch_info: Any, weight: Any) -> Any:
+        frames = alg._replay_buffer.get_field(
+            "observation", batch_info.env_ids, batch_info.positions
+        )
+        items = decode_items(frames)
+        stacks = _stacks(experience.observation, k)
+        draws.append(Stacked("sample", len(draws), *item_columns(items), stacks))
+        return update(experience, batch_info, weight)
+
+    alg._process_unroll_step = _process_unroll_step
+    alg._update = _update
+    try:
+        alg.train_iter()
+    except AssertionError as exc:  # ALF's answer to "no item it may sample"
+        if _NOT_ENOUGH not in str(exc):
+            raise
+        raise Unsupported(
+            f"ALF (snapshot 23aca492) Algorithm creates its ReplayBuffer with "
+            f"num_earliest_frames_ignored={k - 1} for a FrameStacker of {k} frames, which "
+            f"never samples an env's earliest {k - 1} positions "
+            "(alf/experience_replayers/replay_buffer.py, get_batch: 'Not all environments "
+            "have enough data'), and this run stores no later position in some env: nothing "
+            "is sampled",
+            _BUFFER_LINK,
+        ) from exc
+    if len(draws) != scenario.draws:
+        raise RuntimeError(
+            f"mini-batches ALF trained on: expected {scenario.draws} "
+            f"(num_updates_per_train_iter), got {len(draws)}"
+        )
+    return Trace((*events, *draws), {"producer": "alf", "seed": scenario.seed})
