@@ -166,6 +166,11 @@ def _held_and_seen(trace: Trace, capacity: int) -> tuple[set[Item], dict[Item, t
     return held, seen
 
 
+def _whole(item: Item, k: int, held: set[Item]) -> bool:
+    """Whether the ring still holds every frame of ``item``'s stack of ``k``."""
+    return all(f is None or f in held for f in (_expected_real(item, k, p) for p in range(k)))
+
+
 def _sampled(
     sc: StackScenario, trace: Trace, whole: bool
 ) -> Iterator[tuple[Row, tuple[Item, ...]]]:
@@ -185,8 +190,7 @@ def _sampled(
                 f"one of the last {sc.capacity} rollout items of env {item[0]} (the ring)",
                 item,
             )
-        needed = [_expected_real(item, sc.num_frames, p) for p in range(sc.num_frames)]
-        if all(f is None or f in held for f in needed) == whole:
+        if _whole(item, sc.num_frames, held) == whole:
             yield (event, row, item, stack), seen[item]
 
 
@@ -211,17 +215,6 @@ MISS_BOUND = 0.05
 from a run's samples to count as a pass."""
 
 
-def _exposed(held: set[Item], k: int) -> list[Item]:
-    """The held items some frame of whose stack the ring has evicted."""
-    return sorted(
-        item
-        for item in held
-        if any(
-            f is not None and f not in held for f in (_expected_real(item, k, p) for p in range(k))
-        )
-    )
-
-
 def check_earliest_ignored(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     """stack.earliest-ignored: an item some frame of whose stack the ring has evicted is
     sampled only with its whole stack (stored whole); one rebuilt from the ring is not
@@ -243,7 +236,7 @@ def check_earliest_ignored(scenario: Scenario, trace: Trace, ctx: Context) -> No
     if judged:
         return
     held, _ = _held_and_seen(trace, sc.capacity)
-    exposed = _exposed(held, sc.num_frames)
+    exposed = [item for item in held if not _whole(item, sc.num_frames, held)]
     if not exposed:
         raise _nothing_to_judge("a held item some frame of whose stack the ring evicted")
     drawn = sum(1 for _ in _rows(trace, "sample"))
