@@ -19,11 +19,12 @@ from tianshou.data import Collector
 
 from xpspec.adapters.tianshou import TianshouAdapter
 from xpspec.adapters.tianshou_recurrent import CountingRecurrent, run_recurrent
+from xpspec.conformance.checks.recurrent import rollout_of
 from xpspec.protocol.adapter import Unsupported
 from xpspec.protocol.env_spec import EnvSpec
 from xpspec.protocol.scenario import RecurrentScenario
 from xpspec.protocol.schedule import FixedSchedule
-from xpspec.protocol.trace import EnvStep, Item, Trace, TrainSequence
+from xpspec.protocol.trace import Trace, TrainSequence
 
 ADAPTER = TianshouAdapter()
 TWO = EnvSpec(num_envs=2, schedules=(FixedSchedule(3), FixedSchedule(5)))
@@ -34,23 +35,13 @@ def _sequences(trace: Trace) -> list[TrainSequence]:
     return [e for e in trace.events if isinstance(e, TrainSequence)]
 
 
-def _received(trace: Trace) -> dict[Item, int]:
-    """The state the model received at each item of the rollout."""
-    out = {}
-    for e in trace.events:
-        if isinstance(e, EnvStep):
-            for env, episode, t, state in zip(e.env, e.episode, e.t, e.policy_state, strict=True):
-                out[(env, episode, t)] = state
-    return out
-
-
 def test_declares_recurrent() -> None:
     assert "recurrent" in ADAPTER.info().capabilities
 
 
 def test_rollout_state_is_the_count_since_the_collectors_reset() -> None:
     trace = ADAPTER.run_recurrent(PAD)
-    received = _received(trace)
+    received = rollout_of(trace).state
     assert len(received) == 20  # 10 vector steps of 2 envs; no LAST is acted on
     assert all(state == t for (_, _, t), state in received.items())
     assert (0, 3, 0) in received  # env 0's episodes of 3 transitions: 3 rows each
@@ -87,7 +78,7 @@ def test_a_stack_of_one_is_its_own_sequence() -> None:
     trace = ADAPTER.run_recurrent(
         RecurrentScenario(TWO, steps=3, sequence_length=1, boundary="pad", batch_size=4, draws=1)
     )
-    received = _received(trace)
+    received = rollout_of(trace).state
     for s in _sequences(trace):
         assert s.items[0] in received and s.state_in == (0,) and s.loss_mask == (1,)
 
@@ -99,7 +90,7 @@ def test_boundary_cross_is_unsupported() -> None:
 
 def test_recorded_states_come_from_the_model_that_ran() -> None:
     trace = run_recurrent(PAD, model=lambda n: CountingRecurrent(n, step=2))
-    assert all(state == 2 * t for (_, _, t), state in _received(trace).items())
+    assert all(state == 2 * t for (_, _, t), state in rollout_of(trace).state.items())
     assert {s.state_in for s in _sequences(trace)} == {(0, 2, 4, 6)}
 
 
@@ -107,7 +98,7 @@ def test_a_collector_that_never_resets_changes_the_rollout_state(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(Collector, "_reset_hidden_state_based_on_type", lambda *args: None)
-    received = _received(ADAPTER.run_recurrent(PAD))
+    received = rollout_of(ADAPTER.run_recurrent(PAD)).state
     assert received[(0, 1, 0)] == 3  # carried on from episode 0's three steps
 
 

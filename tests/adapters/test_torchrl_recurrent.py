@@ -12,10 +12,11 @@ pytest.importorskip("torchrl")
 
 from xpspec.adapters.torchrl import TorchRLAdapter
 from xpspec.adapters.torchrl_recurrent import CountingCore, run_recurrent
+from xpspec.conformance.checks.recurrent import rollout_of
 from xpspec.protocol.env_spec import EnvSpec
 from xpspec.protocol.scenario import RecurrentScenario
 from xpspec.protocol.schedule import FixedSchedule
-from xpspec.protocol.trace import EnvStep, Item, Trace, TrainSequence
+from xpspec.protocol.trace import Trace, TrainSequence
 
 ADAPTER = TorchRLAdapter()
 TWO = EnvSpec(num_envs=2, schedules=(FixedSchedule(3), FixedSchedule(5)))
@@ -25,23 +26,13 @@ def _sequences(trace: Trace) -> list[TrainSequence]:
     return [e for e in trace.events if isinstance(e, TrainSequence)]
 
 
-def _received(trace: Trace) -> dict[Item, int]:
-    """The state the core received at each item of the rollout."""
-    out = {}
-    for e in trace.events:
-        if isinstance(e, EnvStep):
-            for env, episode, t, state in zip(e.env, e.episode, e.t, e.policy_state, strict=True):
-                out[(env, episode, t)] = state
-    return out
-
-
 def test_declares_recurrent() -> None:
     assert "recurrent" in ADAPTER.info().capabilities
 
 
 def test_rollout_state_is_the_count_since_reset() -> None:
     trace = ADAPTER.run_recurrent(RecurrentScenario(TWO, steps=8, sequence_length=4))
-    received = _received(trace)
+    received = rollout_of(trace).state
     assert received, "no EnvStep recorded"
     assert all(state == t for (_, _, t), state in received.items())
 
@@ -50,7 +41,7 @@ def test_cross_chunks_start_from_the_stored_state_and_reset_at_first() -> None:
     trace = ADAPTER.run_recurrent(
         RecurrentScenario(TWO, steps=12, sequence_length=4, batch_size=3, draws=2, seed=1)
     )
-    received = _received(trace)
+    received = rollout_of(trace).state
     sequences = _sequences(trace)
     assert len(sequences) == 6
     crossing = 0
@@ -152,7 +143,7 @@ def test_recorded_states_come_from_the_network_that_ran() -> None:
     sc = RecurrentScenario(TWO, steps=8, sequence_length=4, batch_size=2, seed=1)
     plain = run_recurrent(sc)
     skewed = run_recurrent(sc, _Skewed())
-    assert all(state == 2 * t for (_, _, t), state in _received(skewed).items())
+    assert all(state == 2 * t for (_, _, t), state in rollout_of(skewed).state.items())
     assert [s.state_in for s in _sequences(plain)] != [s.state_in for s in _sequences(skewed)]
     for s in _sequences(skewed):
         for j in range(1, len(s.items)):
