@@ -17,7 +17,7 @@ variant with no executable model, with the reason
 (:data:`xpspec.conformance.variants.UNDECLARABLE`).
 
 A failing check whose clause is declared becomes a *known deviation*; a declared entry that
-matches no failure is *stale* and reported as a warning. SHOULD-level clauses may also be
+matches no failure on a scenario that can show it is *stale* and reported as a warning. SHOULD-level clauses may also be
 listed under ``[[silence]]`` to turn their warnings off.
 
 A behaviour that no spec variant reproduces is a *finding*, declared apart so that nobody
