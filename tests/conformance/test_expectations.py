@@ -47,7 +47,7 @@ def test_a_syntax_error_names_the_file_and_the_line(tmp_path: Path) -> None:
         (
             '[[deviations]]\nclause = "unroll.drain"\nreason = "r"\n',
             "deviations",
-            "only [[deviation]], [[silence]] and [[finding]] tables",
+            "only [[deviation]], [[silence]], [[finding]] and [[absent]] tables",
             "'deviations'",
         ),
         (

@@ -52,6 +52,9 @@ class Outcome:
     downstream_of: str = ""
     """For a failure: the clause of the earlier failure it follows from ("" if it is the
     cause), see :mod:`xpspec.conformance.blame`."""
+    absent: str = ""
+    """For a check not applicable because the adapter declares no capability it needs: the
+    kind of the expectations' ``[[absent]]`` entry of that capability ("" for none)."""
 
 
 def _validated(adapter: Adapter) -> bool:
@@ -346,6 +349,22 @@ class Session:
         outcome = self._evaluate(check, name, scenario)
         return Outcome(**{**outcome.__dict__, "seconds": round(time.perf_counter() - start, 4)})
 
+    def undeclared(self, check: Check, name: str, capability: str, why: str = "") -> Outcome:
+        """Not applicable: the adapter declares no ``capability``, for the reason its
+        expectations' ``[[absent]]`` entry gives (quoted, with its kind), if any."""
+        message = f"adapter declares no capability {capability!r}{why}"
+        absent = self.expectations.why_absent(capability)
+        if absent is not None:
+            message += f": {absent.describe()}"
+        return Outcome(
+            check.name,
+            check.clauses,
+            name,
+            "not-applicable",
+            message,
+            absent=absent.kind if absent is not None else "",
+        )
+
     def _evaluate(self, check: Check, name: str, scenario: Scenario) -> Outcome:
         def out(status: Status, message: str = "", **kw: Any) -> Outcome:
             return Outcome(check.name, check.clauses, name, status, message, **kw)
@@ -357,7 +376,7 @@ class Session:
                 own = needed in (check.capability, *check.requires)
                 spec = "checkpoint" if needed == "checkpoint" else "priority"
                 why = "" if own else f" (the scenario's {spec} spec)"
-                return out("not-applicable", f"adapter declares no capability {needed!r}{why}")
+                return self.undeclared(check, name, needed, why)
         try:
             trace = self.run(scenario)
         except Unsupported as exc:
