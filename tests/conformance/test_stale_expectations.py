@@ -48,3 +48,11 @@ def test_a_deviation_without_a_variant_is_stale_wherever_it_passes(scenario_name
     clause = "train.warmup-gate" if check == "warmup-gate" else "timestep.auto-reset"
     outcome = _evaluate(check, scenario_name, Deviation(clause, "why"))
     assert (outcome.status, outcome.stale) == ("pass", True)
+
+
+def test_a_deviation_limited_to_other_kinds_does_not_apply() -> None:
+    deviation = Deviation("timestep.auto-reset", "why", variant="same-step", kinds=("trainer",))
+    assert deviation.applies_to("env-mixed", "trainer")
+    assert not deviation.applies_to("env-mixed", "env")
+    outcome = _evaluate("env-auto-reset", "env-mixed", deviation)
+    assert (outcome.status, outcome.stale, outcome.message) == ("pass", False, "")

@@ -225,9 +225,9 @@ class Session:
         levels = {self._registry[c].level if c in self._registry else "MUST" for c in check.clauses}
         return "SHOULD" if levels == {"SHOULD"} else "MUST"
 
-    def _declared(self, name: str) -> list[Deviation]:
+    def _declared(self, name: str, scenario: Scenario) -> list[Deviation]:
         """The deviations the expectations declare for catalogue scenario ``name``."""
-        return [d for d in self.expectations.deviations if not d.scenarios or name in d.scenarios]
+        return [d for d in self.expectations.deviations if d.applies_to(name, scenario.kind)]
 
     def _explain(
         self,
@@ -250,8 +250,8 @@ class Session:
         on its reason alone."""
         from xpspec.conformance.variants import VARIANTS, model_scenario
 
-        own = self.expectations.find(check.clauses, name)
-        with_variant = [(d.clause, d.variant) for d in self._declared(name) if d.variant]
+        own = self.expectations.find(check.clauses, name, scenario.kind)
+        with_variant = [(d.clause, d.variant) for d in self._declared(name, scenario) if d.variant]
         if with_variant:
             missing = [f"{c}/{v}" for c, v in with_variant if (c, v) not in VARIANTS]
             if missing:
@@ -400,7 +400,7 @@ class Session:
             return self.reference(s)
 
         context = Context(reference, rerun, self._fresh)
-        deviation = self.expectations.find(check.clauses, name)
+        deviation = self.expectations.find(check.clauses, name, scenario.kind)
         try:
             check.verify(scenario, trace, context)
         except CheckFailure as exc:
@@ -466,7 +466,7 @@ class Session:
             message += "\n" + note
         level = self._level(check)
         finding = self.expectations.finding(check.clauses, name, _stopped(trace))
-        if not self._declared(name) and finding is None:
+        if not self._declared(name, scenario) and finding is None:
             silenced = self.expectations.silence(check.clauses) if level == "SHOULD" else None
             if silenced is not None:
                 return out(

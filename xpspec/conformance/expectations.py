@@ -9,6 +9,7 @@ An adapter module ``x.py`` may keep ``x.expectations.toml`` beside it, found by
     reason = "ALF carries the fraction in an IEEE double"
     link = "https://..."
     scenarios = ["alf-float-u1/10"]    # optional: limit to these catalogue scenarios
+    kinds = ["trainer"]                # optional: limit to these kinds of scenario
     versions = ">=0.1,<0.2"            # optional: limit to these framework versions
 
 A ``variant`` must be one the clause names on its spec page, and one the reference
@@ -117,9 +118,20 @@ class Deviation:
     """The framework versions the entry applies to (a PEP 440 specifier; "" for all)."""
     entry: str = field(default="", compare=False)
     """Where the entry is in its file (``deviation[3]``), for messages."""
+    kinds: tuple[str, ...] = ()
+    """The kinds of scenario the entry applies to (``trainer``, ``env``, ...; empty for all):
+    a framework whose env operation returns every time step may reset in the same step only
+    inside its trainer."""
 
-    def matches(self, clause: str, scenario: str) -> bool:
-        return self.clause == clause and (not self.scenarios or scenario in self.scenarios)
+    def matches(self, clause: str, scenario: str, kind: str = "") -> bool:
+        return self.applies_to(scenario, kind) and self.clause == clause
+
+    def applies_to(self, scenario: str, kind: str = "") -> bool:
+        """Whether the entry covers catalogue scenario ``scenario`` of kind ``kind`` (""
+        when the kind is unknown: only the name is matched)."""
+        return (not self.scenarios or scenario in self.scenarios) and (
+            not self.kinds or not kind or kind in self.kinds
+        )
 
 
 @dataclass(frozen=True)
@@ -275,9 +287,11 @@ class Expectations:
                 return entry
         return None
 
-    def find(self, clauses: tuple[str, ...], scenario: str) -> Deviation | None:
+    def find(self, clauses: tuple[str, ...], scenario: str, kind: str = "") -> Deviation | None:
+        """The deviation declared for one of ``clauses`` in catalogue scenario ``scenario``
+        (of kind ``kind``), if any."""
         for d in self.deviations:
-            if any(d.matches(c, scenario) for c in clauses):
+            if any(d.matches(c, scenario, kind) for c in clauses):
                 return d
         return None
 
@@ -286,12 +300,12 @@ _Entry = dict[str, Any]
 _TABLES: Final = ("deviation", "silence", "finding", "absent")
 _KEYS: Final[dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = {
     # table: (required keys, optional keys)
-    "deviation": (("clause", "reason"), ("variant", "link", "scenarios", "versions")),
+    "deviation": (("clause", "reason"), ("variant", "link", "scenarios", "kinds", "versions")),
     "silence": (("clause", "reason"), ()),
     "finding": (("clauses", "reason"), ("link", "scenarios", "stopped", "versions")),
     "absent": (("capability", "kind", "reason"), ("link", "versions")),
 }
-_LISTS: Final = ("clauses", "scenarios")
+_LISTS: Final = ("clauses", "scenarios", "kinds")
 """Keys whose value is a list of strings; every other key is a string."""
 
 
@@ -323,6 +337,7 @@ def _parse(data: dict[str, Any], path: Path) -> Expectations:
                 tuple(e.get("scenarios", ())),
                 e.get("versions", ""),
                 f"deviation[{i}]",
+                tuple(e.get("kinds", ())),
             )
             for i, e in enumerate(tables["deviation"])
             for part in _parts(e["clause"], e.get("variant", ""))
@@ -382,6 +397,14 @@ def _check_entry(
             raise _error(path, f"{where}.{key}", kind, value)
     if "versions" in entry:
         _check_versions(path, f"{where}.versions", entry["versions"])
+    for i, kind in enumerate(entry.get("kinds", ())):
+        if kind not in _scenario_kinds():
+            raise _error(
+                path,
+                f"{where}.kinds[{i}]",
+                f"a kind of scenario ({', '.join(_scenario_kinds())})",
+                kind,
+            )
     if "clause" in entry:
         _check_clause(path, f"{where}.clause", entry["clause"])
         if entry.get("variant"):
@@ -481,3 +504,13 @@ def _clause_ids() -> tuple[str, ...]:
 
 def _error(path: Path, where: str, expected: str, got: object) -> ExpectationsError:
     return ExpectationsError(f"{path}: {where}: expected {expected}, got {got!r}")
+
+
+@functools.cache
+def _scenario_kinds() -> tuple[str, ...]:
+    """The ``kind`` of every scenario type of the protocol, in declaration order."""
+    from typing import get_args
+
+    from xpspec.protocol.scenario import Scenario
+
+    return tuple(t.__dataclass_fields__["kind"].default for t in get_args(Scenario))
