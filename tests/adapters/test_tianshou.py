@@ -73,6 +73,7 @@ def test_info_names_the_installed_version() -> None:
         "importance-weights",
         "recurrent",
         "stack",
+        "checkpoint",
     }
     ADAPTER.smoke()
 
