@@ -1,7 +1,7 @@
 """Checkpoint and resume of a Tianshou 2.0.1 ``OffPolicyTrainer`` run (clauses ``resume.*``),
 through Tianshou's own resume path, as its resume tests write it (``test/discrete/test_c51.py``,
-``test_c51_resume``: a ``save_checkpoint_fn`` that saves the state dicts with ``torch.save``
-and pickles the collector's buffer, a ``TensorboardLogger`` with ``save_interval``, and
+``test_c51_resume``: a ``save_checkpoint_fn`` that saves the algorithm's state dict with
+``torch.save`` and pickles the collector's buffer, a ``TensorboardLogger`` with ``save_interval``, and
 ``resume_from_log=True`` in the resumed trainer's parameters):
 
 - the trainer is built as :class:`xpspec.adapters.tianshou._TrainerRun` builds it, with epochs
@@ -15,7 +15,9 @@ and pickles the collector's buffer, a ``TensorboardLogger`` with ``save_interval
   ``RandomState`` streams) to files, after every epoch; the logger is a
   ``TensorboardLogger(SummaryWriter(dir), save_interval=1)``;
 - the run is stopped at the start of training step ``k + 1`` (before it collects anything), as
-  a pre-empted job stops between epochs;
+  a pre-empted job stops between epochs; the resumed job seeds numpy's global stream again as
+  a new process's script does (the buffers' draws come from their own pickled
+  ``RandomState`` streams);
 - every Tianshou object is dropped (trainer, collector, algorithm, policy, buffer, logger, the
   ``DummyVectorEnv``); a new ``DummyVectorEnv`` over the same gymnasium envs (the env is the
   world and goes on), the buffer unpickled, a new policy, algorithm (``load_state_dict`` of
@@ -135,7 +137,7 @@ class CheckpointedRun(_TrainerRun):
     def _save(self, epoch: int, env_step: int, gradient_step: int) -> str:
         """Tianshou's ``save_checkpoint_fn``: the algorithm's state dict and the pickled buffer,
         to files; the path of the checkpoint."""
-        torch.save({"model": self.algorithm.state_dict()}, self.model_file)
+        torch.save(self.algorithm.state_dict(), self.model_file)
         with _unpatched(self.buffer), self.buffer_file.open("wb") as f:
             pickle.dump(self.buffer, f)
         return str(self.model_file)
@@ -172,11 +174,14 @@ class CheckpointedRun(_TrainerRun):
         self.writer = None
         with self.buffer_file.open("rb") as f:
             buffer = pickle.load(f)  # the user's own file, written by _save
+        # A resumed job is a new process: its script seeds numpy's global stream again (as the
+        # adapter's run does at its start), nothing of the saved run's stream goes on.
+        np.random.seed(self.sc.seed)
         self.resuming = True
         self.build(DummyVectorEnv([functools.partial(_itself, env) for env in envs]), buffer)
         self.stepper.current, self.stepper.previous = stepper.current, stepper.previous
         self.stepper.rows = stepper.rows
-        self.algorithm.load_state_dict(torch.load(self.model_file)["model"])
+        self.algorithm.load_state_dict(torch.load(self.model_file))
         self.events.append(Resume(spec.after_iteration, saved, held_items(self.buffer)))
         try:
             return self.run()
