@@ -652,7 +652,9 @@ class _TrainerPlan:
 
     preprocessing: _Preprocessing
     collect_steps: int
-    epoch_steps: int
+    """``c``: the env steps one training step collects (``collection_step_num_env_steps``)."""
+    total_steps: int
+    """``s``: the run's env steps, ``num_iterations * c`` or ``num_env_steps``."""
     batch_size: int
     updates_per_sample: float
     stacking: _Stacking
@@ -660,7 +662,7 @@ class _TrainerPlan:
     @property
     def training_steps(self) -> int:
         """The run's training steps: ``ceil(s / c)`` (``TrainerParams.max_epochs``)."""
-        return math.ceil(self.epoch_steps / self.collect_steps)
+        return math.ceil(self.total_steps / self.collect_steps)
 
 
 def _trainer_plan(sc: TrainerScenario) -> _TrainerPlan:
@@ -704,7 +706,7 @@ def _trainer_plan(sc: TrainerScenario) -> _TrainerPlan:
     return _TrainerPlan(
         preprocessing=_preprocessing(sc),
         collect_steps=per_iteration,
-        epoch_steps=steps,
+        total_steps=steps,
         batch_size=cfg.mini_batch_size or b,
         updates_per_sample=cfg.num_updates_per_train_iter / per_iteration,
         stacking=stacking,
