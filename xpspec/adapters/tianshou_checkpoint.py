@@ -181,6 +181,7 @@ class CheckpointedRun(_TrainerRun):
         self.build(DummyVectorEnv([functools.partial(_itself, env) for env in envs]), buffer)
         self.stepper.current, self.stepper.previous = stepper.current, stepper.previous
         self.stepper.rows = stepper.rows
+        del stepper  # the adapter's record of the env goes on, the wrapped old vector env not
         self.algorithm.load_state_dict(torch.load(self.model_file))
         self.events.append(Resume(spec.after_iteration, saved, held_items(self.buffer)))
         try:
