@@ -73,6 +73,7 @@ def test_info_names_the_installed_version() -> None:
         "importance-weights",
         "recurrent",
         "stack",
+        "checkpoint",
     }
     ADAPTER.smoke()
 
@@ -130,9 +131,10 @@ def test_gradient_steps_per_collect() -> None:
     assert all(len(u.windows) == 2 for u in updates)
 
 
-def test_env_step_budget_ends_the_epoch() -> None:
-    # 2 envs, u = 2: 4 transitions per training step; epoch_num_steps = 10 runs
-    # ceil(10 / 4) = 3 training steps (12 transitions).
+def test_env_step_budget_rounds_up_to_whole_training_steps() -> None:
+    # 2 envs, u = 2: 4 transitions per training step; a budget of 10 env steps runs
+    # ceil(10 / 4) = 3 training steps (12 transitions), an epoch each (Tianshou's own count
+    # for one epoch of epoch_num_steps = 10, TrainerParams.max_epochs).
     trace = ADAPTER.run_trainer(
         _trainer(EnvSpec(2, (FixedSchedule(5),)), unroll_length=Fraction(2), num_env_steps=10)
     )

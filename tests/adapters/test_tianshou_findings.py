@@ -1,10 +1,11 @@
-"""Minimal reproductions, with Tianshou 2.0.1 alone, of the behaviours behind the preprocessing
-and recurrent findings in ``xpspec/adapters/tianshou.expectations.toml``: a one-env gymnasium
+"""Minimal reproductions, with Tianshou 2.0.1 alone, of the behaviours behind the preprocessing,
+recurrent and resume findings in ``xpspec/adapters/tianshou.expectations.toml``: a one-env gymnasium
 env whose observation is the step count ``t`` and whose step out of ``t`` earns reward
 ``t + 1``."""
 
 from __future__ import annotations
 
+import pickle
 from typing import Any
 
 import numpy as np
@@ -331,3 +332,68 @@ def test_atari_frame_stack_cannot_wrap_a_box_env() -> None:
 
     with pytest.raises(TypeError, match=r"np\.floating"):
         FrameStack(_Counter(3, False), 4)
+
+
+def test_a_resumed_trainer_restarts_every_episode() -> None:
+    # resume.env-continues: a resumed run builds a new Collector over the same (live) envs and
+    # the restored buffer; a new Collector keeps no last observation and refuses to collect
+    # before a reset (data/collector.py, Collector._collect), and the trainer's run() resets it
+    # (Trainer.reset with reset_collectors=True, its default: trainer.py), so the env's
+    # episode in progress at the checkpoint ends there, without a done.
+    class _Resume(OffPolicyAlgorithm):
+        def _update_with_batch(self, batch: Any) -> TrainingStats:
+            return TrainingStats()
+
+    envs = DummyVectorEnv([lambda: _Counter(10, False)])
+    buffer = VectorReplayBuffer(10, 1)
+    collector = Collector(_Zero(), envs, buffer)
+    collector.reset()
+    collector.collect(n_step=2)  # the episode stands at t = 2
+    restored = pickle.loads(pickle.dumps(buffer))
+    env = envs.workers[0].env
+    resumed = Collector(_Zero(), DummyVectorEnv([lambda: env]), restored)
+    with pytest.raises(ValueError, match="reset the collector"):
+        resumed.collect(n_step=1)
+    params = OffPolicyTrainerParams(
+        training_collector=resumed,
+        max_epochs=1,
+        epoch_num_steps=1,
+        collection_step_num_env_steps=1,
+        verbose=False,
+        show_progress=False,
+    )
+    _Resume(policy=_Zero()).create_trainer(params).run()
+    assert restored.obs[:3, 0].tolist() == [0.0, 1.0, 0.0]  # t = 2 never stored: a reset
+    assert not restored.done[:3].any()
+
+
+def test_a_pickled_vector_buffer_no_longer_shares_its_rows_with_its_sub_buffers() -> None:
+    # A ReplayBufferManager's sub-buffers hold views of its rows (set_batch,
+    # data/buffer/manager.py); a pickled buffer (Tianshou's resume tests pickle the collector's
+    # buffer; save_hdf5 pickles the sub-buffers too, data/utils/converter.py) comes back with
+    # copies. Rows added after the load reach the manager only, and what a sub-buffer reads
+    # itself goes stale: with stack_num and sample_avail, its sample_indices walks episodes by
+    # its own done flags (ReplayBuffer.prev), so it draws a stack across an episode end.
+    def fill(buffer: VectorReplayBuffer, steps: int) -> None:
+        for t in steps:
+            done = np.array([t == 2])
+            buffer.add(
+                Batch(
+                    obs=np.array([[float(t)]]),
+                    act=np.zeros(1),
+                    rew=np.ones(1),
+                    terminated=done,
+                    truncated=np.zeros(1, bool),
+                    obs_next=np.zeros((1, 1)),
+                )
+            )
+
+    live = VectorReplayBuffer(10, 1, stack_num=2, sample_avail=True)
+    fill(live, [0, 1])
+    restored = pickle.loads(pickle.dumps(live))
+    for buffer in (live, restored):
+        fill(buffer, [2, 0, 1])  # t = 2 ends the episode; a new one starts at index 3
+    assert live.done[:5].tolist() == restored.done[:5].tolist() == [0, 0, 1, 0, 0]
+    assert live.buffers[0].done[2] and not restored.buffers[0].done[2]
+    assert 3 not in live.sample_indices(0).tolist()  # index 3's stack would be t = 2, 0
+    assert 3 in restored.sample_indices(0).tolist()

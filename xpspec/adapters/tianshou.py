@@ -83,6 +83,11 @@ the framework then stores is what the trace records:
 ``VectorReplayBuffer(stack_num=...)`` rebuilding the stacks at sample time, in
 :mod:`xpspec.adapters.tianshou_stack`.
 
+**Checkpoint and resume** (``run_trainer`` with a checkpoint spec): epochs of one training
+step, saved at an epoch's end by ``save_checkpoint_fn`` (``torch.save`` of the state dict, the
+buffer pickled) and a ``TensorboardLogger``, resumed with ``resume_from_log=True`` in objects
+built anew, in :mod:`xpspec.adapters.tianshou_checkpoint`.
+
 **Trainer** (``run_trainer``): :class:`_TrainerRun`; the counter is the trainer's training
 step number (observable ``counter``). Tianshou keeps no count of gradient steps, so the adapter
 does not declare ``update-counter``: a per-mini-batch counter scenario runs with the training
@@ -647,10 +652,17 @@ class _TrainerPlan:
 
     preprocessing: _Preprocessing
     collect_steps: int
-    epoch_steps: int
+    """``c``: the env steps one training step collects (``collection_step_num_env_steps``)."""
+    total_steps: int
+    """``s``: the run's env steps, ``num_iterations * c`` or ``num_env_steps``."""
     batch_size: int
     updates_per_sample: float
     stacking: _Stacking
+
+    @property
+    def training_steps(self) -> int:
+        """The run's training steps: ``ceil(s / c)`` (``TrainerParams.max_epochs``)."""
+        return math.ceil(self.total_steps / self.collect_steps)
 
 
 def _trainer_plan(sc: TrainerScenario) -> _TrainerPlan:
@@ -694,7 +706,7 @@ def _trainer_plan(sc: TrainerScenario) -> _TrainerPlan:
     return _TrainerPlan(
         preprocessing=_preprocessing(sc),
         collect_steps=per_iteration,
-        epoch_steps=steps,
+        total_steps=steps,
         batch_size=cfg.mini_batch_size or b,
         updates_per_sample=cfg.num_updates_per_train_iter / per_iteration,
         stacking=stacking,
@@ -730,9 +742,12 @@ class _TrainerRun:
     ``round(r * collected)`` (``OffPolicyTrainer._update_step``) is ``n`` gradient steps,
     ``batch_size = mini_batch_size`` (default ``B``), ``VectorReplayBuffer(capacity * B, B)``
     (``CachedReplayBuffer`` under episode-delayed preprocessing, :func:`_cached_buffer`),
-    one epoch of ``epoch_num_steps = num_iterations * u * B`` (or ``num_env_steps``), i.e.
-    ``ceil(s / c)`` training steps, no test collector. ``run()`` resets the collector (the
-    envs start episode 0) and keeps the buffer.
+    epochs of one training step each (``epoch_num_steps = u * B``, ``max_epochs`` the run's
+    ``ceil(s / c)`` training steps for ``s = num_iterations * u * B`` or ``num_env_steps``;
+    ``trainer.py:TrainerParams.max_epochs``), so every iteration ends at an epoch boundary,
+    where Tianshou's logger saves and ``resume_from_log`` resumes
+    (:mod:`xpspec.adapters.tianshou_checkpoint`); no test collector. ``run()`` resets the
+    collector (the envs start episode 0) and keeps the buffer.
 
     Recording: one spec iteration is one training step (``Trainer._training_step``, counter
     ``_current_update_step``); its env steps come from the vector env, its stores from the
@@ -753,20 +768,18 @@ class _TrainerRun:
     env_steps: int = 0
 
     def __post_init__(self) -> None:
-        spec = self.sc.env
-        self.policy = _CountingPolicy(spec)
-        self.algorithm = _RecordingAlgorithm(self.policy, self._update, self._after_update)
-        envs = _vector_env(spec, self.sc.seed)
-        self.stepper = _Stepper(envs, self.policy, self._env_rows)
-        pre = self.plan.preprocessing
+        self.build(_vector_env(self.sc.env, self.sc.seed), self._new_buffer())
+
+    def _new_buffer(self) -> Any:
+        """The scenario's replay buffer, empty (see the class docstring)."""
+        spec, pre = self.sc.env, self.plan.preprocessing
         if pre.cached:
-            steps = math.ceil(self.plan.epoch_steps / self.plan.collect_steps)
-            longest = steps * self.plan.collect_steps // spec.num_envs
-            self.buffer = _cached_buffer(
+            longest = self.plan.training_steps * self.plan.collect_steps // spec.num_envs
+            return _cached_buffer(
                 spec.num_envs, self.sc.trainer.capacity, self.plan.stacking, self.sc.seed, longest
             )
-        elif pre.exclusion is not None:
-            self.buffer = ExcludingVectorBuffer(
+        if pre.exclusion is not None:
+            return ExcludingVectorBuffer(
                 self.sc.trainer.capacity * spec.num_envs,
                 spec.num_envs,
                 rule=pre.exclusion,
@@ -774,30 +787,45 @@ class _TrainerRun:
                 sample_avail=self.plan.stacking.sample_avail,
                 random_seed=self.sc.seed,
             )
-            self._record_drops(self.buffer)
-        else:
-            self.buffer = _vector_buffer(
-                spec.num_envs, self.sc.trainer.capacity, self.plan.stacking, self.sc.seed
-            )
+        return _vector_buffer(
+            spec.num_envs, self.sc.trainer.capacity, self.plan.stacking, self.sc.seed
+        )
+
+    def _trainer_params(self) -> dict[str, Any]:
+        """More ``OffPolicyTrainerParams`` (a checkpointed run's logger and checkpoint)."""
+        return {}
+
+    def build(self, envs: DummyVectorEnv, buffer: Any) -> None:
+        """A policy, an algorithm, a collector over ``envs`` and ``buffer`` and a trainer, all
+        new, recorded at their seams into this run's events and counts."""
+        spec, pre = self.sc.env, self.plan.preprocessing
+        self.envs = envs
+        self.policy = _CountingPolicy(spec)
+        self.algorithm = _RecordingAlgorithm(self.policy, self._update, self._after_update)
+        self.stepper = _Stepper(envs, self.policy, self._env_rows)
+        self.buffer = buffer
+        if isinstance(buffer, ExcludingVectorBuffer):
+            self._record_drops(buffer)
         seam = "add" if pre.exclusion is None else "store_rows"
-        _record_stores(self.buffer, pre.cached, self._add, seam)
-        collector = Collector(
+        _record_stores(buffer, pre.cached, self._add, seam)
+        self.collector = Collector(
             self.algorithm,
             envs,
-            self.buffer,
+            buffer,
             on_episode_done_hook=pre.on_episode_done,
             on_step_hook=pre.on_step,
         )
         params = OffPolicyTrainerParams(
-            training_collector=collector,
+            training_collector=self.collector,
             test_collector=None,
-            max_epochs=1,
-            epoch_num_steps=self.plan.epoch_steps,
+            max_epochs=self.plan.training_steps,
+            epoch_num_steps=self.plan.collect_steps,
             collection_step_num_env_steps=self.plan.collect_steps,
             batch_size=self.plan.batch_size,
             update_step_num_gradient_steps_per_sample=self.plan.updates_per_sample,
             verbose=False,
             show_progress=False,
+            **self._trainer_params(),
         )
         self.trainer = self.algorithm.create_trainer(params)
         training_step, update_step = self.trainer._training_step, self.trainer._update_step
@@ -857,26 +885,33 @@ class _TrainerRun:
         self.events.append(Hook(self.iteration, "after_update"))
         self.index += 1
 
-    def run(self) -> Trace:
-        header: dict[str, Any] = {"producer": f"tianshou {tianshou.__version__}"}
+    def train(self) -> str | None:
+        """``trainer.run()``; the ``stopped`` reason where Tianshou raises one of the errors
+        that end a run (see :meth:`run`), else None."""
         try:
             self.trainer.run()
         except ValueError as exc:
             if _NO_WINDOW in str(exc):
-                header["stopped"] = f"ValueError: {exc} (no valid frame-stack window to sample)"
-            elif _NAN_WEIGHTS in str(exc) and len(self.buffer) == 0:
-                header["stopped"] = f"ValueError: {exc} (sampling an empty buffer)"
-            elif _NSTEP_HOOK in str(exc):
-                header["stopped"] = f"ValueError: {exc}"
-            else:
-                raise
+                return f"ValueError: {exc} (no valid frame-stack window to sample)"
+            if _NAN_WEIGHTS in str(exc) and len(self.buffer) == 0:
+                return f"ValueError: {exc} (sampling an empty buffer)"
+            if _NSTEP_HOOK in str(exc):
+                return f"ValueError: {exc}"
+            raise
         except KeyError as exc:
             if exc.args != ("obs",) or len(self.buffer) != 0:
                 raise
-            header["stopped"] = (
+            return (
                 "KeyError: 'obs' (the collector reads an ended episode back from a buffer "
                 "that holds no row yet)"
             )
+        return None
+
+    def run(self) -> Trace:
+        header: dict[str, Any] = {"producer": f"tianshou {tianshou.__version__}"}
+        stopped = self.train()
+        if stopped is not None:
+            header["stopped"] = stopped
         policy = self.sc.trainer.pending_at_end
         self.events.append(RunEnd(self.iteration, self.env_steps, policy, (), (), ()))
         return Trace(tuple(self.events), header)
@@ -1248,6 +1283,7 @@ class TianshouAdapter:
                 "importance-weights",
                 "recurrent",
                 "stack",
+                "checkpoint",
             ),
             issue_tracker="https://github.com/thu-ml/tianshou/issues",
             notes=(
@@ -1286,9 +1322,15 @@ class TianshouAdapter:
         return Trace(tuple(events), {"producer": f"tianshou {tianshou.__version__}"})
 
     def run_trainer(self, scenario: TrainerScenario) -> Trace:
-        """One ``OffPolicyTrainer.run()`` (see :class:`_TrainerRun`)."""
+        """One ``OffPolicyTrainer.run()`` (see :class:`_TrainerRun`); with a checkpoint spec,
+        saved after an epoch and resumed through Tianshou's ``save_checkpoint_fn`` and
+        ``resume_from_log`` (:mod:`xpspec.adapters.tianshou_checkpoint`)."""
         plan = _trainer_plan(scenario)
         with _seeded(scenario.seed):
+            if scenario.checkpoint is not None:
+                from xpspec.adapters.tianshou_checkpoint import run_checkpointed
+
+                return run_checkpointed(scenario, plan)
             return _TrainerRun(scenario, plan).run()
 
     def run_replay(self, scenario: ReplayScenario) -> Trace:
