@@ -493,6 +493,18 @@ CATALOG: dict[str, Scenario] = {
         mini_batch_size=4,
         num_updates_per_train_iter=2,
     ),
+    # resume-plain without its warm-up gate: training from the first call on both sides of
+    # the checkpoint (a trainer with no gate, Tianshou's OffPolicyTrainer, can run it)
+    "resume-ungated": _checkpointed(
+        3,
+        EnvSpec(2, (_MIXED,)),
+        seed=4,
+        unroll_length=Fraction(2),
+        num_iterations=8,
+        capacity=5,
+        mini_batch_size=4,
+        num_updates_per_train_iter=2,
+    ),
     # u = 3/2: the schedule's carry decides n_4 (2 vector steps, where a restart gives 1)
     "resume-fractional": _checkpointed(
         3,
