@@ -50,7 +50,8 @@ def test_info_names_the_installed_version() -> None:
     info = ADAPTER.info()
     assert (info.name, info.framework_version) == ("sb3", "2.9.2")
     assert set(info.capabilities) == {
-        *("env", "trainer", "replay", "learner", "relabel", "nstep", "checkpoint", "stack")
+        *("env", "trainer", "replay", "learner", "relabel", "update-counter", "nstep"),
+        *("checkpoint", "stack"),
     }
     ADAPTER.smoke()
 

@@ -252,6 +252,30 @@ def test_identity_is_plain_compares_with_the_plain_accounting_run() -> None:
 
 
 @pytest.mark.parametrize(
+    ("ran", "judged", "where"),
+    [
+        ("per-mini-batch", "per-train-call-after", "counter at update 0 of call 0"),
+        ("per-mini-batch-after", "per-train-call-after", "counter at update 1 of call 0"),
+        ("per-train-call-after", "per-mini-batch-after", "counter at update 1 of call 0"),
+        ("per-train-call-after", "per-mini-batch", "counter at update 0 of call 0"),
+    ],
+)
+def test_global_counter_tells_counting_per_call_from_counting_per_update(
+    ran: str, judged: str, where: str
+) -> None:
+    """unroll.global-counter, variant call-count-before: a trace whose counter grows once per
+    call (by its updates) fails the per-update modes' checks, and the other way round."""
+    plain = CATALOG["counter-per-mini-batch"]
+    assert isinstance(plain, TrainerScenario)
+    run = replace(plain, trainer=replace(plain.trainer, counter_mode=ran))
+    model = replace(plain, trainer=replace(plain.trainer, counter_mode=judged))
+    check = next(c for c in ALL_CHECKS if c.name == "update-counter")
+    check.verify(run, _reference(run), _context())
+    with pytest.raises(CheckFailure, match=where):
+        check.verify(model, _reference(run), _context())
+
+
+@pytest.mark.parametrize(
     ("ran", "judged"),
     [("per-iteration", "per-iteration-after"), ("per-iteration-after", "per-iteration")],
 )

@@ -139,6 +139,19 @@ def test_counter_after_each_update_runs_the_update_with_the_count_before_it() ->
     assert [i.counter for i in r.trace.of_kind("iteration")] == [0, 2, 4]
 
 
+def test_counter_after_each_call_runs_its_updates_with_the_count_of_earlier_calls() -> None:
+    """unroll.global-counter variant call-count-before: the updates of a call carry the
+    updates of earlier calls, and the next iteration starts with every update so far."""
+    r = train(
+        ENV2,
+        TrainerConfig(
+            num_iterations=3, num_updates_per_train_iter=2, counter_mode="per-train-call-after"
+        ),
+    )
+    assert [u.counter for u in r.trace.of_kind("update")] == [0, 0, 2, 2, 4, 4]
+    assert [i.counter for i in r.trace.of_kind("iteration")] == [0, 2, 4]
+
+
 def test_counter_after_each_iteration_runs_iteration_k_with_k_minus_one() -> None:
     """unroll.global-counter variant iteration-count-before: iteration k and its updates carry
     k - 1, its end (and its after_train_iter) comes after the increment."""

@@ -625,7 +625,7 @@ class SB3Adapter:
             framework_version=stable_baselines3.__version__,
             protocol_version=PROTOCOL_VERSION,
             capabilities=(
-                *("env", "trainer", "replay", "learner", "relabel"),
+                *("env", "trainer", "replay", "learner", "relabel", "update-counter"),
                 *(("nstep",) if _NSTEP else ()),
                 "checkpoint",
                 "stack",

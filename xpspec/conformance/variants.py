@@ -182,6 +182,17 @@ def _count_before(s: Scenario) -> Scenario | None:
     return replace(s, trainer=replace(s.trainer, counter_mode="per-mini-batch-after"))
 
 
+def _call_count_before(s: Scenario) -> Scenario | None:
+    """unroll.global-counter ``call-count-before``: a per-mini-batch counter grows by a train
+    call's updates after the call (``counter_mode="per-train-call-after"``); a per-iteration
+    counter is left as it is."""
+    if not isinstance(s, TrainerScenario):
+        return None
+    if s.trainer.counter_mode != "per-mini-batch":
+        return s
+    return replace(s, trainer=replace(s.trainer, counter_mode="per-train-call-after"))
+
+
 def _iteration_count_before(s: Scenario) -> Scenario | None:
     """unroll.global-counter ``iteration-count-before``: a per-iteration counter grows at the
     end of each iteration, not at its start (``counter_mode="per-iteration-after"``); a
@@ -208,6 +219,11 @@ VARIANTS: dict[tuple[str, str], VariantModel] = {
         _count_before,
     ),
     # RLlib 2.60.0 Trainable.train increments Algorithm.iteration after Algorithm.step.
+    # SB3 2.9.2's DQN.train adds gradient_steps to _n_updates after its loop.
+    ("unroll.global-counter", "call-count-before"): VariantModel(
+        'trainer.counter_mode = "per-train-call-after" (where it was "per-mini-batch")',
+        _call_count_before,
+    ),
     ("unroll.global-counter", "iteration-count-before"): VariantModel(
         'trainer.counter_mode = "per-iteration-after" (where it was "per-iteration")',
         _iteration_count_before,

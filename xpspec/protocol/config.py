@@ -71,9 +71,16 @@ class TrainerConfig:
     # runs with the number of updates made before it (unroll.global-counter, variant
     # count-before: d3rlpy 2.8.0's grad_step); "per-iteration-after" increments after each
     # iteration's train calls instead of at its start, so iteration k runs with k - 1 (variant
-    # iteration-count-before: RLlib 2.60.0's Algorithm.iteration).
+    # iteration-count-before: RLlib 2.60.0's Algorithm.iteration); "per-train-call-after"
+    # increments by a train call's updates once the call has made them, so every update of a
+    # call runs with the updates of earlier calls (variant call-count-before: SB3 2.9.2's
+    # _n_updates).
     counter_mode: Literal[
-        "per-iteration", "per-mini-batch", "per-mini-batch-after", "per-iteration-after"
+        "per-iteration",
+        "per-mini-batch",
+        "per-mini-batch-after",
+        "per-iteration-after",
+        "per-train-call-after",
     ] = "per-iteration"
     # train.idle-calls: "lazy" makes no train call (and no after_train_iter) while
     # nothing has been stored yet; the calls owed then are dropped, not deferred (variant
@@ -144,7 +151,13 @@ class TrainerConfig:
         _literal(
             "counter_mode",
             self.counter_mode,
-            ("per-iteration", "per-mini-batch", "per-mini-batch-after", "per-iteration-after"),
+            (
+                "per-iteration",
+                "per-mini-batch",
+                "per-mini-batch-after",
+                "per-iteration-after",
+                "per-train-call-after",
+            ),
         )
         _literal("replay_creation", self.replay_creation, ("eager", "lazy"))
         _literal("hook_gate", self.hook_gate, ("unrolled", "unroll-gate"))

@@ -419,6 +419,8 @@ class Trainer:
                 self.counter += 1
             self.updates += 1
             self.recorder.hook(iteration, "after_update")
+        if cfg.counter_mode == "per-train-call-after":  # variant call-count-before
+            self.counter += len(batches)
         if status == "trained" and cfg.clear != "none":
             self.buffer.clear(keep_last=self._kept_by_clear())
             self.stored_since_clear = 0

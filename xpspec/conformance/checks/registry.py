@@ -257,7 +257,12 @@ TRAINER_CHECKS: tuple[Check, ...] = (
         "trainer",
         "invariant",
         check_global_counter,
-        _cfg(lambda s: s.trainer.counter_mode in ("per-mini-batch", "per-mini-batch-after")),
+        _cfg(
+            lambda s: (
+                s.trainer.counter_mode
+                in ("per-mini-batch", "per-mini-batch-after", "per-train-call-after")
+            )
+        ),
         requires=("update-counter",),
     ),
     Check(

@@ -216,10 +216,15 @@ def check_global_counter(scenario: Scenario, trace: Trace, ctx: Context) -> None
     its value after that increment. Under ``"per-mini-batch-after"`` (variant count-before)
     it grows right after every update, whose event carries the value before; under
     ``"per-iteration-after"`` (variant iteration-count-before) it grows at the end of every
-    iteration, so the ``iteration`` and ``update`` events of iteration ``k`` carry ``k - 1``."""
+    iteration, so the ``iteration`` and ``update`` events of iteration ``k`` carry ``k - 1``;
+    under ``"per-train-call-after"`` (variant call-count-before) it grows by a train call's
+    updates once the call has made them, so they all carry the updates of earlier calls."""
     sc = trainer_scenario(scenario)
     counter = 0
+    made = 0  # updates of the current train call (per-train-call-after)
     for e in trace.events:
+        if made and e.kind in ("train_call", "iteration", "iteration_end"):
+            counter, made = counter + made, 0
         if e.kind == "iteration_end" and sc.trainer.counter_mode == "per-iteration-after":
             counter += 1
         elif e.kind == "iteration":
@@ -238,3 +243,5 @@ def check_global_counter(scenario: Scenario, trace: Trace, ctx: Context) -> None
                 )
             if sc.trainer.counter_mode == "per-mini-batch-after":
                 counter += 1
+            elif sc.trainer.counter_mode == "per-train-call-after":
+                made += 1
