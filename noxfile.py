@@ -426,6 +426,7 @@ def conformance_alf(session: nox.Session) -> None:
             "-q",
             "tests/adapters/test_alf.py",
             "tests/adapters/test_alf_findings.py",
+            "tests/adapters/test_alf_priority.py",
             "tests/adapters/test_alf_recurrent.py",
             "tests/adapters/test_alf_stack.py",
             env=THREADS,

@@ -182,3 +182,30 @@ def test_every_buffer_row_is_an_item_of_the_update(tmp_path: Path) -> None:
     transitions of the episodes make 2 updates of 2 and 1."""
     run = _train_once(tmp_path, mini_batch_size=2)
     assert sorted(r for rows in run.minibatches for r in rows) == list(range(ROWS))
+
+
+# -- prioritized replay (xpspec/adapters/alf_priority.py) ------------------------------------
+
+
+def _prioritized_buffer() -> Any:
+    from alf.experience_replayers.replay_buffer import ReplayBuffer
+
+    spec = alf.nest.map_structure(lambda t: alf.TensorSpec(t.shape[1:], t.dtype), _CycleEnv()._ts)
+    return ReplayBuffer(spec, 1, max_length=4, prioritized_sampling=True)
+
+
+def test_an_empty_prioritized_buffer_raises_from_its_segment_tree_for_windows_of_two() -> None:
+    """``get_batch`` on an empty ``ReplayBuffer(prioritized_sampling=True)``: for windows of 1
+    ALF's own assertion refuses the draw ("There is no data in the buffer",
+    ``_prioritized_sample``), but for windows of 2 the window-length change that precedes it
+    (``_change_mini_batch_length``) writes zeros for no index, and ``SumSegmentTree.__setitem__``
+    takes ``values.min()`` of the empty tensor: torch's RuntimeError ends the caller's run."""
+    with pytest.raises(AssertionError, match="There is no data in the buffer"):
+        _prioritized_buffer().get_batch(2, 1)
+    with pytest.raises(RuntimeError, match="Expected reduction dim"):
+        _prioritized_buffer().get_batch(2, 2)
+    # with one item stored, windows of 2 reach ALF's own refusal
+    buffer = _prioritized_buffer()
+    buffer.add_batch(_CycleEnv()._ts)
+    with pytest.raises(AssertionError, match="There is no data in the buffer"):
+        buffer.get_batch(2, 2)
