@@ -425,6 +425,7 @@ def conformance_alf(session: nox.Session) -> None:
             "no:cacheprovider",
             "-q",
             "tests/adapters/test_alf.py",
+            "tests/adapters/test_alf_checkpoint.py",
             "tests/adapters/test_alf_findings.py",
             "tests/adapters/test_alf_priority.py",
             "tests/adapters/test_alf_recurrent.py",

@@ -209,3 +209,87 @@ def test_an_empty_prioritized_buffer_raises_from_its_segment_tree_for_windows_of
     buffer.add_batch(_CycleEnv()._ts)
     with pytest.raises(AssertionError, match="There is no data in the buffer"):
         buffer.get_batch(2, 2)
+
+
+# -- checkpoint and resume (xpspec/adapters/alf_checkpoint.py) -------------------------------
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_restoring_a_checkpoint_runs_train_iter_before_loading_it() -> None:
+    """``Trainer._restore_checkpoint`` (alf/trainers/policy_trainer.py), given a checkpointer
+    that holds a checkpoint, calls the algorithm's ``train_iter()`` once (its comment: the
+    replay buffer is built lazily) and only then ``Checkpointer.load``: a restored trainer
+    unrolls and trains one iteration that the checkpoint then overwrites, its env steps
+    included."""
+    from types import SimpleNamespace
+
+    from alf.trainers.policy_trainer import Trainer
+
+    calls: list[str] = []
+    trainer = SimpleNamespace(
+        _algorithm=SimpleNamespace(train_iter=lambda: calls.append("train_iter")),
+        _trainer_progress=SimpleNamespace(update=lambda: calls.append("progress")),
+        _root_dir="",
+    )
+    checkpointer = SimpleNamespace(
+        has_checkpoint=lambda: True, load=lambda: calls.append("load") or 7
+    )
+    try:
+        Trainer._restore_checkpoint(trainer, checkpointer)
+        assert calls == ["train_iter", "load", "progress"]
+        assert int(alf.summary.get_global_counter()) == 7
+    finally:
+        alf.summary.set_global_counter(0)
+
+
+def test_a_restored_trainer_resets_the_env_it_is_handed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The env goes on across a checkpoint only if the restored trainer acts on the time step
+    it last saw; ALF's resets it twice: ``RLAlgorithm.__init__`` calls ``env.reset()`` for an
+    example time step (alf/algorithms/rl_algorithm.py), and ``RLTrainer._train`` calls
+    ``env.reset()`` before its first ``train_iter`` (alf/trainers/policy_trainer.py), whatever
+    the restored progress."""
+    from types import SimpleNamespace
+
+    from alf.trainers.policy_trainer import RLTrainer
+
+    resets: list[int] = []
+
+    class _Counted(_CycleEnv):
+        def reset(self) -> Any:
+            resets.append(self._n)
+            return super().reset()
+
+    env = _Counted()
+    env.step(torch.zeros(1, dtype=torch.int64))  # the world is one step in
+    PPOAlgorithm(
+        observation_spec=env.observation_spec(),
+        action_spec=env.action_spec(),
+        actor_network_ctor=partial(ActorDistributionNetwork, fc_layer_params=()),
+        value_network_ctor=partial(ValueNetwork, fc_layer_params=()),
+        env=env,
+        config=TrainerConfig(root_dir=str(tmp_path)),
+        loss=PPOLoss(),
+    )
+    assert resets == [1]
+
+    def stop() -> None:
+        raise _Stop
+
+    monkeypatch.setattr(alf, "get_env", lambda: env)
+    trainer = SimpleNamespace(
+        _trainer_progress=SimpleNamespace(_iter_num=torch.tensor(3), _env_steps=torch.tensor(6)),
+        _num_iterations=8,
+        _num_env_steps=0,
+        _num_checkpoints=1,
+        _evaluate=False,
+        _config=SimpleNamespace(sync_progress_to_envs=False),
+        _algorithm=SimpleNamespace(train_iter=stop),
+    )
+    with pytest.raises(_Stop):
+        RLTrainer._train(trainer)  # a trainer restored at iteration 3 of 8
+    assert resets == [1, 1]

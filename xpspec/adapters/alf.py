@@ -81,6 +81,11 @@ empty buffer) is recorded as an empty draw (``replay.no-window``).
 ``Algorithm._aggregate_loss`` gives the loss weights (capabilities ``priorities`` and
 ``importance-weights``).
 
+**Checkpoint and resume** (``run_trainer`` with a checkpoint spec,
+:mod:`xpspec.adapters.alf_checkpoint`): ``RLTrainer`` saves through ALF's ``Checkpointer``
+(the replay buffer with ``ReplayBuffer.enable_checkpoint``) after iteration ``k``, and a new
+``RLTrainer`` on the same root directory restores and runs the rest.
+
 **Learner** (``run_learner``, :mod:`xpspec.adapters.alf_learner`): one ``train_iter`` of ALF's
 ``PPOAlgorithm`` with ``PPOLoss`` on its whole replay buffer, holding every env's first
 ``steps`` time steps; advantages and returns are what ``preprocess_experience`` computed, the
@@ -300,6 +305,7 @@ class ALFAdapter:
                 "stack",  # FrameStacker in the rollout and on replayed experience
                 "priorities",  # ReplayBuffer(prioritized_sampling=True): its sum tree's leaves
                 "importance-weights",  # the loss weights Algorithm._aggregate_loss applies
+                "checkpoint",  # RLTrainer's Checkpointer, the replay buffer's included
             ),
             issue_tracker="https://github.com/HorizonRobotics/alf/issues",
             notes=(
@@ -338,6 +344,10 @@ class ALFAdapter:
         with tempfile.TemporaryDirectory(
             prefix="xpspec-alf-", ignore_cleanup_errors=True
         ) as workdir:
+            if scenario.checkpoint is not None:  # saved and resumed: alf_checkpoint
+                from xpspec.adapters.alf_checkpoint import run_checkpointed
+
+                return _operation(partial(run_checkpointed, scenario, workdir))
             return _operation(_TrainerRun(scenario, workdir).run)
 
     def run_replay(self, scenario: ReplayScenario) -> Trace:
