@@ -211,6 +211,22 @@ def test_an_empty_prioritized_buffer_raises_from_its_segment_tree_for_windows_of
         buffer.get_batch(2, 2)
 
 
+def test_a_new_item_gets_the_largest_priority_stored_not_the_largest_assigned() -> None:
+    """``ReplayBuffer.initial_priority`` is ``max(initial_priority, the max tree's summary)``
+    (alf/experience_replayers/replay_buffer.py): the largest priority the buffer holds now. Once
+    the item that held the largest is updated lower, a new item starts below the largest
+    priority ever assigned (2.0 here)."""
+    buffer = _prioritized_buffer()
+    env = _CycleEnv()
+    buffer.add_batch(env._ts)
+    buffer.add_batch(env.step(torch.zeros(1, dtype=torch.int64)))
+    zero = torch.zeros(1, dtype=torch.int64)
+    buffer.update_priority(zero, zero, torch.tensor([2.0]))
+    buffer.update_priority(zero, zero, torch.tensor([0.5]))
+    buffer.add_batch(env.step(torch.zeros(1, dtype=torch.int64)))
+    assert buffer._sum_tree[torch.tensor([2])].tolist() == [1.0]
+
+
 # -- checkpoint and resume (xpspec/adapters/alf_checkpoint.py) -------------------------------
 
 

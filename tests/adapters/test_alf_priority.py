@@ -157,3 +157,22 @@ def test_a_first_draw_of_windows_of_two_from_an_empty_buffer_stops_the_run(adapt
     trace = adapter.run_replay(started)
     assert "stopped" not in trace.header
     _verify("priority-weights", started, trace)
+
+
+def test_a_new_window_starts_at_the_largest_mass_stored(adapter: Any) -> None:
+    # one ring of 3, one window updated per draw (alpha 1: masses are priorities): once the
+    # windows of priority 2 are evicted, a new window gets ALF's initial priority, the largest
+    # stored (3/2), not the largest ever assigned (2): the finding of test_alf_findings.py
+    scenario = ReplayScenario(
+        EnvSpec(1, (FixedSchedule(50),)),
+        capacity=3,
+        fill_steps=3,
+        batch_size=1,
+        draws=20,
+        priority=PrioritySpec(add_steps=1, alpha=Fraction(1)),
+    )
+    trace = adapter.run_replay(scenario)
+    _verify("priority-update-sampled", scenario, trace)
+    _verify("priority-eviction", scenario, trace)
+    with pytest.raises(CheckFailure, match="the largest priority assigned so far"):
+        _verify("priority-new-at-max", scenario, trace)
