@@ -187,6 +187,8 @@ class _CheckpointedRun(_TrainerRun):
         stopped = self._train(second)
         resume = Resume(spec.after_iteration, saved, restored[0] if restored else ())
         self.events.insert(mark, resume)
+        if self._start >= mark:  # the index of the iteration under way moved with it
+            self._start += 1
         if stopped is not None:
             return self._stopped(stopped)
         return self._finish()
