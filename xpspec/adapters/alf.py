@@ -274,8 +274,8 @@ def _dist_version(name: str) -> str:
 
 class ALFAdapter:
     """Adapter over ALF (see the module docstring): capabilities trainer (with its global
-    counter and its ``after_update``/``after_train_iter`` hooks), replay, learner (PPO),
-    relabel, recurrent and stack."""
+    counter and its ``after_update``/``after_train_iter`` hooks, and checkpoint), replay (with
+    priorities and importance weights), learner (PPO), relabel, recurrent and stack."""
 
     fresh_process_per_operation = True
     """ALF's configuration, global counter, env and trainer progress are process-wide."""
