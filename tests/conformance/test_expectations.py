@@ -47,7 +47,7 @@ def test_a_syntax_error_names_the_file_and_the_line(tmp_path: Path) -> None:
         (
             '[[deviations]]\nclause = "unroll.drain"\nreason = "r"\n',
             "deviations",
-            "only [[deviation]], [[silence]] and [[finding]] tables",
+            "only [[deviation]], [[silence]], [[finding]] and [[absent]] tables",
             "'deviations'",
         ),
         (
@@ -71,8 +71,14 @@ def test_a_syntax_error_names_the_file_and_the_line(tmp_path: Path) -> None:
         (
             GOOD + 'reason2 = "r"\n',
             "deviation[0].reason2",
-            "a key of [[deviation]] (clause, reason, variant, link, scenarios, versions)",
+            "a key of [[deviation]] (clause, reason, variant, link, scenarios, kinds, versions)",
             "'reason2'",
+        ),
+        (
+            GOOD + 'kinds = ["envs"]\n',
+            "deviation[0].kinds[0]",
+            "a kind of scenario (trainer, replay, env, learner, relabel, recurrent, stack)",
+            "'envs'",
         ),
         (
             GOOD + 'scenarios = "plain-u1-b1"\n',

@@ -129,3 +129,11 @@ def test_the_field_table_states_the_defaults_the_types_have() -> None:
             assert value == type(value)(), row
         else:
             assert json.loads(row.default) == to_jsonable(value), row
+
+
+def test_the_profiles_page_holds_the_table_the_expectations_files_give() -> None:
+    page = (Path(__file__).parents[2] / "docs" / "framework-profiles.md").read_text()
+    table = render_markdown(framework_profiles())
+    assert table in page, (
+        "docs/framework-profiles.md is stale: paste `python -m xpspec.conformance.profiles`"
+    )

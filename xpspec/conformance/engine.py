@@ -52,6 +52,9 @@ class Outcome:
     downstream_of: str = ""
     """For a failure: the clause of the earlier failure it follows from ("" if it is the
     cause), see :mod:`xpspec.conformance.blame`."""
+    absent: str = ""
+    """For a check not applicable because the adapter declares no capability it needs: the
+    kind of the expectations' ``[[absent]]`` entry of that capability ("" for none)."""
 
 
 def _validated(adapter: Adapter) -> bool:
@@ -222,9 +225,9 @@ class Session:
         levels = {self._registry[c].level if c in self._registry else "MUST" for c in check.clauses}
         return "SHOULD" if levels == {"SHOULD"} else "MUST"
 
-    def _declared(self, name: str) -> list[Deviation]:
+    def _declared(self, name: str, scenario: Scenario) -> list[Deviation]:
         """The deviations the expectations declare for catalogue scenario ``name``."""
-        return [d for d in self.expectations.deviations if not d.scenarios or name in d.scenarios]
+        return [d for d in self.expectations.deviations if d.applies_to(name, scenario.kind)]
 
     def _explain(
         self,
@@ -247,8 +250,8 @@ class Session:
         on its reason alone."""
         from xpspec.conformance.variants import VARIANTS, model_scenario
 
-        own = self.expectations.find(check.clauses, name)
-        with_variant = [(d.clause, d.variant) for d in self._declared(name) if d.variant]
+        own = self.expectations.find(check.clauses, name, scenario.kind)
+        with_variant = [(d.clause, d.variant) for d in self._declared(name, scenario) if d.variant]
         if with_variant:
             missing = [f"{c}/{v}" for c, v in with_variant if (c, v) not in VARIANTS]
             if missing:
@@ -346,6 +349,22 @@ class Session:
         outcome = self._evaluate(check, name, scenario)
         return Outcome(**{**outcome.__dict__, "seconds": round(time.perf_counter() - start, 4)})
 
+    def undeclared(self, check: Check, name: str, capability: str, why: str = "") -> Outcome:
+        """Not applicable: the adapter declares no ``capability``, for the reason its
+        expectations' ``[[absent]]`` entry gives (quoted, with its kind), if any."""
+        message = f"adapter declares no capability {capability!r}{why}"
+        absent = self.expectations.why_absent(capability)
+        if absent is not None:
+            message += f": {absent.describe()}"
+        return Outcome(
+            check.name,
+            check.clauses,
+            name,
+            "not-applicable",
+            message,
+            absent=absent.kind if absent is not None else "",
+        )
+
     def _evaluate(self, check: Check, name: str, scenario: Scenario) -> Outcome:
         def out(status: Status, message: str = "", **kw: Any) -> Outcome:
             return Outcome(check.name, check.clauses, name, status, message, **kw)
@@ -357,7 +376,7 @@ class Session:
                 own = needed in (check.capability, *check.requires)
                 spec = "checkpoint" if needed == "checkpoint" else "priority"
                 why = "" if own else f" (the scenario's {spec} spec)"
-                return out("not-applicable", f"adapter declares no capability {needed!r}{why}")
+                return self.undeclared(check, name, needed, why)
         try:
             trace = self.run(scenario)
         except Unsupported as exc:
@@ -381,7 +400,7 @@ class Session:
             return self.reference(s)
 
         context = Context(reference, rerun, self._fresh)
-        deviation = self.expectations.find(check.clauses, name)
+        deviation = self.expectations.find(check.clauses, name, scenario.kind)
         try:
             check.verify(scenario, trace, context)
         except CheckFailure as exc:
@@ -403,12 +422,32 @@ class Session:
         if stopped and not check.whole_trace and not self._reference_stops(scenario):
             return self._cut_short(check, name, scenario, trace, stopped, out)
         # A generated scenario may or may not provoke a declared deviation: staleness is
-        # judged on the named catalogue scenarios only.
-        if deviation is not None and name != GENERATED:
+        # judged on the named catalogue scenarios only, and only where the declared variant
+        # would behave otherwise than the spec (a pass is no evidence against a variant that
+        # the scenario cannot show).
+        if deviation is not None and name != GENERATED and self._shows(deviation, scenario):
             return out(
                 "pass", f"stale expectation: {deviation.clause} is declared but passes", stale=True
             )
         return out("pass")
+
+    def _shows(self, deviation: Deviation, scenario: Scenario) -> bool:
+        """Whether ``scenario`` can show ``deviation``: refimpl run as its variant records
+        other events than refimpl run to the spec. A deviation without an executable model
+        (no variant, or one that does not fit the scenario alone) is assumed to show."""
+        from xpspec.conformance.variants import variant_scenario
+
+        if not deviation.variant:
+            return True
+        model = variant_scenario(deviation.clause, deviation.variant, scenario)
+        if model is None:
+            return True
+        if model == scenario:  # the variant does not concern this kind of scenario
+            return False
+        try:
+            return self.reference(model).events != self.reference(scenario).events
+        except (Unsupported, AdapterError):
+            return True
 
     def _judge(
         self,
@@ -427,7 +466,7 @@ class Session:
             message += "\n" + note
         level = self._level(check)
         finding = self.expectations.finding(check.clauses, name, _stopped(trace))
-        if not self._declared(name) and finding is None:
+        if not self._declared(name, scenario) and finding is None:
             silenced = self.expectations.silence(check.clauses) if level == "SHOULD" else None
             if silenced is not None:
                 return out(

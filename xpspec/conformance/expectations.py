@@ -9,6 +9,7 @@ An adapter module ``x.py`` may keep ``x.expectations.toml`` beside it, found by
     reason = "ALF carries the fraction in an IEEE double"
     link = "https://..."
     scenarios = ["alf-float-u1/10"]    # optional: limit to these catalogue scenarios
+    kinds = ["trainer"]                # optional: limit to these kinds of scenario
     versions = ">=0.1,<0.2"            # optional: limit to these framework versions
 
 A ``variant`` must be one the clause names on its spec page, and one the reference
@@ -17,7 +18,7 @@ variant with no executable model, with the reason
 (:data:`xpspec.conformance.variants.UNDECLARABLE`).
 
 A failing check whose clause is declared becomes a *known deviation*; a declared entry that
-matches no failure is *stale* and reported as a warning. SHOULD-level clauses may also be
+matches no failure on a scenario that can show it is *stale* and reported as a warning. SHOULD-level clauses may also be
 listed under ``[[silence]]`` to turn their warnings off.
 
 A behaviour that no spec variant reproduces is a *finding*, declared apart so that nobody
@@ -44,6 +45,24 @@ when the engine opens a session. An expectations file can so describe several re
 framework, as a version sweep (``nox -s sweep``) runs them; an entry without ``versions``
 applies to every release.
 
+Every capability of the protocol (:data:`xpspec.protocol.adapter.CAPABILITIES`) that the
+adapter does not declare has one ``[[absent]]`` entry saying why, so that the checks it leaves
+not applicable do not hide a capability the framework has::
+
+    [[absent]]
+    capability = "checkpoint"
+    kind = "not-yet"                   # "no-feature" | "cannot-drive" | "not-yet"
+    reason = "skrl 2.1.1 has Memory.save / Memory.load (skrl/memories/torch/base.py)"
+    link = "https://..."               # optional
+    versions = "<2.7"                  # optional: a capability declared from some version on
+
+``no-feature``: the framework has no such feature (the reason cites the version and what it
+has instead); ``cannot-drive``: it has one that the adapter cannot drive honestly (the reason
+says why: a documented precondition, a broken build); ``not-yet``: it has one, and the row
+that drives it is owed (the reason names the API). The n/a reason of every check left not
+applicable for that capability quotes the entry, and the compliance matrix shows the cells
+left n/a by a ``not-yet`` entry apart (rows owed).
+
 A clause id that the spec has split into several clauses (an *alias*,
 :meth:`xpspec.conformance.clauses.ClauseRegistry.resolve`) is accepted wherever a clause id is: the
 entry applies to every part, and a deviation with a ``variant`` to the parts that name it.
@@ -66,7 +85,22 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["Deviation", "Expectations", "ExpectationsError", "Finding", "Silence"]
+__all__ = [
+    "ABSENT_KINDS",
+    "Absent",
+    "Deviation",
+    "Expectations",
+    "ExpectationsError",
+    "Finding",
+    "Silence",
+]
+
+ABSENT_KINDS: Final = {
+    "no-feature": "the framework has no such feature",
+    "cannot-drive": "the framework has it but the adapter cannot drive it honestly",
+    "not-yet": "the framework has it and the row that drives it is owed",
+}
+"""The kinds of an ``[[absent]]`` entry, with the words an n/a reason says for each."""
 
 
 class ExpectationsError(ValueError):
@@ -84,9 +118,20 @@ class Deviation:
     """The framework versions the entry applies to (a PEP 440 specifier; "" for all)."""
     entry: str = field(default="", compare=False)
     """Where the entry is in its file (``deviation[3]``), for messages."""
+    kinds: tuple[str, ...] = ()
+    """The kinds of scenario the entry applies to (``trainer``, ``env``, ...; empty for all):
+    a framework whose env operation returns every time step may reset in the same step only
+    inside its trainer."""
 
-    def matches(self, clause: str, scenario: str) -> bool:
-        return self.clause == clause and (not self.scenarios or scenario in self.scenarios)
+    def matches(self, clause: str, scenario: str, kind: str = "") -> bool:
+        return self.applies_to(scenario, kind) and self.clause == clause
+
+    def applies_to(self, scenario: str, kind: str = "") -> bool:
+        """Whether the entry covers catalogue scenario ``scenario`` of kind ``kind`` (""
+        when the kind is unknown: only the name is matched)."""
+        return (not self.scenarios or scenario in self.scenarios) and (
+            not self.kinds or not kind or kind in self.kinds
+        )
 
 
 @dataclass(frozen=True)
@@ -121,11 +166,34 @@ class Silence:
 
 
 @dataclass(frozen=True)
+class Absent:
+    """Why the adapter does not declare a capability (one ``[[absent]]`` entry)."""
+
+    capability: str
+    kind: str
+    """A key of :data:`ABSENT_KINDS`."""
+    reason: str
+    link: str = ""
+    versions: str = ""
+    """The framework versions the entry applies to (a PEP 440 specifier; "" for all)."""
+    entry: str = field(default="", compare=False)
+    """Where the entry is in its file (``absent[3]``), for messages."""
+
+    def describe(self) -> str:
+        """What an n/a reason adds after "adapter declares no capability 'x'": the kind in
+        words, the reason and the link."""
+        text = f"{ABSENT_KINDS[self.kind]}: {self.reason}"
+        return f"{text} ({self.link})" if self.link else text
+
+
+@dataclass(frozen=True)
 class Expectations:
     deviations: tuple[Deviation, ...] = ()
     source: str = ""
     silenced: tuple[Silence, ...] = ()
     findings: tuple[Finding, ...] = ()
+    absent: tuple[Absent, ...] = ()
+    """Why each capability the adapter does not declare is absent."""
 
     @classmethod
     def load(cls, path: Path | None) -> Expectations:
@@ -158,7 +226,11 @@ class Expectations:
         included). Raises :class:`ExpectationsError` naming the file and the first entry
         with ``versions`` when ``version`` is not a PEP 440 version (an entry keyed by
         version cannot be decided for it)."""
-        entries: list[Deviation | Finding] = [*self.deviations, *self.findings]
+        entries: list[Deviation | Finding | Absent] = [
+            *self.deviations,
+            *self.findings,
+            *self.absent,
+        ]
         keyed = [e for e in entries if e.versions]
         if not keyed:
             return self
@@ -179,7 +251,13 @@ class Expectations:
             self,
             deviations=tuple(d for d in self.deviations if applies(d.versions)),
             findings=tuple(f for f in self.findings if applies(f.versions)),
+            absent=tuple(a for a in self.absent if applies(a.versions)),
         )
+
+    def why_absent(self, capability: str) -> Absent | None:
+        """The ``[[absent]]`` entry of ``capability``, if any (the first, after
+        :meth:`for_version` the one of the run's version)."""
+        return next((a for a in self.absent if a.capability == capability), None)
 
     def finding(self, clauses: tuple[str, ...], scenario: str, stopped: str = "") -> Finding | None:
         """The finding that covers a failure of ``clauses`` in ``scenario`` (whose trace
@@ -209,22 +287,25 @@ class Expectations:
                 return entry
         return None
 
-    def find(self, clauses: tuple[str, ...], scenario: str) -> Deviation | None:
+    def find(self, clauses: tuple[str, ...], scenario: str, kind: str = "") -> Deviation | None:
+        """The deviation declared for one of ``clauses`` in catalogue scenario ``scenario``
+        (of kind ``kind``), if any."""
         for d in self.deviations:
-            if any(d.matches(c, scenario) for c in clauses):
+            if any(d.matches(c, scenario, kind) for c in clauses):
                 return d
         return None
 
 
 _Entry = dict[str, Any]
-_TABLES: Final = ("deviation", "silence", "finding")
+_TABLES: Final = ("deviation", "silence", "finding", "absent")
 _KEYS: Final[dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = {
     # table: (required keys, optional keys)
-    "deviation": (("clause", "reason"), ("variant", "link", "scenarios", "versions")),
+    "deviation": (("clause", "reason"), ("variant", "link", "scenarios", "kinds", "versions")),
     "silence": (("clause", "reason"), ()),
     "finding": (("clauses", "reason"), ("link", "scenarios", "stopped", "versions")),
+    "absent": (("capability", "kind", "reason"), ("link", "versions")),
 }
-_LISTS: Final = ("clauses", "scenarios")
+_LISTS: Final = ("clauses", "scenarios", "kinds")
 """Keys whose value is a list of strings; every other key is a string."""
 
 
@@ -232,7 +313,10 @@ def _parse(data: dict[str, Any], path: Path) -> Expectations:
     unknown = sorted(set(data) - set(_TABLES))
     if unknown:
         raise _error(
-            path, unknown[0], "only [[deviation]], [[silence]] and [[finding]] tables", unknown[0]
+            path,
+            unknown[0],
+            "only [[deviation]], [[silence]], [[finding]] and [[absent]] tables",
+            unknown[0],
         )
     tables: dict[str, list[_Entry]] = {}
     for table in _TABLES:
@@ -242,6 +326,7 @@ def _parse(data: dict[str, Any], path: Path) -> Expectations:
         for i, entry in enumerate(entries):
             _check_entry(path, f"{table}[{i}]", entry, *_KEYS[table])
         tables[table] = entries
+    _check_absent_unique(path, tables["absent"])
     return Expectations(
         tuple(
             Deviation(
@@ -252,6 +337,7 @@ def _parse(data: dict[str, Any], path: Path) -> Expectations:
                 tuple(e.get("scenarios", ())),
                 e.get("versions", ""),
                 f"deviation[{i}]",
+                tuple(e.get("kinds", ())),
             )
             for i, e in enumerate(tables["deviation"])
             for part in _parts(e["clause"], e.get("variant", ""))
@@ -271,6 +357,17 @@ def _parse(data: dict[str, Any], path: Path) -> Expectations:
                 f"finding[{i}]",
             )
             for i, e in enumerate(tables["finding"])
+        ),
+        tuple(
+            Absent(
+                e["capability"],
+                e["kind"],
+                e["reason"],
+                e.get("link", ""),
+                e.get("versions", ""),
+                f"absent[{i}]",
+            )
+            for i, e in enumerate(tables["absent"])
         ),
     )
 
@@ -300,12 +397,49 @@ def _check_entry(
             raise _error(path, f"{where}.{key}", kind, value)
     if "versions" in entry:
         _check_versions(path, f"{where}.versions", entry["versions"])
+    for i, kind in enumerate(entry.get("kinds", ())):
+        if kind not in _scenario_kinds():
+            raise _error(
+                path,
+                f"{where}.kinds[{i}]",
+                f"a kind of scenario ({', '.join(_scenario_kinds())})",
+                kind,
+            )
     if "clause" in entry:
         _check_clause(path, f"{where}.clause", entry["clause"])
         if entry.get("variant"):
             _check_variant(path, f"{where}.variant", entry["clause"], entry["variant"])
     for i, clause in enumerate(entry.get("clauses", ())):
         _check_clause(path, f"{where}.clauses[{i}]", clause)
+    if "capability" in entry:
+        from xpspec.protocol.adapter import CAPABILITIES
+
+        if entry["capability"] not in CAPABILITIES:
+            close = difflib.get_close_matches(entry["capability"], CAPABILITIES, n=3, cutoff=0.6)
+            hint = f"; close matches: {', '.join(close)}" if close else ""
+            raise _error(
+                path,
+                f"{where}.capability",
+                f"a capability of the protocol{hint}",
+                entry["capability"],
+            )
+    if "kind" in entry and entry["kind"] not in ABSENT_KINDS:
+        raise _error(path, f"{where}.kind", f"one of {', '.join(ABSENT_KINDS)}", entry["kind"])
+
+
+def _check_absent_unique(path: Path, entries: list[_Entry]) -> None:
+    """One ``[[absent]]`` entry per capability and ``versions``: a second could never be read."""
+    seen: dict[tuple[str, str], int] = {}
+    for i, entry in enumerate(entries):
+        key = (entry["capability"], entry.get("versions", ""))
+        if key in seen:
+            raise _error(
+                path,
+                f"absent[{i}].capability",
+                f"a capability no earlier entry names (absent[{seen[key]}] names it)",
+                entry["capability"],
+            )
+        seen[key] = i
 
 
 def _parts(clause: str, variant: str = "") -> tuple[str, ...]:
@@ -370,3 +504,13 @@ def _clause_ids() -> tuple[str, ...]:
 
 def _error(path: Path, where: str, expected: str, got: object) -> ExpectationsError:
     return ExpectationsError(f"{path}: {where}: expected {expected}, got {got!r}")
+
+
+@functools.cache
+def _scenario_kinds() -> tuple[str, ...]:
+    """The ``kind`` of every scenario type of the protocol, in declaration order."""
+    from typing import get_args
+
+    from xpspec.protocol.scenario import Scenario
+
+    return tuple(t.__dataclass_fields__["kind"].default for t in get_args(Scenario))

@@ -44,13 +44,15 @@ class ProfileRow:
 
 
 def _scope(deviation: Deviation) -> str:
+    kinds = f" ({', '.join(deviation.kinds)} only)" if deviation.kinds else ""
     if not deviation.scenarios:
-        return "every scenario"
+        return f"{', '.join(deviation.kinds)} scenarios" if kinds else "every scenario"
     named = [s for s in deviation.scenarios if s != "generated"]
     generated = len(named) != len(deviation.scenarios)
     if len(named) <= _LISTED:
-        return ", ".join(named + (["generated"] if generated else []))
-    return f"{len(named)} catalogue scenarios" + (" and generated ones" if generated else "")
+        return ", ".join(named + (["generated"] if generated else [])) + kinds
+    scope = f"{len(named)} catalogue scenarios" + (" and generated ones" if generated else "")
+    return scope + kinds
 
 
 def _expectations(adapter: str, folder: Path) -> Expectations:
@@ -81,7 +83,7 @@ def profile_scenario(
     declared = [
         (d.clause, d.variant)
         for d in _expectations(adapter, folder).deviations
-        if d.variant and (not d.scenarios or name in d.scenarios)
+        if d.variant and d.applies_to(name, scenario.kind)
     ]
     return model_scenario(scenario, declared)
 

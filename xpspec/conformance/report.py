@@ -173,7 +173,9 @@ _IMPLEMENTATION_KEYS = (
 def column(run: RunReport, aliases: dict[str, tuple[str, ...]] | None = None) -> dict[str, Any]:
     """One run's column of the matrix: ``implementation`` (who ran, with what, when, how the
     run ended) and ``cells``, per clause the run has a result of, its worst outcome (with an
-    n/a cell's most frequent reasons, and a cell that is not a pass the parts of its message
+    n/a cell's most frequent reasons (and ``owed`` when a check of it is n/a for a capability
+    whose ``[[absent]]`` entry is ``not-yet``: a row is owed), and a cell that is not a pass the
+    parts of its message
     the compliance site shows: :func:`xpspec.conformance.messages.failure_parts`).
     ``aliases`` as for :func:`build_compliance`."""
     aliases = aliases or {}
@@ -187,11 +189,14 @@ def column(run: RunReport, aliases: dict[str, tuple[str, ...]] | None = None) ->
     }
     worst: dict[str, dict[str, Any]] = {}
     why_not: dict[str, Counter[str]] = {}
+    owed: set[str] = set()
     named = {c for r in results for c in r["clauses"]}
     for r in results:
         for clause in _folded(r["clauses"], named, aliases):
             if r["status"] == "not-applicable":
                 why_not.setdefault(clause, Counter())[_first_line(r["message"])] += 1
+                if r.get("absent") == "not-yet":
+                    owed.add(clause)
             cell = {
                 "status": r["status"],
                 "check": r["check"],
@@ -211,6 +216,8 @@ def column(run: RunReport, aliases: dict[str, tuple[str, ...]] | None = None) ->
     for clause, cell in worst.items():
         if cell["status"] == "not-applicable":
             cell["reasons"] = [why for why, _ in why_not[clause].most_common(_REASONS)]
+            if clause in owed:
+                cell["owed"] = True
         elif cell["status"] != "pass":
             cell.update(failure_parts(cell.pop("full_message")).fields())
         cell.pop("full_message", None)

@@ -55,6 +55,12 @@ OUTCOMES: dict[str, dict[str, Any]] = {
         message="unsupported: no drain",
         reasons=["unsupported: no drain", "declares no 'state'"],
     ),
+    "owed": _cell(
+        "not-applicable",
+        message="adapter declares no capability 'checkpoint': … owed: fw 1.2.3 has save",
+        reasons=["adapter declares no capability 'checkpoint': … owed: fw 1.2.3 has save"],
+        owed=True,
+    ),
 }
 """A cell of each outcome key (the SHOULD miss is the fail of :data:`SHOULD`)."""
 

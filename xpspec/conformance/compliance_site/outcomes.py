@@ -5,7 +5,8 @@ The statuses of :data:`xpspec.conformance.outcomes.STATUSES` are split as the ma
 them (:func:`xpspec.conformance.report.render_markdown`): a deviation is a *finding* when no
 spec variant reproduces it, a failure of a SHOULD-level clause is a *miss*, and a failure
 that only follows from another clause's (blame: the earliest in pipeline order is the cause)
-is *downstream* of it.
+is *downstream* of it; a cell not applicable because the adapter does not yet drive a
+capability the framework has (an ``[[absent]]`` entry of kind ``not-yet``) is *owed* a row.
 """
 
 from __future__ import annotations
@@ -78,6 +79,13 @@ LOOKS: tuple[Look, ...] = (
         "n/a",
         "no check of the clause could run on this implementation (the detail says why)",
     ),
+    Look(
+        "owed",
+        "○",
+        "n/a (row owed)",
+        "not applicable because the adapter does not yet drive a capability the framework has "
+        "(its expectations file says with which API): a row is owed",
+    ),
 )
 _BY_KEY = {lk.key: lk for lk in LOOKS}
 assert set(STATUSES) <= set(_BY_KEY)
@@ -100,6 +108,8 @@ def classify(cell: Mapping[str, Any]) -> str:
         return "should-miss"
     if status == "fail" and cell.get("downstream_of"):
         return "downstream"
+    if status == "not-applicable" and cell.get("owed"):
+        return "owed"
     return look(status).key
 
 

@@ -65,15 +65,7 @@ def test_invariant(xpspec_session: XpspecSession, check: Check) -> None:
     adapter cannot express counts as not applicable, the others must pass."""
     engine = xpspec_session.engine
     if check.capability not in engine.info.capabilities:
-        xpspec_session.report(
-            Outcome(
-                check.name,
-                check.clauses,
-                GENERATED,
-                "not-applicable",
-                f"adapter declares no capability {check.capability!r}",
-            )
-        )
+        xpspec_session.report(engine.undeclared(check, GENERATED, check.capability))
     seen: list[Outcome] = []
     broke: list[Outcome] = []
 
