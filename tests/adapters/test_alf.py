@@ -77,6 +77,9 @@ def test_info_and_smoke(adapter: Any) -> None:
         "nstep",
         "recurrent",
         "stack",
+        "priorities",
+        "importance-weights",
+        "checkpoint",
     } == set(info.capabilities)
     assert info.framework_version == "unknown" or len(info.framework_version) == 8
     adapter.smoke()

@@ -182,3 +182,130 @@ def test_every_buffer_row_is_an_item_of_the_update(tmp_path: Path) -> None:
     transitions of the episodes make 2 updates of 2 and 1."""
     run = _train_once(tmp_path, mini_batch_size=2)
     assert sorted(r for rows in run.minibatches for r in rows) == list(range(ROWS))
+
+
+# -- prioritized replay (xpspec/adapters/alf_priority.py) ------------------------------------
+
+
+def _prioritized_buffer() -> Any:
+    from alf.experience_replayers.replay_buffer import ReplayBuffer
+
+    spec = alf.nest.map_structure(lambda t: alf.TensorSpec(t.shape[1:], t.dtype), _CycleEnv()._ts)
+    return ReplayBuffer(spec, 1, max_length=4, prioritized_sampling=True)
+
+
+def test_an_empty_prioritized_buffer_raises_from_its_segment_tree_for_windows_of_two() -> None:
+    """``get_batch`` on an empty ``ReplayBuffer(prioritized_sampling=True)``: for windows of 1
+    ALF's own assertion refuses the draw ("There is no data in the buffer",
+    ``_prioritized_sample``), but for windows of 2 the window-length change that precedes it
+    (``_change_mini_batch_length``) writes zeros for no index, and ``SumSegmentTree.__setitem__``
+    takes ``values.min()`` of the empty tensor: torch's RuntimeError ends the caller's run."""
+    with pytest.raises(AssertionError, match="There is no data in the buffer"):
+        _prioritized_buffer().get_batch(2, 1)
+    with pytest.raises(RuntimeError, match="Expected reduction dim"):
+        _prioritized_buffer().get_batch(2, 2)
+    # with one item stored, windows of 2 reach ALF's own refusal
+    buffer = _prioritized_buffer()
+    buffer.add_batch(_CycleEnv()._ts)
+    with pytest.raises(AssertionError, match="There is no data in the buffer"):
+        buffer.get_batch(2, 2)
+
+
+def test_a_new_item_gets_the_largest_priority_stored_not_the_largest_assigned() -> None:
+    """``ReplayBuffer.initial_priority`` is ``max(initial_priority, the max tree's summary)``
+    (alf/experience_replayers/replay_buffer.py): the largest priority the buffer holds now. Once
+    the item that held the largest is updated lower, a new item starts below the largest
+    priority ever assigned (2.0 here)."""
+    buffer = _prioritized_buffer()
+    env = _CycleEnv()
+    buffer.add_batch(env._ts)
+    buffer.add_batch(env.step(torch.zeros(1, dtype=torch.int64)))
+    zero = torch.zeros(1, dtype=torch.int64)
+    buffer.update_priority(zero, zero, torch.tensor([2.0]))
+    buffer.update_priority(zero, zero, torch.tensor([0.5]))
+    buffer.add_batch(env.step(torch.zeros(1, dtype=torch.int64)))
+    assert buffer._sum_tree[torch.tensor([2])].tolist() == [1.0]
+
+
+# -- checkpoint and resume (xpspec/adapters/alf_checkpoint.py) -------------------------------
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_restoring_a_checkpoint_runs_train_iter_before_loading_it() -> None:
+    """``Trainer._restore_checkpoint`` (alf/trainers/policy_trainer.py), given a checkpointer
+    that holds a checkpoint, calls the algorithm's ``train_iter()`` once (its comment: the
+    replay buffer is built lazily) and only then ``Checkpointer.load``: a restored trainer
+    unrolls and trains one iteration that the checkpoint then overwrites, its env steps
+    included."""
+    from types import SimpleNamespace
+
+    from alf.trainers.policy_trainer import Trainer
+
+    calls: list[str] = []
+    trainer = SimpleNamespace(
+        _algorithm=SimpleNamespace(train_iter=lambda: calls.append("train_iter")),
+        _trainer_progress=SimpleNamespace(update=lambda: calls.append("progress")),
+        _root_dir="",
+    )
+    checkpointer = SimpleNamespace(
+        has_checkpoint=lambda: True, load=lambda: calls.append("load") or 7
+    )
+    try:
+        Trainer._restore_checkpoint(trainer, checkpointer)
+        assert calls == ["train_iter", "load", "progress"]
+        assert int(alf.summary.get_global_counter()) == 7
+    finally:
+        alf.summary.set_global_counter(0)
+
+
+def test_a_restored_trainer_resets_the_env_it_is_handed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The env goes on across a checkpoint only if the restored trainer acts on the time step
+    it last saw; ALF's resets it twice: ``RLAlgorithm.__init__`` calls ``env.reset()`` for an
+    example time step (alf/algorithms/rl_algorithm.py), and ``RLTrainer._train`` calls
+    ``env.reset()`` before its first ``train_iter`` (alf/trainers/policy_trainer.py), whatever
+    the restored progress."""
+    from types import SimpleNamespace
+
+    from alf.trainers.policy_trainer import RLTrainer
+
+    resets: list[int] = []
+
+    class _Counted(_CycleEnv):
+        def reset(self) -> Any:
+            resets.append(self._n)
+            return super().reset()
+
+    env = _Counted()
+    env.step(torch.zeros(1, dtype=torch.int64))  # the world is one step in
+    PPOAlgorithm(
+        observation_spec=env.observation_spec(),
+        action_spec=env.action_spec(),
+        actor_network_ctor=partial(ActorDistributionNetwork, fc_layer_params=()),
+        value_network_ctor=partial(ValueNetwork, fc_layer_params=()),
+        env=env,
+        config=TrainerConfig(root_dir=str(tmp_path)),
+        loss=PPOLoss(),
+    )
+    assert resets == [1]
+
+    def stop() -> None:
+        raise _Stop
+
+    monkeypatch.setattr(alf, "get_env", lambda: env)
+    trainer = SimpleNamespace(
+        _trainer_progress=SimpleNamespace(_iter_num=torch.tensor(3), _env_steps=torch.tensor(6)),
+        _num_iterations=8,
+        _num_env_steps=0,
+        _num_checkpoints=1,
+        _evaluate=False,
+        _config=SimpleNamespace(sync_progress_to_envs=False),
+        _algorithm=SimpleNamespace(train_iter=stop),
+    )
+    with pytest.raises(_Stop):
+        RLTrainer._train(trainer)  # a trainer restored at iteration 3 of 8
+    assert resets == [1, 1]

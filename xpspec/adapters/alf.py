@@ -75,6 +75,17 @@ assigned round-robin, starts stratified within each env; windows cross episodes)
 ``get_batch`` refuses (``AssertionError: Not all environments have enough data``, also from an
 empty buffer) is recorded as an empty draw (``replay.no-window``).
 
+**Prioritized replay** (``run_replay`` with a priority spec, :mod:`xpspec.adapters.alf_priority`):
+``ReplayBuffer(prioritized_sampling=True)``; the masses are read from its sum tree, ALF's
+``Algorithm._update_priority`` stores the sampled windows' new priorities and
+``Algorithm._aggregate_loss`` gives the loss weights (capabilities ``priorities`` and
+``importance-weights``).
+
+**Checkpoint and resume** (``run_trainer`` with a checkpoint spec,
+:mod:`xpspec.adapters.alf_checkpoint`): ``RLTrainer`` saves through ALF's ``Checkpointer``
+(the replay buffer with ``ReplayBuffer.enable_checkpoint``) after iteration ``k``, and a new
+``RLTrainer`` on the same root directory restores and runs the rest.
+
 **Learner** (``run_learner``, :mod:`xpspec.adapters.alf_learner`): one ``train_iter`` of ALF's
 ``PPOAlgorithm`` with ``PPOLoss`` on its whole replay buffer, holding every env's first
 ``steps`` time steps; advantages and returns are what ``preprocess_experience`` computed, the
@@ -133,6 +144,7 @@ import torch
 
 from xpspec.adapters.alf_learner import learner_problem, run_learner
 from xpspec.adapters.alf_preprocess import preprocessing_algorithm
+from xpspec.adapters.alf_priority import priority_problem, run_prioritized
 from xpspec.adapters.alf_recurrent import recurrent_problem, run_recurrent
 from xpspec.adapters.alf_stack import run_stack, stack_problem
 from xpspec.kit.arrays import floats, ints
@@ -262,8 +274,8 @@ def _dist_version(name: str) -> str:
 
 class ALFAdapter:
     """Adapter over ALF (see the module docstring): capabilities trainer (with its global
-    counter and its ``after_update``/``after_train_iter`` hooks), replay, learner (PPO),
-    relabel, recurrent and stack."""
+    counter and its ``after_update``/``after_train_iter`` hooks, and checkpoint), replay (with
+    priorities and importance weights), learner (PPO), relabel, recurrent and stack."""
 
     fresh_process_per_operation = True
     """ALF's configuration, global counter, env and trainer progress are process-wide."""
@@ -291,6 +303,9 @@ class ALFAdapter:
                 "nstep",  # TDLoss(td_lambda=1).compute_td_target over windows of n + 1 rows
                 "recurrent",  # a counting Network trained by ALF from its replayed windows
                 "stack",  # FrameStacker in the rollout and on replayed experience
+                "priorities",  # ReplayBuffer(prioritized_sampling=True): its sum tree's leaves
+                "importance-weights",  # the loss weights Algorithm._aggregate_loss applies
+                "checkpoint",  # RLTrainer's Checkpointer, the replay buffer's included
             ),
             issue_tracker="https://github.com/HorizonRobotics/alf/issues",
             notes=(
@@ -329,9 +344,20 @@ class ALFAdapter:
         with tempfile.TemporaryDirectory(
             prefix="xpspec-alf-", ignore_cleanup_errors=True
         ) as workdir:
+            if scenario.checkpoint is not None:  # saved and resumed: alf_checkpoint
+                from xpspec.adapters.alf_checkpoint import run_checkpointed
+
+                return _operation(partial(run_checkpointed, scenario, workdir))
             return _operation(_TrainerRun(scenario, workdir).run)
 
     def run_replay(self, scenario: ReplayScenario) -> Trace:
+        """A scenario with a priority spec runs ALF's prioritized buffer
+        (:mod:`xpspec.adapters.alf_priority`)."""
+        if scenario.priority is not None:
+            unsupported = priority_problem(scenario)
+            if unsupported is not None:
+                raise unsupported
+            return _in_workdir(run_prioritized, scenario)
         problem = replay_problem(scenario)
         if problem:
             raise Unsupported(problem, _LINK)
