@@ -232,7 +232,14 @@ def run_checkpointed(scenario: TrainerScenario, workdir: str) -> Trace:
     module docstring)."""
     # ALF pins torch 2.2.0 (setup.py), whose torch.load unpickles by default; from torch 2.6
     # on it loads weights only unless told otherwise, and Checkpointer.load does not say. This
-    # operation's process takes torch's documented switch back to the default ALF was written
-    # for.
+    # operation takes torch's documented switch back to the default ALF was written for, and
+    # gives it back when it returns (no other operation of the process loads with it).
+    previous = os.environ.get("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD")
     os.environ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"
-    return _CheckpointedRun(scenario, workdir).run()
+    try:
+        return _CheckpointedRun(scenario, workdir).run()
+    finally:
+        if previous is None:
+            del os.environ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"]
+        else:
+            os.environ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = previous
