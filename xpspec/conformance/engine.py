@@ -338,10 +338,15 @@ class Session:
         return self.run(scenario, "reference")
 
     def close(self) -> None:
-        """Stop the adapter's worker, if it has one."""
+        """Stop the adapter's worker, if it has one, and let go of the cached traces (freed
+        here, as they are, rather than walked by the garbage collector's full passes that
+        pytest makes at its end)."""
         close = getattr(self.adapter, "close", None)
         if callable(close):
             close()
+        self._cache.clear()
+        self._failure_cache.clear()
+        self._keys.clear()
 
     # -- evaluating -----------------------------------------------------------------------------
     def evaluate(self, check: Check, name: str, scenario: Scenario) -> Outcome:

@@ -13,6 +13,7 @@ each flushed as it is written, and a footer record saying how the run ended
 from __future__ import annotations
 
 import datetime
+import gc
 import json
 import os
 import platform
@@ -414,13 +415,17 @@ def _load_profile(config: pytest.Config) -> None:
     settings.load_profile(config.stash[_PROFILE])
 
 
+def _holds_suite(items: list[pytest.Item]) -> bool:
+    return any(
+        getattr(getattr(item, "module", None), "__name__", "").startswith(_SUITE) for item in items
+    )
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """When the suite is collected, load its Hypothesis profile; deselect the suite tests
     about refimpl's own code when another adapter is under test: they are no check of it
     (and a run's completeness counts only what is selected)."""
-    if any(
-        getattr(getattr(item, "module", None), "__name__", "").startswith(_SUITE) for item in items
-    ):
+    if _holds_suite(items):
         _load_profile(config)
     if _adapter_name(config) == "refimpl":
         return
@@ -447,7 +452,14 @@ def _shows_progress(config: pytest.Config) -> bool:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Under ``--xpspec-progress``, start counting the selected checks."""
+    """When the suite is collected, set apart from the cyclic garbage collector what the
+    session then holds (modules, torch, the items and their scenarios): its full passes,
+    which walked every one of those objects again (a sixth of a suite run's CPU in the main
+    process, pytest's own passes at the end included), then scan only what the tests
+    allocate. Other pytest runs are left alone. Under ``--xpspec-progress``, start counting
+    the selected checks."""
+    if _holds_suite(session.items):
+        gc.freeze()
     if _shows_progress(session.config):
         from xpspec.conformance.progress import Progress
 

@@ -44,6 +44,8 @@ _COLUMNS = {
 """Further columns that must be as long as the item columns."""
 _GOAL_SIZE: Final = 3
 """Coordinates of a goal of the toy goal env (``[e, k, t]``)."""
+_STEP_TYPES: Final = frozenset(int(s) for s in StepType)
+"""The step types' values, built once (not at every event)."""
 _PER_ITERATION: Final = (
     "env_step",
     "store",
@@ -75,11 +77,33 @@ def item_problem(env: EnvSpec, seed: int, item: Item, plans: Plans | None = None
     return None
 
 
+class _KnownItems:
+    """:func:`item_problem` on one env and seed, each item decoded once: a trace names the
+    same time steps again and again (stored, sampled, in windows), and a time step of the env
+    stays one."""
+
+    def __init__(self, env: EnvSpec, seed: int) -> None:
+        self.env, self.seed = env, seed
+        self.plans = Plans(env, seed)
+        self.real: set[Item] = set()
+
+    def problem(self, item: Item) -> str | None:
+        try:
+            if item in self.real:
+                return None
+        except TypeError:  # not hashable (a malformed item): decoded as it is
+            return item_problem(self.env, self.seed, item, self.plans)
+        problem = item_problem(self.env, self.seed, item, self.plans)
+        if problem is None:
+            self.real.add(item)
+        return problem
+
+
 def validate_trace(scenario: Scenario, trace: Trace) -> None:
     """Raise :class:`TraceError` for the first malformed event of ``trace``."""
     iteration = 0
     ended = False
-    plans = Plans(scenario.env, scenario.seed)
+    plans = _KnownItems(scenario.env, scenario.seed)
     for n, event in enumerate(trace.events):
         where = f"event #{n} ({event.kind})"
         if ended:
@@ -92,7 +116,7 @@ def validate_trace(scenario: Scenario, trace: Trace) -> None:
             if len(lengths) != 1:
                 raise TraceError(f"{where}: columns of different lengths {sorted(lengths)}")
             for item in _named_items(event):
-                problem = item_problem(scenario.env, scenario.seed, item, plans)
+                problem = plans.problem(item)
                 if problem:
                     raise TraceError(f"{where}: item {item} decodes to no real step: {problem}")
             problem = _value_problem(event)
@@ -108,7 +132,7 @@ def validate_trace(scenario: Scenario, trace: Trace) -> None:
                     )
         if event.kind == "resume":
             for item in (*event.saved, *event.restored):
-                problem = item_problem(scenario.env, scenario.seed, item, plans)
+                problem = plans.problem(item)
                 if problem:
                     raise TraceError(f"{where}: item {item} decodes to no real step: {problem}")
         if event.kind in ("update", "sampled"):
@@ -159,16 +183,14 @@ def _named_items(event: Any) -> list[Item]:
     return items
 
 
-def _window_problem(scenario: Scenario, event: Any, plans: Plans) -> str | None:
+def _window_problem(scenario: Scenario, event: Any, plans: _KnownItems) -> str | None:
     """Windows no sampler can draw: a window of no items, an item that is no time step of
     the env, and (for an update) a loss mask not shaped like the windows."""
     for w, window in enumerate(event.windows):
         if not window:
             return f"window {w} has no items (expected window_length items, padding included)"
         for item in window:
-            problem = (
-                None if item is None else item_problem(scenario.env, scenario.seed, item, plans)
-            )
+            problem = None if item is None else plans.problem(item)
             if problem:
                 return f"window {w}: item {item} decodes to no real step: {problem}"
     if event.kind == "update":
@@ -179,14 +201,14 @@ def _window_problem(scenario: Scenario, event: Any, plans: Plans) -> str | None:
     return None
 
 
-def _sequence_problem(scenario: Scenario, event: Any, plans: Plans) -> str | None:
+def _sequence_problem(scenario: Scenario, event: Any, plans: _KnownItems) -> str | None:
     """A trained sequence no learner can produce: no positions, an item that is no time step
     of the env, a state or loss-mask column not as long as the items, a loss mask that is
     not 0/1, a state below -1 (-1 marks a padding position the network was not run on)."""
     if not event.items:
         return "a sequence of no positions (expected sequence_length positions, padding included)"
     for item in event.items:
-        problem = None if item is None else item_problem(scenario.env, scenario.seed, item, plans)
+        problem = None if item is None else plans.problem(item)
         if problem:
             return f"item {item} decodes to no real step: {problem}"
     n = len(event.items)
@@ -205,7 +227,7 @@ def _value_problem(event: Any) -> str | None:
     goal that is neither kept (-1, -1, -1) nor a time step, a goal value that is not a goal of
     the toy env (three finite numbers), a piece ending before it starts, a negative learner id."""
     if event.kind in ("env_step", "store"):
-        bad = sorted(set(event.step_type) - {int(s) for s in StepType})
+        bad = sorted(set(event.step_type) - _STEP_TYPES)
         if bad:
             return f"step type {bad[0]} (expected 0 FIRST, 1 MID or 2 LAST)"
     if event.kind == "relabel":

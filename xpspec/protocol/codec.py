@@ -80,10 +80,22 @@ def parse_fraction(field: str, value: object) -> Fraction:
     raise ConfigError(field, value, f"{_EXAMPLES} (not a float)")
 
 
+_JSON_SCALARS: Final = frozenset({bool, int, float, str, type(None)})
+"""Types whose values are JSON already (exactly these: subclasses take the longer way)."""
+
+
 def to_jsonable(value: Any) -> Any:
     """A JSON-ready form of ``value`` (dataclasses, tuples, fractions, enums and scalars)."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    cls = type(value)
+    if cls in _JSON_SCALARS:
+        return value
+    if cls is Fraction:
+        return str(value)
+    names = _FIELD_NAMES.get(cls)
+    if names is None and dataclasses.is_dataclass(value) and not isinstance(value, type):
+        names = _field_names(cls)
+    if names is not None:
+        return {name: to_jsonable(getattr(value, name)) for name in names}
     if isinstance(value, Fraction):
         return str(value)
     if isinstance(value, (tuple, list)):
@@ -101,14 +113,21 @@ def canonical_json(value: Any) -> str:
     as they are (tuples and scalars are JSON already) and :func:`to_jsonable` converts only
     what the encoder cannot (fractions, nested dataclasses), which makes trace lines about
     three times faster to write."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        value = {name: getattr(value, name) for name in _field_names(type(value))}
+    names = _FIELD_NAMES.get(type(value))
+    if names is None and dataclasses.is_dataclass(value) and not isinstance(value, type):
+        names = _field_names(type(value))
+    if names is not None:
+        value = {name: getattr(value, name) for name in names}
     elif isinstance(value, dict):
         value = to_jsonable(value)
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=to_jsonable)
+    return _CANONICAL.encode(value)
 
 
+_CANONICAL: Final = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=to_jsonable)
+"""``json.dumps(..., sort_keys=True, separators=(",", ":"), default=to_jsonable)``'s encoder,
+made once (``json.dumps`` makes one at every call given any of those arguments)."""
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+"""A dataclass's field names, by class (filled by :func:`_field_names`)."""
 
 
 def _field_names(cls: type) -> tuple[str, ...]:

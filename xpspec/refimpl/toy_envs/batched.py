@@ -25,6 +25,8 @@ from xpspec.protocol.step_type import StepType
 __all__ = ["TimeStep", "ToyBatchEnv"]
 
 _MASK64 = (1 << 64) - 1
+_FIRST_BLOCK = 16
+"""The most time steps computed at a reset (then twice as many each time, up to ``block``)."""
 _FIRST, _MID, _LAST = int(StepType.FIRST), int(StepType.MID), int(StepType.LAST)
 
 
@@ -105,7 +107,10 @@ class ToyBatchEnv:
     """``spec.num_envs`` toy envs stepped as one batch; ``reset()`` then ``step(action)``.
 
     ``block`` is the number of time steps computed ahead at once (default: about 8k env
-    steps per block, between 16 and 256 vector steps)."""
+    steps per block, between 16 and 256 vector steps). The first block after a reset is at
+    most 16 steps and each next one twice the last, up to ``block``: a short
+    run (the suite's scenarios step a few dozen times) computes no steps it never takes, and
+    a long one reaches full blocks within a few."""
 
     def __init__(self, spec: EnvSpec, seed: int = 0, block: int | None = None) -> None:
         self.spec = spec
@@ -122,13 +127,11 @@ class ToyBatchEnv:
             _Plans([spec.schedule(e) for e in envs], seed, np.array(envs, dtype=np.int64))
             for envs in groups.values()
         ]
-        # An episode of at least m transitions spans m + 1 steps, so the block's last step
-        # lies at most ceil((block - 1) / (m + 1)) episodes after the one holding its first.
         # Under same-step auto-reset the LAST time step is never returned: an episode of m
         # transitions spans m steps instead of m + 1 (clause ``timestep.auto-reset``).
         self._span_extra = 0 if spec.autoreset == "same-step" else 1
-        shortest = min(g.min_length for g in self._groups) + self._span_extra
-        self._plans_per_block = -(-(self._block - 1) // shortest) + 1
+        self._shortest = min(g.min_length for g in self._groups) + self._span_extra
+        """Steps the shortest possible episode spans."""
         self._ahead: list[TimeStep] = []  # time steps base .. base + len - 1
         self._base = 0
         self._index = 0  # of the current time step within _ahead
@@ -142,7 +145,7 @@ class ToyBatchEnv:
         self._next_episode.zero_()
         self._next_start.zero_()
         self._base = 0
-        self._ahead = self._compute(0)
+        self._ahead = self._compute(0, min(self._block, _FIRST_BLOCK))
         self._index = 0
         self._current = self._ahead[0]
         return self._current
@@ -159,7 +162,7 @@ class ToyBatchEnv:
         self._index += 1
         if self._index == len(self._ahead):
             self._base += len(self._ahead)
-            self._ahead = self._compute(self._base)
+            self._ahead = self._compute(self._base, min(self._block, 2 * len(self._ahead)))
             self._index = 0
         self._current = self._ahead[self._index]
         return self._current
@@ -183,13 +186,17 @@ class ToyBatchEnv:
             lengths[g.envs], term[g.envs] = g.table(first_np[g.envs], count)
         return torch.from_numpy(lengths), torch.from_numpy(term)
 
-    def _compute(self, base: int) -> list[TimeStep]:
-        """The time steps ``base .. base + block - 1``; env ``e`` is at episode
+    def _compute(self, base: int, n: int) -> list[TimeStep]:
+        """The ``n`` time steps ``base .. base + n - 1``; env ``e`` is at episode
         ``_next_episode[e]``, begun at step ``_next_start[e] <= base``, at step ``base``.
-        Computed step-major (``[block, B]``), so each step's tensors are contiguous rows."""
-        b, n = self.num_envs, self._block
+        Computed step-major (``[n, B]``), so each step's tensors are contiguous rows."""
+        b = self.num_envs
         k0, s0 = self._next_episode, self._next_start
-        lengths, terminates = self._plans(k0, self._plans_per_block)  # [B, count]
+        # An episode of at least m transitions spans m + 1 steps (m under same-step
+        # auto-reset), so the block's last step lies at most ceil((n - 1) / (m + 1))
+        # episodes after the one holding its first.
+        count = -(-(n - 1) // self._shortest) + 1
+        lengths, terminates = self._plans(k0, count)  # [B, count]
         span = lengths + self._span_extra  # steps the env returns per episode
         ends = s0[:, None] + torch.cumsum(span, 1)  # first step after episode k0 + j
         starts = torch.cat([s0[:, None], ends[:, :-1]], 1)
