@@ -14,20 +14,28 @@ one. A job that starts a second pass over a file while still in a first (a look-
 the first pass back until the second starts, with whichever jobs wait then: never itself. Each job sees exactly
 the events, and the errors, a pass of its own would give it; only the work of reading is
 shared. Outside a group (any other thread) a trace file is read as before, pass by pass.
+
+:func:`once` shares a value several jobs compute alike from the same trace (a table every
+item of it fills): the first job to ask computes it, the others wait for it (the passes it
+makes go on without them) and are handed the same value, which they must only read. Outside a
+group, or when computing it raised, each caller computes its own.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from itertools import islice
 from pathlib import Path
+from typing import Any, TypeVar
 
 from xpspec.protocol.event_reader import read_jsonl
 from xpspec.protocol.trace import Event
 
-__all__ = ["CHUNK", "LockStep", "current"]
+__all__ = ["CHUNK", "LockStep", "Same", "current", "once"]
+
+T = TypeVar("T")
 
 CHUNK = 4096
 """Events decoded at a time in a shared pass (the memory of a pass)."""
@@ -39,6 +47,43 @@ def current() -> LockStep | None:
     """The group the calling thread runs a job of, if any."""
     group: LockStep | None = getattr(_local, "group", None)
     return group
+
+
+def once(key: Hashable, make: Callable[[], T]) -> T:
+    """``make()``, computed once for the jobs of the calling thread's group that ask for the
+    same ``key`` (module docstring); outside a group, ``make()``."""
+    group = current()
+    return make() if group is None else group.once(key, make)
+
+
+class Same:
+    """A part of a :func:`once` key standing for the object ``of`` itself (compared by
+    identity, whatever its own equality), kept alive as long as the key is."""
+
+    __slots__ = ("of",)
+
+    def __init__(self, of: object) -> None:
+        self.of = of
+
+    def __hash__(self) -> int:
+        return id(self.of)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Same) and other.of is self.of
+
+
+class _Once:
+    """A value computed once for a group: whether it is done, and the value or the error."""
+
+    def __init__(self) -> None:
+        self.done = False
+        self.value: Any = None
+        self.failed = False
+        self.waiters: list[int] = []
+
+
+_COMPUTING = object()
+"""In ``LockStep._waiting``: a job waiting for a value another job computes (:func:`once`)."""
 
 
 class _Pass:
@@ -103,8 +148,10 @@ class LockStep:
         """Each job's own condition (on ``_lock``): only the jobs that can move on are woken."""
         self._live: set[int] = set()
         """Jobs not ended."""
-        self._waiting: dict[int, _Reader | None] = {}
-        """Jobs blocked in a pass: for the next chunk of their reader, or its start (None)."""
+        self._waiting: dict[int, _Reader | object | None] = {}
+        """Jobs blocked: in a pass for the next chunk of their reader, or its start (None), or
+        for a value another job computes (``_COMPUTING``)."""
+        self._values: dict[Hashable, _Once] = {}
         self._starting: dict[Path, list[int]] = {}
         self._started: dict[int, _Reader] = {}
         self._passes: list[_Pass] = []
@@ -138,8 +185,42 @@ class LockStep:
             thread.join()
         for shared in self._passes:
             shared.close()
-        self._passes = []
+        self._passes, self._values = [], {}
         return results
+
+    def once(self, key: Hashable, make: Callable[[], T]) -> T:
+        """``make()`` computed by the first job of the group asking for ``key``, the value
+        handed to the others asking for it (:func:`once`)."""
+        job: int = _local.job
+        with self._lock:
+            entry = self._values.get(key)
+            mine = entry is None
+            if entry is None:
+                entry = self._values[key] = _Once()
+            elif not entry.done:
+                entry.waiters.append(job)
+                self._waiting[job] = _COMPUTING
+                self._dispatch()  # the passes go on without this job
+                while not entry.done:
+                    self._wake[job].wait()
+        if not mine:
+            if not entry.failed:
+                value: T = entry.value
+                return value
+            return make()  # it raised for the job computing it: each meets its own error
+        try:
+            entry.value = make()
+        except BaseException:
+            entry.failed = True
+            raise
+        finally:
+            with self._lock:
+                entry.done = True
+                for waiter in entry.waiters:
+                    del self._waiting[waiter]
+                    self._wake[waiter].notify()
+                entry.waiters = []
+        return entry.value
 
     def events(self, path: Path, kind: str | None = None) -> Iterator[Event]:
         """The events of the trace file ``path`` (those of ``kind``, if given), from a pass

@@ -11,6 +11,7 @@ malformed trace names) are kept in a dictionary, so the answers are exact for ev
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from typing import Final
 
@@ -50,6 +51,7 @@ class ItemIndex:
     def __init__(self, env: EnvSpec, seed: int) -> None:
         self.env, self.seed = env, seed
         self._starts: dict[int, list[int]] = {}  # per env: start(0), start(1), …, start(n)
+        self._growing = threading.Lock()
 
     def slot(self, item: Item) -> int | None:
         """The slot of ``item`` in its env, or None when the index does not cover it (an env
@@ -61,6 +63,13 @@ class ItemIndex:
             return slot if slot < starts[episode + 1] else None
         if not 0 <= env < self.env.num_envs or episode < 0 or t < 0:
             return None
+        with self._growing:  # an index shared by the checks run together grows in one of them
+            return self._numbered(env, episode, t)
+
+    def _numbered(self, env: int, episode: int, t: int) -> int | None:
+        """The slot of ``(env, episode, t)``, numbering the env's episodes up to ``episode``
+        first (``env`` in range, ``episode`` and ``t`` not negative)."""
+        starts = self._starts.get(env)
         if starts is None:
             starts = self._starts[env] = [0]
         if episode + 1 >= len(starts):
@@ -82,18 +91,36 @@ class ItemBytes:
 
     def __init__(self, index: ItemIndex | None = None) -> None:
         self.index = index
+        self._starts: dict[int, list[int]] = {} if index is None else index._starts
+        """The index's episode starts per env, read directly on the common path."""
         self._bytes: dict[int, bytearray] = {}
         self._aside: dict[Item, int] = {}
 
     def get(self, item: Item) -> int | None:
-        slot = None if self.index is None else self.index.slot(item)
+        env, episode, t = item
+        starts = self._starts.get(env)
+        slot: int | None
+        if starts is not None and 0 <= episode < len(starts) - 1 and t >= 0:
+            # An episode numbered already (the common case), as ItemIndex.slot answers it.
+            slot = starts[episode] + t
+            if slot >= starts[episode + 1]:
+                slot = None
+        else:
+            slot = None if self.index is None else self.index.slot(item)
         if slot is not None:
-            row = self._bytes.get(item[0])
+            row = self._bytes.get(env)
             if row is not None and slot < len(row):
                 value = row[slot]
                 if value:
                     return value - 1
         return self._aside.get(item) if self._aside else None
+
+    def bump(self, item: Item) -> int:
+        """Add one to the value of ``item`` (0 when it has none); return the new value."""
+        value = self.get(item)
+        value = 1 if value is None else value + 1
+        self[item] = value
+        return value
 
     def __contains__(self, item: object) -> bool:
         return isinstance(item, tuple) and len(item) == 3 and self.get(item) is not None
@@ -105,11 +132,21 @@ class ItemBytes:
         return value
 
     def __setitem__(self, item: Item, value: int) -> None:
-        slot = None if self.index is None else self.index.slot(item)
+        env, episode, t = item
+        starts = self._starts.get(env)
+        slot: int | None
+        if starts is not None and 0 <= episode < len(starts) - 1 and t >= 0:
+            slot = starts[episode] + t  # as in get
+            if slot >= starts[episode + 1]:
+                slot = None
+        else:
+            slot = None if self.index is None else self.index.slot(item)
         if slot is None:
             self._aside[item] = value
             return
-        row = self._bytes.setdefault(item[0], bytearray())
+        row = self._bytes.get(env)
+        if row is None:
+            row = self._bytes[env] = bytearray()
         if slot >= len(row):
             row.extend(bytes(max(slot + 1 - len(row), len(row) // 2)))
         if 0 <= value < 255:
