@@ -17,31 +17,42 @@ from typing import Final
 
 from xpspec.protocol.env_spec import EnvSpec
 from xpspec.protocol.schedule import EpisodePlan
+from xpspec.protocol.shared_pass import Same, once
 from xpspec.protocol.trace import Item
 
-__all__ = ["ItemBytes", "ItemIndex", "Plans"]
+__all__ = ["ItemBytes", "ItemIndex", "Plans", "shared_index"]
 
 _AHEAD: Final = 1 << 12
 """Episodes past the last one numbered that the index numbers on demand; an item of an
 episode further ahead is kept aside rather than growing the index to reach it."""
 
 
+_RECENT: Final = 64
+"""Episode plans :class:`Plans` remembers per env."""
+
+
 class Plans:
-    """The episode plans of ``env`` run with ``seed``, the newest asked for of each env
-    remembered: a pass over a trace asks for the same episode item after item, and working a
-    plan out (a hash, a validated value) costs more than the rest of what a check does with
-    an item."""
+    """The episode plans of ``env`` run with ``seed``, the ``_RECENT`` newest asked for of
+    each env remembered: a pass over a trace asks for the same few episodes item after item
+    (an env step's, a store's a few iterations behind it), and working a plan out (a hash, a
+    validated value) costs more than the rest of what a check does with an item."""
 
     def __init__(self, env: EnvSpec, seed: int) -> None:
         self.env, self.seed = env, seed
-        self._newest: dict[int, tuple[int, EpisodePlan]] = {}
+        self._recent: dict[int, dict[int, EpisodePlan]] = {}
 
     def __call__(self, env: int, episode: int) -> EpisodePlan:
-        newest = self._newest.get(env)
-        if newest is not None and newest[0] == episode:
-            return newest[1]
+        recent = self._recent.get(env)
+        if recent is None:
+            recent = self._recent[env] = {}
+        else:
+            plan = recent.get(episode)
+            if plan is not None:
+                return plan
         plan = self.env.episode(self.seed, env, episode)
-        self._newest[env] = (episode, plan)
+        if len(recent) >= _RECENT:
+            del recent[next(iter(recent))]  # the one asked for first
+        recent[episode] = plan
         return plan
 
 
@@ -80,6 +91,13 @@ class ItemIndex:
                 starts.append(starts[-1] + self.env.episode(self.seed, env, k).length + 1)
         start = starts[episode]
         return start + t if start + t < starts[episode + 1] else None
+
+
+def shared_index(env: EnvSpec, seed: int) -> ItemIndex:
+    """``ItemIndex(env, seed)``, one for the checks run together
+    (:func:`~xpspec.protocol.shared_pass.once`): its slots do not depend on who asks, and
+    each episode is numbered once rather than once per check."""
+    return once(("ItemIndex", Same(env), seed), lambda: ItemIndex(env, seed))
 
 
 class ItemBytes:

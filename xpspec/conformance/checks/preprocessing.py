@@ -9,7 +9,7 @@ from fractions import Fraction
 from itertools import zip_longest
 
 from xpspec.conformance.checks.base import CheckFailure, Context
-from xpspec.conformance.checks.item_index import ItemBytes, ItemIndex
+from xpspec.conformance.checks.item_index import ItemBytes, shared_index
 from xpspec.conformance.checks.views import (
     env_items,
     items_of,
@@ -59,7 +59,7 @@ class _Fates:
 
     def __init__(self, sc: Scenario, trace: Trace) -> None:
         self.trace = trace
-        index = ItemIndex(sc.env, sc.seed)
+        index = shared_index(sc.env, sc.seed)
         self.unrolled, self.stored, self.excluded, self.pending, self.held = (
             ItemBytes(index) for _ in range(5)
         )
@@ -247,7 +247,7 @@ def _unroll_order(scenario: Scenario, trace: Trace) -> Callable[[Item], int]:
     item never unrolled). When every env unrolls its time steps in order, once each (as
     ``timestep.auto-reset`` wants), that is the item's slot (:class:`ItemIndex`) and costs a
     byte per item; otherwise it is its place in the unroll, kept in a dictionary."""
-    index = ItemIndex(scenario.env, scenario.seed)
+    index = shared_index(scenario.env, scenario.seed)
     unrolled = ItemBytes(index)
     newest: dict[int, int] = {}
     for _, item, _, _ in env_items(trace):
