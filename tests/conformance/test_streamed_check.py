@@ -11,7 +11,7 @@ import pytest
 from xpspec.conformance.catalog import CATALOG
 from xpspec.conformance.checks import ALL_CHECKS
 from xpspec.conformance.checks.base import CheckFailure, Context
-from xpspec.conformance.checks.item_index import ItemBytes, ItemIndex
+from xpspec.conformance.checks.item_index import ItemBytes, ItemIndex, Plans
 from xpspec.conformance.given_trace import FileReference
 from xpspec.protocol.scenario import TrainerScenario
 from xpspec.protocol.trace import EVENT_KINDS, Trace
@@ -98,7 +98,9 @@ def test_item_bytes_answer_as_a_dictionary_does() -> None:
     sc = CATALOG[TRAINER[0]]
     for index in (ItemIndex(sc.env, sc.seed), None):
         table, plain = ItemBytes(index), {}
+        length = sc.env.episode(sc.seed, 0, 0).length
         items = [(0, 0, 0), (0, 2, 1), (0, 10**9, 3), (0, 0, 0), (5, 1, 1)]
+        items += [(0, 0, length), (0, 0, length + 1), (0, 1, -1), (0, -1, 0)]  # numbered now
         for value, item in enumerate(items):
             table[item] = value * 100  # 400 does not fit a byte: kept aside
             plain[item] = value * 100
@@ -107,3 +109,15 @@ def test_item_bytes_answer_as_a_dictionary_does() -> None:
             assert table.get(item) == plain.get(item)
         with pytest.raises(KeyError):
             table[(0, 1, 0)]
+        for item in [(0, 1, 0), (0, 1, 0), (0, 0, length + 1), (0, 2, 1)]:
+            plain[item] = plain.get(item, 0) + 1
+            assert table.bump(item) == plain[item]
+        assert all(table.get(item) == plain[item] for item in plain)
+
+
+def test_plans_answer_as_the_env_does_in_any_order() -> None:
+    sc = CATALOG[TRAINER[0]]
+    plans = Plans(sc.env, sc.seed)
+    asked = [(e, k) for k in (0, 3, 1, 90, 2, 0, 70, 3) for e in (0, 1)] * 2
+    asked += [(0, k) for k in range(200)] + [(0, 5), (0, 150)]  # past the plans remembered
+    assert all(plans(e, k) == sc.env.episode(sc.seed, e, k) for e, k in asked)
