@@ -1,10 +1,14 @@
 """A trace checked from its file, pass by pass, gets the verdicts it gets in memory; a run
-written as it goes writes the bytes of the whole trace; the compact per-item state answers as
-a dictionary would."""
+written as it goes writes the bytes of the whole trace, and the reference run kept pickled
+holds the very events those bytes decode to; the compact per-item state answers as a
+dictionary would."""
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,7 +19,7 @@ from xpspec.conformance.checks.item_index import ItemBytes, ItemIndex, Plans
 from xpspec.conformance.given_trace import FileReference
 from xpspec.protocol.scenario import TrainerScenario
 from xpspec.protocol.trace import EVENT_KINDS, Trace
-from xpspec.protocol.trace_file import TraceFile, TraceWriter
+from xpspec.protocol.trace_file import SpoolTrace, TraceFile, TraceWriter
 from xpspec.refimpl.adapter import RefimplAdapter
 from xpspec.refimpl.trainer import trace_header, train
 
@@ -52,6 +56,40 @@ def test_a_run_written_as_it_goes_is_the_whole_trace_byte_for_byte(
     assert streamed.trace.events == ()
     assert path.read_text(encoding="utf-8") == whole.trace.to_jsonl()
     assert FileReference(tmp_path).run_trainer(sc).to_jsonl() == whole.trace.to_jsonl()
+
+
+def _typed(value: Any) -> Any:
+    """``value`` with the type of every part of it spelled out: two values are equal under
+    it when they are equal and of the same types throughout (``1`` and ``1.0``, or a tuple
+    and a list, are not), so that what a check prints of them is the same too."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = dataclasses.fields(value)
+        return type(value), tuple((f.name, _typed(getattr(value, f.name))) for f in fields)
+    if isinstance(value, (list, tuple)):
+        return type(value), tuple(_typed(v) for v in value)
+    if isinstance(value, dict):
+        return type(value), tuple((_typed(k), _typed(v)) for k, v in value.items())
+    if isinstance(value, float) and math.isnan(value):
+        return float, "nan"
+    return type(value), value
+
+
+@pytest.mark.parametrize("name", TRAINER)
+def test_the_reference_run_kept_pickled_holds_the_events_its_json_lines_decode_to(
+    name: str, tmp_path: Path
+) -> None:
+    sc = CATALOG[name]
+    assert isinstance(sc, TrainerScenario)
+    path = tmp_path / "t.jsonl"
+    with TraceWriter(path, trace_header(sc.seed)) as writer:
+        train(sc.env, sc.trainer, sc.preprocess, sc.sampling, sc.seed, sink=writer)
+    decoded = TraceFile(path)
+    kept = FileReference(tmp_path).run_trainer(sc)
+    assert isinstance(kept, SpoolTrace)
+    assert kept.header == decoded.header
+    assert [_typed(e) for e in kept.events] == [_typed(e) for e in decoded.events]
+    for kind in ("store", "train_call"):
+        assert [_typed(e) for e in kept.of_kind(kind)] == [_typed(e) for e in decoded.of_kind(kind)]
 
 
 @pytest.mark.parametrize("name", SOME)

@@ -84,9 +84,9 @@ def test_jobs_that_start_together_share_one_reading(monkeypatch: pytest.MonkeyPa
     opened: list[Path] = []
     real = shared_pass._Pass.__init__
 
-    def counting(self: shared_pass._Pass, path: Path) -> None:
-        opened.append(path)
-        real(self, path)
+    def counting(self: shared_pass._Pass, source: shared_pass.Source) -> None:
+        opened.append(source.path)
+        real(self, source)
 
     monkeypatch.setattr(shared_pass._Pass, "__init__", counting)
     trace = TraceFile(LONG)

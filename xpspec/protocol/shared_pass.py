@@ -28,12 +28,11 @@ from collections import deque
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from itertools import islice
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from xpspec.protocol.event_reader import read_jsonl
 from xpspec.protocol.trace import Event
 
-__all__ = ["CHUNK", "LockStep", "Same", "current", "once"]
+__all__ = ["CHUNK", "Closeable", "LockStep", "Same", "Source", "current", "once"]
 
 T = TypeVar("T")
 
@@ -86,13 +85,25 @@ _COMPUTING = object()
 """In ``LockStep._waiting``: a job waiting for a value another job computes (:func:`once`)."""
 
 
+class Source(Protocol):
+    """Events kept in a file and read anew on each pass: ``open`` opens the file (the
+    ``close``-able handle) and the events read from it, lazily."""
+
+    path: Path
+
+    def open(self) -> tuple[Closeable, Iterator[Event]]: ...
+
+
+class Closeable(Protocol):
+    def close(self) -> None: ...
+
+
 class _Pass:
     """One reading of ``path``: the chunk every reader is at, and the readers."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._file = path.open(encoding="utf-8")
-        _, self._events = read_jsonl(self._file)
+    def __init__(self, source: Source) -> None:
+        self.source, self.path = source, source.path
+        self._file, self._events = source.open()
         self.index = -1
         """The number of the chunk held (-1: none yet)."""
         self.chunk: list[Event] = []
@@ -117,7 +128,7 @@ class _Pass:
     def branch(self, size: int) -> _Pass:
         """A pass of its own at the place of this one: the chunk held shared, the file read
         anew past it (for a reader the others cannot wait for)."""
-        other = _Pass(self.path)
+        other = _Pass(self.source)
         if self.ended:
             other.close()
         else:
@@ -152,7 +163,7 @@ class LockStep:
         """Jobs blocked: in a pass for the next chunk of their reader, or its start (None), or
         for a value another job computes (``_COMPUTING``)."""
         self._values: dict[Hashable, _Once] = {}
-        self._starting: dict[Path, list[int]] = {}
+        self._starting: dict[Path, tuple[Source, list[int]]] = {}
         self._started: dict[int, _Reader] = {}
         self._passes: list[_Pass] = []
 
@@ -222,12 +233,12 @@ class LockStep:
                 entry.waiters = []
         return entry.value
 
-    def events(self, path: Path, kind: str | None = None) -> Iterator[Event]:
-        """The events of the trace file ``path`` (those of ``kind``, if given), from a pass
-        shared with the other jobs of the group."""
+    def events(self, source: Source, kind: str | None = None) -> Iterator[Event]:
+        """The events of ``source`` (those of ``kind``, if given), from a pass shared with the
+        other jobs of the group that read the same file."""
         job: int = _local.job
         with self._lock:
-            self._starting.setdefault(path, []).append(job)
+            self._starting.setdefault(source.path, (source, []))[1].append(job)
             self._waiting[job] = None
             self._dispatch()
             while job not in self._started:
@@ -297,8 +308,8 @@ class LockStep:
                 continue
             # No job can move on (the passes above moved whatever could): start the passes
             # jobs wait for, the jobs waiting for the same file sharing one.
-            for path, jobs in self._starting.items():
-                shared = _Pass(path)
+            for source, jobs in self._starting.values():
+                shared = _Pass(source)
                 self._passes.append(shared)
                 for job in jobs:
                     reader = _Reader(job, shared)
