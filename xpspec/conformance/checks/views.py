@@ -215,14 +215,17 @@ class BufferModel:
         self._copies: dict[Item, int] = defaultdict(int)
 
     def add(self, event: Store) -> None:
-        for item, st in zip(items_of(event), event.step_type):
+        stored, start, capacity = self.stored, self.start, self.capacity
+        oldest, copies, step_type = self._oldest, self._copies, self.step_type
+        for item, st in zip(zip(event.env, event.episode, event.t), event.step_type):
             env = item[0]
-            live = self.stored[env]
-            self._oldest.setdefault(item, self.start[env] + len(live))
-            self._copies[item] += 1
+            live = stored[env]
+            if item not in oldest:
+                oldest[item] = start[env] + len(live)
+            copies[item] += 1
             live.append(item)
-            self.step_type[item] = st
-            if len(live) > self.capacity:
+            step_type[item] = st
+            if len(live) > capacity:
                 self._drop(env)
 
     def _drop(self, env: int) -> Item:
