@@ -12,7 +12,7 @@ while the trace is in use. Passes made by the jobs of a
 :class:`SpoolTrace` is a trace this process writes and reads back itself (the reference
 trainer's run that ``xpspec check`` compares a given trace with): its events are kept in their
 own objects, pickled iteration by iteration (:class:`SpoolWriter`), rather than written as
-JSON and decoded again, which costs about a third of the run that produces them. It is read
+JSON and decoded again, which adds a fifth or more to the run that produces them. It is read
 pass by pass as a trace file is, and its events are the very objects the run handed over.
 """
 
