@@ -6,7 +6,8 @@ envs, buffer and events per iteration), are generated, then each is checked by `
 in a process of its own, ``repeats`` times, alternating; the peak resident memory of each
 process (its own ``VmHWM``) and its wall time are recorded, and medians compared. The
 check reads the trace from its file and runs the reference trainer for the exact comparisons,
-writing its trace to a file as it goes; the checks run together, sharing their passes over
+keeping its events in a file as it goes (pickled: no JSON written and decoded again); the
+checks run together, sharing their passes over
 both files (:mod:`xpspec.conformance.fused`).
 
 Targets (issue 15): the 5x longer trace peaks at most 1.5x the memory; a whole check costs at

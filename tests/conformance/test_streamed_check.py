@@ -1,21 +1,25 @@
 """A trace checked from its file, pass by pass, gets the verdicts it gets in memory; a run
-written as it goes writes the bytes of the whole trace; the compact per-item state answers as
-a dictionary would."""
+written as it goes writes the bytes of the whole trace, and the reference run kept pickled
+holds the very events those bytes decode to; the compact per-item state answers as a
+dictionary would."""
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from xpspec.conformance.catalog import CATALOG
 from xpspec.conformance.checks import ALL_CHECKS
 from xpspec.conformance.checks.base import CheckFailure, Context
-from xpspec.conformance.checks.item_index import ItemBytes, ItemIndex
+from xpspec.conformance.checks.item_index import ItemBytes, ItemIndex, Plans
 from xpspec.conformance.given_trace import FileReference
 from xpspec.protocol.scenario import TrainerScenario
 from xpspec.protocol.trace import EVENT_KINDS, Trace
-from xpspec.protocol.trace_file import TraceFile, TraceWriter
+from xpspec.protocol.trace_file import SpoolTrace, TraceFile, TraceWriter
 from xpspec.refimpl.adapter import RefimplAdapter
 from xpspec.refimpl.trainer import trace_header, train
 
@@ -52,6 +56,40 @@ def test_a_run_written_as_it_goes_is_the_whole_trace_byte_for_byte(
     assert streamed.trace.events == ()
     assert path.read_text(encoding="utf-8") == whole.trace.to_jsonl()
     assert FileReference(tmp_path).run_trainer(sc).to_jsonl() == whole.trace.to_jsonl()
+
+
+def _typed(value: Any) -> Any:
+    """``value`` with the type of every part of it spelled out: two values are equal under
+    it when they are equal and of the same types throughout (``1`` and ``1.0``, or a tuple
+    and a list, are not), so that what a check prints of them is the same too."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = dataclasses.fields(value)
+        return type(value), tuple((f.name, _typed(getattr(value, f.name))) for f in fields)
+    if isinstance(value, (list, tuple)):
+        return type(value), tuple(_typed(v) for v in value)
+    if isinstance(value, dict):
+        return type(value), tuple((_typed(k), _typed(v)) for k, v in value.items())
+    if isinstance(value, float) and math.isnan(value):
+        return float, "nan"
+    return type(value), value
+
+
+@pytest.mark.parametrize("name", TRAINER)
+def test_the_reference_run_kept_pickled_holds_the_events_its_json_lines_decode_to(
+    name: str, tmp_path: Path
+) -> None:
+    sc = CATALOG[name]
+    assert isinstance(sc, TrainerScenario)
+    path = tmp_path / "t.jsonl"
+    with TraceWriter(path, trace_header(sc.seed)) as writer:
+        train(sc.env, sc.trainer, sc.preprocess, sc.sampling, sc.seed, sink=writer)
+    decoded = TraceFile(path)
+    kept = FileReference(tmp_path).run_trainer(sc)
+    assert isinstance(kept, SpoolTrace)
+    assert kept.header == decoded.header
+    assert [_typed(e) for e in kept.events] == [_typed(e) for e in decoded.events]
+    for kind in ("store", "train_call"):
+        assert [_typed(e) for e in kept.of_kind(kind)] == [_typed(e) for e in decoded.of_kind(kind)]
 
 
 @pytest.mark.parametrize("name", SOME)
@@ -98,7 +136,9 @@ def test_item_bytes_answer_as_a_dictionary_does() -> None:
     sc = CATALOG[TRAINER[0]]
     for index in (ItemIndex(sc.env, sc.seed), None):
         table, plain = ItemBytes(index), {}
+        length = sc.env.episode(sc.seed, 0, 0).length
         items = [(0, 0, 0), (0, 2, 1), (0, 10**9, 3), (0, 0, 0), (5, 1, 1)]
+        items += [(0, 0, length), (0, 0, length + 1), (0, 1, -1), (0, -1, 0)]  # numbered now
         for value, item in enumerate(items):
             table[item] = value * 100  # 400 does not fit a byte: kept aside
             plain[item] = value * 100
@@ -107,3 +147,15 @@ def test_item_bytes_answer_as_a_dictionary_does() -> None:
             assert table.get(item) == plain.get(item)
         with pytest.raises(KeyError):
             table[(0, 1, 0)]
+        for item in [(0, 1, 0), (0, 1, 0), (0, 0, length + 1), (0, 2, 1)]:
+            plain[item] = plain.get(item, 0) + 1
+            assert table.bump(item) == plain[item]
+        assert all(table.get(item) == plain[item] for item in plain)
+
+
+def test_plans_answer_as_the_env_does_in_any_order() -> None:
+    sc = CATALOG[TRAINER[0]]
+    plans = Plans(sc.env, sc.seed)
+    asked = [(e, k) for k in (0, 3, 1, 90, 2, 0, 70, 3) for e in (0, 1)] * 2
+    asked += [(0, k) for k in range(200)] + [(0, 5), (0, 150)]  # past the plans remembered
+    assert all(plans(e, k) == sc.env.episode(sc.seed, e, k) for e, k in asked)

@@ -84,9 +84,9 @@ def test_jobs_that_start_together_share_one_reading(monkeypatch: pytest.MonkeyPa
     opened: list[Path] = []
     real = shared_pass._Pass.__init__
 
-    def counting(self: shared_pass._Pass, path: Path) -> None:
-        opened.append(path)
-        real(self, path)
+    def counting(self: shared_pass._Pass, source: shared_pass.Source) -> None:
+        opened.append(source.path)
+        real(self, source)
 
     monkeypatch.setattr(shared_pass._Pass, "__init__", counting)
     trace = TraceFile(LONG)
@@ -134,3 +134,40 @@ def test_outside_a_group_a_trace_file_reads_as_before() -> None:
     assert shared_pass.current() is None
     trace = TraceFile(LONG)
     assert list(trace.of_kind("store")) == [e for e in trace.events if e.kind == "store"]
+
+
+def test_a_value_asked_for_by_several_jobs_is_computed_once() -> None:
+    trace = TraceFile(LONG)
+    made: list[int] = []
+    got: dict[int, object] = {}
+
+    def make() -> object:
+        made.append(1)
+        return sum(1 for _ in trace.events)  # a pass, while the other jobs wait for it
+
+    def job(n: int) -> Callable[[], None]:
+        def run() -> None:
+            before = list(trace.of_kind("store"))
+            got[n] = (shared_pass.once(("count", shared_pass.Same(trace)), make), before)
+
+        return run
+
+    assert LockStep(5).run([job(n) for n in range(4)]) == [None] * 4
+    assert made == [1]
+    stores = [e for e in trace.events if e.kind == "store"]
+    assert got == {n: (sum(1 for _ in trace.events), stores) for n in range(4)}
+    assert shared_pass.once("count", make) == got[0][0] and made == [1, 1]  # outside: its own
+
+
+def test_a_value_that_raised_is_computed_by_each_job_again() -> None:
+    calls: list[int] = []
+
+    def make() -> int:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("the first computation fails")
+        return len(calls)
+
+    raised = LockStep(3).run([lambda: shared_pass.once("k", make) for _ in range(3)])
+    assert [type(r) for r in raised].count(RuntimeError) == 1
+    assert len(calls) == 3

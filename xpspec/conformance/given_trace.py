@@ -25,7 +25,7 @@ from xpspec.protocol.scenario import (
     scenario_to_json,
 )
 from xpspec.protocol.trace import Trace
-from xpspec.protocol.trace_file import TraceFile, TraceWriter
+from xpspec.protocol.trace_file import SpoolTrace, SpoolWriter
 from xpspec.refimpl.adapter import RefimplAdapter
 from xpspec.refimpl.trainer import trace_header, train
 
@@ -98,11 +98,13 @@ class GivenTrace:
 
 
 class FileReference(RefimplAdapter):
-    """The reference implementation writing the trace of a train run to a file in
+    """The reference implementation keeping the events of a train run in a file in
     ``directory`` as it runs, and answering with that file
-    (:class:`~xpspec.protocol.trace_file.TraceFile`): the reference of a long given trace is
-    as long, and is compared with it pass by pass, never held whole. Other kinds of scenario
-    are answered as :class:`~xpspec.refimpl.adapter.RefimplAdapter` answers them."""
+    (:class:`~xpspec.protocol.trace_file.SpoolTrace`): the reference of a long given trace is
+    as long, and is compared with it pass by pass, never held whole. The events are the run's
+    own objects, pickled, not written as JSON and decoded again: the same events, as
+    ``tests/conformance/test_streamed_check.py`` holds. Other kinds of scenario are answered
+    as :class:`~xpspec.refimpl.adapter.RefimplAdapter` answers them."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
@@ -110,8 +112,8 @@ class FileReference(RefimplAdapter):
 
     def run_trainer(self, scenario: TrainerScenario) -> Trace:
         self._runs += 1
-        path = self.directory / f"reference-{self._runs}.trace.jsonl"
+        path = self.directory / f"reference-{self._runs}.events.pickle"
         sc = scenario
-        with TraceWriter(path, trace_header(sc.seed)) as writer:
+        with SpoolWriter(path) as writer:
             train(sc.env, sc.trainer, sc.preprocess, sc.sampling, sc.seed, sink=writer)
-        return TraceFile(path)
+        return SpoolTrace(path, trace_header(sc.seed))

@@ -14,20 +14,27 @@ one. A job that starts a second pass over a file while still in a first (a look-
 the first pass back until the second starts, with whichever jobs wait then: never itself. Each job sees exactly
 the events, and the errors, a pass of its own would give it; only the work of reading is
 shared. Outside a group (any other thread) a trace file is read as before, pass by pass.
+
+:func:`once` shares a value several jobs compute alike from the same trace (a table every
+item of it fills): the first job to ask computes it, the others wait for it (the passes it
+makes go on without them) and are handed the same value, which they must only read. Outside a
+group, or when computing it raised, each caller computes its own.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from itertools import islice
 from pathlib import Path
+from typing import Any, Protocol, TypeVar
 
-from xpspec.protocol.event_reader import read_jsonl
 from xpspec.protocol.trace import Event
 
-__all__ = ["CHUNK", "LockStep", "current"]
+__all__ = ["CHUNK", "Closeable", "LockStep", "Same", "Source", "current", "once"]
+
+T = TypeVar("T")
 
 CHUNK = 4096
 """Events decoded at a time in a shared pass (the memory of a pass)."""
@@ -41,13 +48,62 @@ def current() -> LockStep | None:
     return group
 
 
+def once(key: Hashable, make: Callable[[], T]) -> T:
+    """``make()``, computed once for the jobs of the calling thread's group that ask for the
+    same ``key`` (module docstring); outside a group, ``make()``."""
+    group = current()
+    return make() if group is None else group.once(key, make)
+
+
+class Same:
+    """A part of a :func:`once` key standing for the object ``of`` itself (compared by
+    identity, whatever its own equality), kept alive as long as the key is."""
+
+    __slots__ = ("of",)
+
+    def __init__(self, of: object) -> None:
+        self.of = of
+
+    def __hash__(self) -> int:
+        return id(self.of)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Same) and other.of is self.of
+
+
+class _Once:
+    """A value computed once for a group: whether it is done, and the value or the error."""
+
+    def __init__(self) -> None:
+        self.done = False
+        self.value: Any = None
+        self.failed = False
+        self.waiters: list[int] = []
+
+
+_COMPUTING = object()
+"""In ``LockStep._waiting``: a job waiting for a value another job computes (:func:`once`)."""
+
+
+class Source(Protocol):
+    """Events kept in a file and read anew on each pass: ``open`` opens the file (the
+    ``close``-able handle) and the events read from it, lazily."""
+
+    path: Path
+
+    def open(self) -> tuple[Closeable, Iterator[Event]]: ...
+
+
+class Closeable(Protocol):
+    def close(self) -> None: ...
+
+
 class _Pass:
     """One reading of ``path``: the chunk every reader is at, and the readers."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._file = path.open(encoding="utf-8")
-        _, self._events = read_jsonl(self._file)
+    def __init__(self, source: Source) -> None:
+        self.source, self.path = source, source.path
+        self._file, self._events = source.open()
         self.index = -1
         """The number of the chunk held (-1: none yet)."""
         self.chunk: list[Event] = []
@@ -72,7 +128,7 @@ class _Pass:
     def branch(self, size: int) -> _Pass:
         """A pass of its own at the place of this one: the chunk held shared, the file read
         anew past it (for a reader the others cannot wait for)."""
-        other = _Pass(self.path)
+        other = _Pass(self.source)
         if self.ended:
             other.close()
         else:
@@ -103,9 +159,11 @@ class LockStep:
         """Each job's own condition (on ``_lock``): only the jobs that can move on are woken."""
         self._live: set[int] = set()
         """Jobs not ended."""
-        self._waiting: dict[int, _Reader | None] = {}
-        """Jobs blocked in a pass: for the next chunk of their reader, or its start (None)."""
-        self._starting: dict[Path, list[int]] = {}
+        self._waiting: dict[int, _Reader | object | None] = {}
+        """Jobs blocked: in a pass for the next chunk of their reader, or its start (None), or
+        for a value another job computes (``_COMPUTING``)."""
+        self._values: dict[Hashable, _Once] = {}
+        self._starting: dict[Path, tuple[Source, list[int]]] = {}
         self._started: dict[int, _Reader] = {}
         self._passes: list[_Pass] = []
 
@@ -138,15 +196,49 @@ class LockStep:
             thread.join()
         for shared in self._passes:
             shared.close()
-        self._passes = []
+        self._passes, self._values = [], {}
         return results
 
-    def events(self, path: Path, kind: str | None = None) -> Iterator[Event]:
-        """The events of the trace file ``path`` (those of ``kind``, if given), from a pass
-        shared with the other jobs of the group."""
+    def once(self, key: Hashable, make: Callable[[], T]) -> T:
+        """``make()`` computed by the first job of the group asking for ``key``, the value
+        handed to the others asking for it (:func:`once`)."""
         job: int = _local.job
         with self._lock:
-            self._starting.setdefault(path, []).append(job)
+            entry = self._values.get(key)
+            mine = entry is None
+            if entry is None:
+                entry = self._values[key] = _Once()
+            elif not entry.done:
+                entry.waiters.append(job)
+                self._waiting[job] = _COMPUTING
+                self._dispatch()  # the passes go on without this job
+                while not entry.done:
+                    self._wake[job].wait()
+        if not mine:
+            if not entry.failed:
+                value: T = entry.value
+                return value
+            return make()  # it raised for the job computing it: each meets its own error
+        try:
+            entry.value = make()
+        except BaseException:
+            entry.failed = True
+            raise
+        finally:
+            with self._lock:
+                entry.done = True
+                for waiter in entry.waiters:
+                    del self._waiting[waiter]
+                    self._wake[waiter].notify()
+                entry.waiters = []
+        return entry.value
+
+    def events(self, source: Source, kind: str | None = None) -> Iterator[Event]:
+        """The events of ``source`` (those of ``kind``, if given), from a pass shared with the
+        other jobs of the group that read the same file."""
+        job: int = _local.job
+        with self._lock:
+            self._starting.setdefault(source.path, (source, []))[1].append(job)
             self._waiting[job] = None
             self._dispatch()
             while job not in self._started:
@@ -216,8 +308,8 @@ class LockStep:
                 continue
             # No job can move on (the passes above moved whatever could): start the passes
             # jobs wait for, the jobs waiting for the same file sharing one.
-            for path, jobs in self._starting.items():
-                shared = _Pass(path)
+            for source, jobs in self._starting.values():
+                shared = _Pass(source)
                 self._passes.append(shared)
                 for job in jobs:
                     reader = _Reader(job, shared)

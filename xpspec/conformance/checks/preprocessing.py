@@ -9,7 +9,7 @@ from fractions import Fraction
 from itertools import zip_longest
 
 from xpspec.conformance.checks.base import CheckFailure, Context
-from xpspec.conformance.checks.item_index import ItemBytes, ItemIndex
+from xpspec.conformance.checks.item_index import ItemBytes, shared_index
 from xpspec.conformance.checks.views import (
     env_items,
     items_of,
@@ -27,6 +27,7 @@ from xpspec.protocol.preprocessors import (
     RewardTransform,
 )
 from xpspec.protocol.scenario import Scenario, TrainerScenario
+from xpspec.protocol.shared_pass import Same, once
 from xpspec.protocol.step_type import StepType
 from xpspec.protocol.trace import EnvStep, Event, Item, Store, Trace
 
@@ -42,16 +43,23 @@ __all__ = [
 ]
 
 
+def _fates(sc: Scenario, trace: Trace) -> _Fates:
+    """The :class:`_Fates` of ``trace``, computed once for the checks run together on it
+    (:func:`~xpspec.protocol.shared_pass.once`: conservation and pending-at-end read the
+    same tables)."""
+    return once(("preprocessing._Fates", Same(sc), Same(trace)), lambda: _Fates(sc, trace))
+
+
 class _Fates:
     """What became of every item of a trainer trace: how many times it was unrolled, stored,
     excluded and reported pending at the end, and whether it was held, a byte each per item
     (:class:`ItemBytes`), so that a long trace is judged in little memory. The items
     themselves are visited again, in the order they were first unrolled, by passes over the
-    trace (:meth:`unrolled_items`)."""
+    trace (:meth:`unrolled_items`). Read only once built: the checks may share one."""
 
     def __init__(self, sc: Scenario, trace: Trace) -> None:
         self.trace = trace
-        index = ItemIndex(sc.env, sc.seed)
+        index = shared_index(sc.env, sc.seed)
         self.unrolled, self.stored, self.excluded, self.pending, self.held = (
             ItemBytes(index) for _ in range(5)
         )
@@ -71,7 +79,7 @@ class _Fates:
                 continue
             accounting = e.kind in ("store", "exclude", "run_end")
             for item in items_of(e):  # type: ignore[arg-type]
-                table[item] = (table.get(item) or 0) + 1
+                table.bump(item)
                 if accounting and item not in self.unrolled:
                     self._early.add(item)
             if e.kind == "env_step":
@@ -117,7 +125,7 @@ def check_conservation(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     """preprocess.conservation: every unrolled item is stored, excluded or reported pending,
     exactly once. An item held in an episode still open at the end and not reported pending
     is left to ``preprocess.pending-at-end``."""
-    fates = _Fates(scenario, trace)
+    fates = _fates(scenario, trace)
     for item, first in fates.unrolled_items():
         n, accounted = fates.count(fates.unrolled, item), fates.accounted(item)
         if accounted == n:
@@ -239,7 +247,7 @@ def _unroll_order(scenario: Scenario, trace: Trace) -> Callable[[Item], int]:
     item never unrolled). When every env unrolls its time steps in order, once each (as
     ``timestep.auto-reset`` wants), that is the item's slot (:class:`ItemIndex`) and costs a
     byte per item; otherwise it is its place in the unroll, kept in a dictionary."""
-    index = ItemIndex(scenario.env, scenario.seed)
+    index = shared_index(scenario.env, scenario.seed)
     unrolled = ItemBytes(index)
     newest: dict[int, int] = {}
     for _, item, _, _ in env_items(trace):
@@ -431,7 +439,7 @@ def check_exclusion(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     for ``ExcludeTasks``) is excluded with a non-empty reason and never stored; every other
     item is stored, never excluded, with its unrolled step type, reward and discount."""
     sc = trainer_scenario(scenario)
-    fates = _Fates(sc, trace)
+    fates = _fates(sc, trace)
     for item, _ in fates.unrolled_items():
         want = _selected(sc, item)
         stored, excluded = fates.count(fates.stored, item), fates.count(fates.excluded, item)
@@ -475,7 +483,7 @@ def check_pending_at_end(scenario: Scenario, trace: Trace, ctx: Context) -> None
     """The run end reports exactly the items neither stored nor excluded; under ``flush``
     that is nothing, because the held items were stored."""
     sc = trainer_scenario(scenario)
-    fates = _Fates(sc, trace)
+    fates = _fates(sc, trace)
     held_open: Counter[Item] = Counter()
     for item, first in fates.unrolled_items():
         left = fates.count(fates.unrolled, item) - fates.count(fates.stored, item)

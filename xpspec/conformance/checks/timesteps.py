@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from xpspec.conformance.checks.base import CheckFailure, Context
-from xpspec.conformance.checks.item_index import ItemBytes, ItemIndex, Plans
+from xpspec.conformance.checks.item_index import ItemBytes, Plans, shared_index
 from xpspec.conformance.checks.views import (
     env_items,
     items_of,
@@ -119,7 +119,7 @@ def check_state_reset(scenario: Scenario, trace: Trace, ctx: Context) -> None:
 def check_loss_mask(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     """timestep.loss-mask-last: loss mask is 0 exactly on padding and stored-LAST items."""
     sc = trainer_scenario(scenario)
-    stored_type = ItemBytes(ItemIndex(sc.env, sc.seed))  # a byte per item ever stored
+    stored_type = ItemBytes(shared_index(sc.env, sc.seed))  # a byte per item ever stored
     for e in trace.events:
         if e.kind == "store":
             for stored, st in zip(items_of(e), e.step_type):

@@ -11,7 +11,7 @@ from fractions import Fraction
 from typing import Any
 
 from xpspec.conformance.checks.base import CheckFailure, Context
-from xpspec.conformance.checks.item_index import ItemIndex
+from xpspec.conformance.checks.item_index import shared_index
 from xpspec.conformance.checks.views import (
     BufferModel,
     buffer_shape,
@@ -412,7 +412,9 @@ def check_insufficient_data(scenario: Scenario, trace: Trace, ctx: Context) -> N
     sc = trainer_scenario(scenario)
     cfg = sc.trainer
     whole, capacity, clear = buffer_shape(sc)
-    for call, model, fresh in calls_with_state(trace, capacity, clear, ItemIndex(sc.env, sc.seed)):
+    for call, model, fresh in calls_with_state(
+        trace, capacity, clear, shared_index(sc.env, sc.seed)
+    ):
         if call.status not in ("no-data", "trained"):
             continue
         sizes = {env: model.size(env) for env in range(sc.env.num_envs)}

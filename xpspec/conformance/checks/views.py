@@ -13,6 +13,7 @@ from typing import Any, Protocol, TypeVar
 from xpspec.conformance.checks.base import CheckFailure
 from xpspec.conformance.checks.item_index import ItemBytes, ItemIndex
 from xpspec.protocol.scenario import Scenario, TrainerScenario
+from xpspec.protocol.shared_pass import Same, once
 from xpspec.protocol.step_type import StepType
 from xpspec.protocol.trace import EnvStep, Item, Store, Trace, TrainCall, Update, Window
 
@@ -89,11 +90,19 @@ _COUNTS: dict[int, tuple[weakref.ref[Trace], _Counts]] = {}
 def _counts(trace: Trace) -> _Counts:
     """The per-iteration counts of ``trace``, counted once per trace (a trace does not change)
     and kept while it lives: the views below are asked for by many checks, and each pass over
-    a long trace kept in its file reads the file."""
+    a long trace kept in its file reads the file. The checks run together that ask for them
+    at once share one count (:func:`~xpspec.protocol.shared_pass.once`)."""
     key = id(trace)
     hit = _COUNTS.get(key)
     if hit is not None and hit[0]() is trace:
         return hit[1]
+    counts = once(("views._counts", Same(trace)), lambda: _count(trace))
+    _COUNTS[key] = (weakref.ref(trace, _forget(key)), counts)
+    return counts
+
+
+def _count(trace: Trace) -> _Counts:
+    """The per-iteration counts of ``trace``, from one pass over it."""
     its: list[int] = []
     steps: dict[int, int] = defaultdict(int)
     items: dict[int, int] = defaultdict(int)
@@ -116,11 +125,7 @@ def _counts(trace: Trace) -> _Counts:
             closed.add(e.iteration)
         elif kind == "store" and e.iteration not in closed:
             stored[e.iteration] += len(e.env)
-    counts = _Counts(
-        tuple(its), dict(steps), dict(items), dict(non_first), dict(calls), dict(stored)
-    )
-    _COUNTS[key] = (weakref.ref(trace, _forget(key)), counts)
-    return counts
+    return _Counts(tuple(its), dict(steps), dict(items), dict(non_first), dict(calls), dict(stored))
 
 
 def _forget(key: int) -> Callable[[object], None]:
@@ -210,14 +215,17 @@ class BufferModel:
         self._copies: dict[Item, int] = defaultdict(int)
 
     def add(self, event: Store) -> None:
-        for item, st in zip(items_of(event), event.step_type):
+        stored, start, capacity = self.stored, self.start, self.capacity
+        oldest, copies, step_type = self._oldest, self._copies, self.step_type
+        for item, st in zip(zip(event.env, event.episode, event.t), event.step_type):
             env = item[0]
-            live = self.stored[env]
-            self._oldest.setdefault(item, self.start[env] + len(live))
-            self._copies[item] += 1
+            live = stored[env]
+            if item not in oldest:
+                oldest[item] = start[env] + len(live)
+            copies[item] += 1
             live.append(item)
-            self.step_type[item] = st
-            if len(live) > self.capacity:
+            step_type[item] = st
+            if len(live) > capacity:
                 self._drop(env)
 
     def _drop(self, env: int) -> Item:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from xpspec.conformance.checks.base import CheckFailure, Context
-from xpspec.conformance.checks.item_index import ItemIndex
+from xpspec.conformance.checks.item_index import shared_index
 from xpspec.conformance.checks.views import (
     buffer_shape,
     stored_items,
@@ -38,7 +38,7 @@ def check_windows_valid(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     charged to ``replay.eviction``; one of cleared items is ``replay.clear``'s concern."""
     sc = trainer_scenario(scenario)
     _, capacity, clear = buffer_shape(sc)
-    for update, model in windows_with_state(trace, capacity, clear, ItemIndex(sc.env, sc.seed)):
+    for update, model in windows_with_state(trace, capacity, clear, shared_index(sc.env, sc.seed)):
         for window in update.windows:
             located = model.locate(window)
             if located is None:
@@ -84,7 +84,7 @@ def check_boundary_policy(scenario: Scenario, trace: Trace, ctx: Context) -> Non
     sc = trainer_scenario(scenario)
     policy = sc.sampling.boundary
     _, capacity, clear = buffer_shape(sc)
-    for update, model in windows_with_state(trace, capacity, clear, ItemIndex(sc.env, sc.seed)):
+    for update, model in windows_with_state(trace, capacity, clear, shared_index(sc.env, sc.seed)):
         for window in update.windows:
             located = model.locate(window)
             name = window if located is None else window_name(located[0], model.position(*located))
@@ -129,7 +129,7 @@ def check_period_anchor(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     sc = trainer_scenario(scenario)
     p = sc.sampling.period
     _, capacity, clear = buffer_shape(sc)
-    for update, model in windows_with_state(trace, capacity, clear, ItemIndex(sc.env, sc.seed)):
+    for update, model in windows_with_state(trace, capacity, clear, shared_index(sc.env, sc.seed)):
         for window in update.windows:
             located = model.locate(window)
             if located is None:
@@ -199,7 +199,7 @@ def _call_chunks(sc: TrainerScenario, trace: Trace) -> list[_CallChunks]:
     models: dict[int, tuple[dict[int, list[Item]], dict[int, list[Item]]]] = {}
     positions: dict[int, dict[Item, int]] = {}
     stale: set[int] = set()
-    for update, model in windows_with_state(trace, capacity, clear, ItemIndex(sc.env, sc.seed)):
+    for update, model in windows_with_state(trace, capacity, clear, shared_index(sc.env, sc.seed)):
         by_call[update.call].append(update)
         if any(w is not None and tuple(w) in model.cleared for u in update.windows for w in u):
             stale.add(update.call)
@@ -276,7 +276,7 @@ def check_clear(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     are checked against the same buffer model by ``windows-valid``.)"""
     sc = trainer_scenario(scenario)
     _, capacity, clear = buffer_shape(sc)
-    for update, model in windows_with_state(trace, capacity, clear, ItemIndex(sc.env, sc.seed)):
+    for update, model in windows_with_state(trace, capacity, clear, shared_index(sc.env, sc.seed)):
         for window in update.windows:
             removed = [tuple(w) for w in window if w is not None and tuple(w) in model.cleared]
             if removed:
