@@ -92,6 +92,9 @@ what that copy holds before and after the call (``caller_episode``).
 - ``run_replay`` with a priority spec: DQN's default buffer, ``PrioritizedEpisodeReplayBuffer``,
   filled the same way, its segment trees read before every draw and ``update_priorities``
   called after it (:mod:`xpspec.adapters.rllib_priority`).
+- ``run_stack``: RLlib's frame-stacking connector pieces, ``FrameStackingEnvToModule`` in the
+  env runner and ``FrameStackingLearner`` on sampled transitions
+  (:mod:`xpspec.adapters.rllib_stack`).
 - ``run_recurrent``: a stateful counting RLModule (``STATE_IN`` / ``STATE_OUT``,
   ``max_seq_len``) through PPO's rollout chunks and learner connector, or, for a burn-in,
   DQN's replayed sequences with ``burn_in_len`` (:mod:`xpspec.adapters.rllib_recurrent`).
@@ -198,6 +201,7 @@ from xpspec.protocol.scenario import (
     LearnerScenario,
     RecurrentScenario,
     ReplayScenario,
+    StackScenario,
     TrainerScenario,
 )
 from xpspec.protocol.step_type import StepType
@@ -701,7 +705,7 @@ def _version(package: str) -> str:
 
 class RLlibAdapter:
     """RLlib 2.60.0 behind the xpspec protocol (capabilities env, trainer, replay, learner,
-    recurrent, priorities)."""
+    recurrent, priorities, stack)."""
 
     fresh_process_per_operation = True
     """A trainer run starts and shuts down a Ray instance in its own process."""
@@ -730,6 +734,7 @@ class RLlibAdapter:
                 "recurrent",
                 "priorities",
                 "importance-weights",
+                "stack",
             ),
             issue_tracker="https://github.com/ray-project/ray/issues",
             notes=(
@@ -773,6 +778,13 @@ class RLlibAdapter:
         """PPO's learner connector and ``Learner.update``, ``TrainingData.shard`` and n-step
         items of ``EpisodeReplayBuffer`` on the runner's episodes (see the module docstring)."""
         return _run_learner(scenario)
+
+    def run_stack(self, scenario: StackScenario) -> Trace:
+        """``FrameStackingEnvToModule`` in the env runner, ``FrameStackingLearner`` on the
+        transitions an ``EpisodeReplayBuffer`` samples (:mod:`xpspec.adapters.rllib_stack`)."""
+        from xpspec.adapters.rllib_stack import run_stack
+
+        return run_stack(scenario)
 
     def run_recurrent(self, scenario: RecurrentScenario) -> Trace:
         """A stateful counting RLModule through PPO's rollout chunks, or DQN's replayed
