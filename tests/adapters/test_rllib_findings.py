@@ -133,3 +133,18 @@ def test_finding_prioritized_n_step_nodes_too_near_the_end_keep_their_mass() -> 
     sampled = buffer.sample(batch_size_B=50, n_step=2, beta=0.0)
     assert {float(s.get_observations(0)[0]) for s in sampled} == {0.0}
     assert buffer._sum_segment[buffer._last_sampled_indices[0]] / total == 0.5
+
+
+def test_finding_prioritized_eviction_is_by_whole_episodes_over_all_timesteps() -> None:
+    # PrioritizedEpisodeReplayBuffer.add: capacity 3 timesteps over all episodes. Two
+    # episodes of 2 transitions (one per env in a spec run, 3 items each) make 4 > 3, and the
+    # first is evicted whole, where per-env rings of 3 items would hold every item of both.
+    from ray.rllib.utils.replay_buffers.prioritized_episode_buffer import (
+        PrioritizedEpisodeReplayBuffer,
+    )
+
+    buffer = PrioritizedEpisodeReplayBuffer(capacity=3, alpha=1.0)
+    buffer.add([_episode([0, 1, 2], terminated=True)])
+    buffer.add([_episode([10, 11, 12], terminated=True)])
+    assert buffer.get_num_timesteps() == 2 and len(buffer.episodes) == 1
+    assert {float(ep.get_observations(0)[0]) for ep in buffer.episodes} == {10.0}
