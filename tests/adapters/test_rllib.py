@@ -94,6 +94,9 @@ def test_info_names_the_installed_versions() -> None:
         "nstep",
         "shards",
         "recurrent",
+        "priorities",
+        "importance-weights",
+        "stack",
     }
     ADAPTER.smoke()
 

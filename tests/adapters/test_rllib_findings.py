@@ -60,3 +60,91 @@ def test_finding_ppo_masks_the_newest_observation_of_a_cut_chunk() -> None:
     assert mask == [[1, 1, 1, 1], [1, 1, 0, 0]]
     obs = np.asarray(columns[Columns.OBS])
     assert np.array_equal(obs[1, 2], newest)  # a real position: inside SEQ_LENS
+
+
+def _episode(observations: list[int], terminated: bool, t_started: int = 0) -> Any:
+    """A ``SingleAgentEpisode`` of scalar observations (one transition between two)."""
+    from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+
+    n = len(observations) - 1
+    return SingleAgentEpisode(
+        observations=[np.array([o], dtype=np.float32) for o in observations],
+        actions=[0] * n,
+        rewards=[0.0] * n,
+        terminated=terminated,
+        t_started=t_started,
+        len_lookback_buffer=0,
+    )
+
+
+def test_finding_prioritized_nodes_are_transitions_not_observations() -> None:
+    # PrioritizedEpisodeReplayBuffer.add gives a stored episode one segment-tree node per
+    # transition, (episode, ts) for ts in range(len(episode)): a terminated episode of 4
+    # observations gets 3 nodes, none for its final observation, and no sample ever starts
+    # there (sample draws o_t of a node and o_(t + n_step)).
+    from ray.rllib.utils.replay_buffers.prioritized_episode_buffer import (
+        PrioritizedEpisodeReplayBuffer,
+    )
+
+    buffer = PrioritizedEpisodeReplayBuffer(capacity=100, alpha=1.0)
+    buffer.add([_episode([10, 11, 12, 13], terminated=True)])
+    assert [ts for _, ts, _ in buffer._indices] == [0, 1, 2]
+    starts = {float(s.get_observations(0)[0]) for s in buffer.sample(batch_size_B=200, beta=0.0)}
+    assert starts == {10.0, 11.0, 12.0}
+
+
+def test_finding_prioritized_a_chunks_newest_observation_gets_its_node_with_the_next_chunk() -> (
+    None
+):
+    # An episode still running: the chunk's newest observation is stored (it is the next
+    # chunk's first) but holds no node until the continuation chunk is added; its node then
+    # gets the running maximum _max_priority ** alpha of that moment.
+    from ray.rllib.utils.replay_buffers.prioritized_episode_buffer import (
+        PrioritizedEpisodeReplayBuffer,
+    )
+
+    buffer = PrioritizedEpisodeReplayBuffer(capacity=100, alpha=1.0)
+    first = _episode([0, 1, 2], terminated=False)
+    buffer.add([first])
+    assert buffer.episodes[0].get_observations(-1)[0] == 2.0
+    assert [ts for _, ts, _ in buffer._indices] == [0, 1]
+    buffer.sample(batch_size_B=1, beta=0.0)
+    buffer.update_priorities(np.array([3.0]))
+    following = first.cut()
+    following.add_env_step(np.array([3.0], dtype=np.float32), 0, 0.0, terminated=True)
+    buffer.add([following])
+    assert [ts for _, ts, _ in buffer._indices] == [0, 1, 2]
+    assert buffer._sum_segment[buffer._indices[2][2]] == 3.0
+
+
+def test_finding_prioritized_n_step_nodes_too_near_the_end_keep_their_mass() -> None:
+    # With n_step 2 a node one transition before its episode's end starts no window, yet it
+    # keeps its mass in _sum_segment: sample() draws it and redraws (ts + n_step > len), so
+    # the windows it returns are drawn with mass / (mass of the nodes that fit), not the
+    # p_sample = mass / _sum_segment.sum() it computes their weights from.
+    from ray.rllib.utils.replay_buffers.prioritized_episode_buffer import (
+        PrioritizedEpisodeReplayBuffer,
+    )
+
+    buffer = PrioritizedEpisodeReplayBuffer(capacity=100, alpha=1.0)
+    buffer.add([_episode([0, 1, 2], terminated=True)])
+    total = buffer._sum_segment.sum()
+    assert [ts for _, ts, _ in buffer._indices] == [0, 1] and total == 2.0
+    sampled = buffer.sample(batch_size_B=50, n_step=2, beta=0.0)
+    assert {float(s.get_observations(0)[0]) for s in sampled} == {0.0}
+    assert buffer._sum_segment[buffer._last_sampled_indices[0]] / total == 0.5
+
+
+def test_finding_prioritized_eviction_is_by_whole_episodes_over_all_timesteps() -> None:
+    # PrioritizedEpisodeReplayBuffer.add: capacity 3 timesteps over all episodes. Two
+    # episodes of 2 transitions (one per env in a spec run, 3 items each) make 4 > 3, and the
+    # first is evicted whole, where per-env rings of 3 items would hold every item of both.
+    from ray.rllib.utils.replay_buffers.prioritized_episode_buffer import (
+        PrioritizedEpisodeReplayBuffer,
+    )
+
+    buffer = PrioritizedEpisodeReplayBuffer(capacity=3, alpha=1.0)
+    buffer.add([_episode([0, 1, 2], terminated=True)])
+    buffer.add([_episode([10, 11, 12], terminated=True)])
+    assert buffer.get_num_timesteps() == 2 and len(buffer.episodes) == 1
+    assert {float(ep.get_observations(0)[0]) for ep in buffer.episodes} == {10.0}

@@ -89,6 +89,12 @@ what that copy holds before and after the call (``caller_episode``).
   per sampled transition). A train call without an update is ``warmup``. A sampler that
   raises on an empty buffer ends the run (header ``stopped``). RLlib holds no item back at
   the end (``pending`` empty).
+- ``run_replay`` with a priority spec: DQN's default buffer, ``PrioritizedEpisodeReplayBuffer``,
+  filled the same way, its segment trees read before every draw and ``update_priorities``
+  called after it (:mod:`xpspec.adapters.rllib_priority`).
+- ``run_stack``: RLlib's frame-stacking connector pieces, ``FrameStackingEnvToModule`` in the
+  env runner and ``FrameStackingLearner`` on sampled transitions
+  (:mod:`xpspec.adapters.rllib_stack`).
 - ``run_recurrent``: a stateful counting RLModule (``STATE_IN`` / ``STATE_OUT``,
   ``max_seq_len``) through PPO's rollout chunks and learner connector, or, for a burn-in,
   DQN's replayed sequences with ``burn_in_len`` (:mod:`xpspec.adapters.rllib_recurrent`).
@@ -195,6 +201,7 @@ from xpspec.protocol.scenario import (
     LearnerScenario,
     RecurrentScenario,
     ReplayScenario,
+    StackScenario,
     TrainerScenario,
 )
 from xpspec.protocol.step_type import StepType
@@ -698,7 +705,7 @@ def _version(package: str) -> str:
 
 class RLlibAdapter:
     """RLlib 2.60.0 behind the xpspec protocol (capabilities env, trainer, replay, learner,
-    recurrent)."""
+    recurrent, priorities, stack)."""
 
     fresh_process_per_operation = True
     """A trainer run starts and shuts down a Ray instance in its own process."""
@@ -725,6 +732,9 @@ class RLlibAdapter:
                 "nstep",
                 "shards",
                 "recurrent",
+                "priorities",
+                "importance-weights",
+                "stack",
             ),
             issue_tracker="https://github.com/ray-project/ray/issues",
             notes=(
@@ -756,13 +766,25 @@ class RLlibAdapter:
 
     def run_replay(self, scenario: ReplayScenario) -> Trace:
         """``EpisodeReplayBuffer`` filled from ``SingleAgentEnvRunner.sample(num_timesteps=1)``
-        and sampled by its own samplers (see the module docstring)."""
+        and sampled by its own samplers (see the module docstring); with a priority spec,
+        ``PrioritizedEpisodeReplayBuffer`` (:mod:`xpspec.adapters.rllib_priority`)."""
+        if scenario.priority is not None:
+            from xpspec.adapters.rllib_priority import run_prioritized
+
+            return run_prioritized(scenario)
         return _run_replay(scenario)
 
     def run_learner(self, scenario: LearnerScenario) -> Trace:
         """PPO's learner connector and ``Learner.update``, ``TrainingData.shard`` and n-step
         items of ``EpisodeReplayBuffer`` on the runner's episodes (see the module docstring)."""
         return _run_learner(scenario)
+
+    def run_stack(self, scenario: StackScenario) -> Trace:
+        """``FrameStackingEnvToModule`` in the env runner, ``FrameStackingLearner`` on the
+        transitions an ``EpisodeReplayBuffer`` samples (:mod:`xpspec.adapters.rllib_stack`)."""
+        from xpspec.adapters.rllib_stack import run_stack
+
+        return run_stack(scenario)
 
     def run_recurrent(self, scenario: RecurrentScenario) -> Trace:
         """A stateful counting RLModule through PPO's rollout chunks, or DQN's replayed
