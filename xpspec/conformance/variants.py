@@ -19,6 +19,7 @@ from xpspec.protocol.sampling import Rounding, per_env_capacity
 from xpspec.protocol.scenario import (
     EnvScenario,
     LearnerScenario,
+    OfflineScenario,
     RecurrentScenario,
     RelabelScenario,
     ReplayScenario,
@@ -76,7 +77,9 @@ def _sampling(**knobs: Any) -> VariantModel:
 
 def _env(**knobs: Any) -> VariantModel:
     def apply(s: Scenario) -> Scenario | None:
-        if not isinstance(s, (TrainerScenario, ReplayScenario, EnvScenario, StackScenario)):
+        if not isinstance(
+            s, (TrainerScenario, ReplayScenario, EnvScenario, StackScenario, OfflineScenario)
+        ):
             return None
         return replace(s, env=replace(s.env, **knobs))
 
