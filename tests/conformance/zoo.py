@@ -20,10 +20,10 @@ from xpspec.refimpl import replay
 from xpspec.refimpl.accounting import FloatCarrySchedule
 from xpspec.refimpl.adapter import RefimplAdapter
 from xpspec.refimpl.checkpoint import run_checkpointed
+from xpspec.refimpl.offline import Mixer, Rings
 from xpspec.refimpl.priority import PriorityModel
 from xpspec.refimpl.recurrent import CountingLearner
 from xpspec.refimpl.relabel import Relabeled, SampledTransitions, StoredEpisode, goal_rewards
-from xpspec.refimpl.offline import Mixer, Rings
 from xpspec.refimpl.stack import ZERO_FRAME, Held, Stacker
 from xpspec.refimpl.trainer import GOAL_FIELDS, ROW_FIELDS, Trainer
 

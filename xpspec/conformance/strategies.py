@@ -32,6 +32,7 @@ from xpspec.protocol.preprocessors import (
 from xpspec.protocol.priority import PrioritySpec
 from xpspec.protocol.sampling import SamplingSpec
 from xpspec.protocol.scenario import (
+    OfflineScenario,
     RecurrentScenario,
     RelabelScenario,
     ReplayScenario,
@@ -43,6 +44,7 @@ from xpspec.protocol.schedule import CycleSchedule, EpisodePlan, FixedSchedule, 
 
 __all__ = [
     "env_specs",
+    "offline_scenarios",
     "preprocessor_specs",
     "preprocessors",
     "prioritized_scenarios",

@@ -44,8 +44,8 @@ from xpspec.protocol.trace import (
 from xpspec.refimpl import EnvSpec, TrainerConfig
 from xpspec.refimpl import learner as lrn
 from xpspec.refimpl.checkpoint import run_checkpointed
-from xpspec.refimpl.priority import PriorityModel, run_prioritized
 from xpspec.refimpl.offline import Mixer, run_offline
+from xpspec.refimpl.priority import PriorityModel, run_prioritized
 from xpspec.refimpl.recorder import Recorder, windows_of
 from xpspec.refimpl.recurrent import CountingLearner, run_recurrent
 from xpspec.refimpl.relabel import Relabeled, SampledTransitions, StoredEpisode, relabel

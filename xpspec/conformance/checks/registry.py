@@ -19,6 +19,12 @@ from xpspec.conformance.checks.learner import (
     check_truncation,
     check_update_count,
 )
+from xpspec.conformance.checks.offline import (
+    check_items_unchanged,
+    check_iteration_accounting,
+    check_mix_ratio,
+    check_online_schedule,
+)
 from xpspec.conformance.checks.preprocessing import (
     check_conservation,
     check_delayed_per_env,
@@ -36,12 +42,6 @@ from xpspec.conformance.checks.priority import (
     check_priority_probabilities,
     check_priority_weights,
     check_update_sampled,
-)
-from xpspec.conformance.checks.offline import (
-    check_items_unchanged,
-    check_iteration_accounting,
-    check_mix_ratio,
-    check_online_schedule,
 )
 from xpspec.conformance.checks.recurrent import (
     check_burn_in,
