@@ -543,7 +543,8 @@ CATALOG: dict[str, Scenario] = {
     ),
     # -- offline and hybrid replay (offline.*): an offline dataset of whole episodes mixed with
     # online experience whose ring evicts between updates; an even split, an uneven one whose
-    # shares are not whole, and ALF's schedule knobs (online part from update 2, every 2nd)
+    # shares are not whole, one whose shares are whole only in exact arithmetic, and ALF's
+    # schedule knobs (online part from update 2, every 2nd)
     "offline-even": OfflineScenario(
         _ENV3, _dataset(3, 2, 2, 4), updates=6, steps_per_update=2, batch_size=6, capacity=3
     ),
@@ -557,6 +558,18 @@ CATALOG: dict[str, Scenario] = {
         online_weight=1,
         capacity=4,
         seed=1,
+    ),
+    # weights 5:6 of 55 items: whole shares (25 and 30) a float product misses by a hair
+    "offline-whole-shares": OfflineScenario(
+        EnvSpec(2, (_MIXED,)),
+        _dataset(2, 2, 2, 3),
+        updates=3,
+        steps_per_update=4,
+        batch_size=55,
+        offline_weight=5,
+        online_weight=6,
+        capacity=6,
+        seed=3,
     ),
     "offline-schedule": OfflineScenario(
         _ENV3,

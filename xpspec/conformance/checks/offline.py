@@ -56,6 +56,10 @@ def share(batch_size: int, weight: int, total: int) -> tuple[int, ...]:
     return (low,) if rest == 0 else (low, low + 1)
 
 
+def _allowed(counts: tuple[int, ...]) -> int | str:
+    return counts[0] if len(counts) == 1 else " or ".join(map(str, counts))
+
+
 def _trains(sc: OfflineScenario, update: int) -> bool:
     return update >= sc.online_after and update % sc.online_every == 0
 
@@ -76,7 +80,7 @@ def check_mix_ratio(scenario: Scenario, trace: Trace, ctx: Context) -> None:
             raise CheckFailure(
                 f"{where}: offline items of the batch (batch_size {sc.batch_size}, weights "
                 f"{sc.offline_weight}:{sc.online_weight})",
-                " or ".join(map(str, want_offline)),
+                _allowed(want_offline),
                 len(offline),
                 iteration=event.update,
             )
@@ -86,7 +90,7 @@ def check_mix_ratio(scenario: Scenario, trace: Trace, ctx: Context) -> None:
             raise CheckFailure(
                 f"{where}: online items of the batch (batch_size {sc.batch_size}, weights "
                 f"{sc.offline_weight}:{sc.online_weight})",
-                " or ".join(map(str, want_online)),
+                _allowed(want_online),
                 len(online),
                 iteration=event.update,
             )
