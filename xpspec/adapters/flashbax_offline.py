@@ -61,7 +61,7 @@ from xpspec.kit.quiet import quiet
 from xpspec.protocol.adapter import Unsupported
 from xpspec.protocol.scenario import OfflineScenario
 from xpspec.protocol.step_type import StepType
-from xpspec.protocol.trace import Event, Item, Mixed, Trace
+from xpspec.protocol.trace import Event, Item, Mixed, Store, Trace
 
 __all__ = ["run_offline"]
 
@@ -198,7 +198,8 @@ def run_offline(sc: OfflineScenario) -> Trace:
         written = [
             item
             for store in online.events[mark:]
-            for item in zip(store.env, store.episode, store.t)  # type: ignore[attr-defined]
+            if isinstance(store, Store)
+            for item in zip(store.env, store.episode, store.t)
         ]
         states = [offline_state, online.state]
         if not bool(hybrid.can_sample(states)):
