@@ -133,6 +133,15 @@ def _last_position() -> VariantModel:
     return VariantModel("burn_in = sequence_length - 1", apply)
 
 
+def _offline(**knobs: Any) -> VariantModel:
+    def apply(s: Scenario) -> Scenario | None:
+        if not isinstance(s, OfflineScenario):
+            return None
+        return replace(s, **knobs)
+
+    return VariantModel(_knobs("", knobs), apply)
+
+
 def _priority(**knobs: Any) -> VariantModel:
     def apply(s: Scenario) -> Scenario | None:
         if not isinstance(s, ReplayScenario) or s.priority is None:
@@ -269,6 +278,10 @@ VARIANTS: dict[tuple[str, str], VariantModel] = {
     # SB3 2.9.2 StackedObservations.reset/update zero the stack at a reset; TorchRL 0.14.1
     # CatFrames(padding="constant").
     ("stack.episode-start", "zero-fill"): _stack(padding="zeros"),
+    # ALF (snapshot 23aca492) Algorithm.train_from_replay_buffer: the hybrid schedule reads the
+    # global counter, which _train_iter_off_policy increments before the update, so update u
+    # is number u + 1.
+    ("offline.online-schedule", "counted-from-one"): _offline(first_update=1),
     # TorchRL 0.14.1 GAE(average_gae=True): the Bessel-corrected std (adv.std()).
     ("learner.stats-exclude-bootstrap", "sample-std"): _learner(normalization="sample"),
 }

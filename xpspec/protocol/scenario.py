@@ -418,7 +418,8 @@ class OfflineScenario:
     before the first update. Before each of ``updates`` updates the toy env runs
     ``steps_per_update`` more vector steps, every item written to the online buffer (a ring of
     ``capacity`` items per env). Update ``u`` draws one batch: the online part takes part when
-    ``u >= online_after`` and ``u % online_every == 0`` (``offline.online-schedule``); the
+    ``n >= online_after`` and ``n % online_every == 0`` with ``n = u + first_update``
+    (``offline.online-schedule``: ``first_update`` 0; 1 is variant ``counted-from-one``); the
     batch of ``batch_size`` items then holds each source's share by the weights
     ``offline_weight : online_weight`` (``offline.mix-ratio``), and without the online part
     only the offline share. Offline items come back as stored, and online writes never touch
@@ -434,6 +435,7 @@ class OfflineScenario:
     online_weight: int = 1
     online_after: int = 0
     online_every: int = 1
+    first_update: Literal[0, 1] = 0
     capacity: int = 8
     seed: int = 0
     kind: Literal["offline"] = "offline"
@@ -451,6 +453,8 @@ class OfflineScenario:
         ):
             _check_int(name, getattr(self, name), minimum)
         _check_seed(self.seed)
+        if self.first_update not in (0, 1):
+            raise ConfigError("first_update", self.first_update, "0 or 1")
         if self.offline_weight + self.online_weight == 0:
             raise ConfigError(
                 "offline_weight + online_weight", 0, "at least 1 (some source must be drawn)"

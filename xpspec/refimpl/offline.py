@@ -5,7 +5,7 @@ then runs ``updates`` updates. Before each, the toy env runs ``steps_per_update`
 steps whose items are written to the online buffer (a ring of ``capacity`` items per env),
 never to the offline one (``offline.items-unchanged``). Update ``u`` takes the online part
 when the schedule says so (``offline.online-schedule``: ``u >= online_after`` and
-``u % online_every == 0``); the batch holds each source's share of ``batch_size`` by the
+``u % online_every == 0``, ``u`` counted from ``first_update``); the batch holds each source's share of ``batch_size`` by the
 weights, split by largest remainder, ties to the offline share (``offline.mix-ratio``), each
 part drawn uniformly with replacement from its buffer; and the training-iteration counter
 advances by one at every update, offline-only ones included
@@ -37,9 +37,12 @@ class Mixer:
         self.scenario = scenario
 
     def online_trains(self, update: int) -> bool:
-        """Whether update ``update`` takes the online part (``offline.online-schedule``)."""
+        """Whether update ``update`` takes the online part (``offline.online-schedule``): its
+        number ``n`` (``update + first_update``; 1 under variant ``counted-from-one``) is at
+        least ``online_after`` and a multiple of ``online_every``."""
         sc = self.scenario
-        return update >= sc.online_after and update % sc.online_every == 0
+        n = update + sc.first_update
+        return n >= sc.online_after and n % sc.online_every == 0
 
     def shares(self) -> tuple[int, int]:
         """The offline and online counts of a batch with both parts (``offline.mix-ratio``):

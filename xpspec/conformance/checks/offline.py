@@ -61,14 +61,16 @@ def _allowed(counts: tuple[int, ...]) -> int | str:
 
 
 def _trains(sc: OfflineScenario, update: int) -> bool:
-    return update >= sc.online_after and update % sc.online_every == 0
+    n = update + sc.first_update
+    return n >= sc.online_after and n % sc.online_every == 0
 
 
 def check_mix_ratio(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     """offline.mix-ratio: a batch holds its offline share of ``batch_size`` at every update
     and, at an update with the online part, its online share, the two adding up to
     ``batch_size``; a share is exact when whole, else one of the whole numbers either side.
-    (An online part missing or present against the schedule is ``offline.online-schedule``'s.)"""
+    (An online part missing or present against the schedule is ``offline.online-schedule``'s.)
+    """
     sc = _sc(scenario)
     total = sc.offline_weight + sc.online_weight
     want_offline = share(sc.batch_size, sc.offline_weight, total)
@@ -84,7 +86,7 @@ def check_mix_ratio(scenario: Scenario, trace: Trace, ctx: Context) -> None:
                 len(offline),
                 iteration=event.update,
             )
-        if not _trains(sc, event.update) or not online:
+        if not _trains(sc, event.update) or (not online and 0 not in want_online):
             continue  # whether online items are there at all is the schedule's
         if len(online) not in want_online:
             raise CheckFailure(
@@ -96,7 +98,9 @@ def check_mix_ratio(scenario: Scenario, trace: Trace, ctx: Context) -> None:
             )
         if len(offline) + len(online) != sc.batch_size:
             raise CheckFailure(
-                f"{where}: items of a batch with both parts", sc.batch_size, len(event.batch)
+                f"{where}: items of a batch at an update with the online part",
+                sc.batch_size,
+                len(event.batch),
             )
 
 
@@ -146,8 +150,10 @@ def check_items_unchanged(scenario: Scenario, trace: Trace, ctx: Context) -> Non
 
 
 def check_online_schedule(scenario: Scenario, trace: Trace, ctx: Context) -> None:
-    """offline.online-schedule: a batch has online items exactly at the updates ``u`` with
-    ``u >= online_after`` and ``u % online_every == 0``."""
+    """offline.online-schedule: a batch has online items exactly at the updates ``u`` whose
+    number ``n = u + first_update`` has ``n >= online_after`` and ``n % online_every == 0``
+    (at such an update a batch whose
+    online share may round to 0 items may also have none)."""
     sc = _sc(scenario)
     if max(share(sc.batch_size, sc.online_weight, sc.offline_weight + sc.online_weight)) == 0:
         raise Unsupported(
@@ -155,13 +161,17 @@ def check_online_schedule(scenario: Scenario, trace: Trace, ctx: Context) -> Non
             f"{sc.offline_weight}:{sc.online_weight} is 0 items, so whether the online part "
             "takes part cannot be seen"
         )
+    may_be_empty = 0 in share(sc.batch_size, sc.online_weight, sc.offline_weight + sc.online_weight)
     for event in _updates(sc, trace):
         _, online = _parts(sc, event)
         want = _trains(sc, event.update)
+        if want and not online and may_be_empty:
+            continue  # an online share that rounds to 0 items: absence shows nothing
         if bool(online) != want:
             raise CheckFailure(
                 f"update {event.update}: online items in the batch (online_after "
-                f"{sc.online_after}, online_every {sc.online_every})",
+                f"{sc.online_after}, online_every {sc.online_every}, first_update "
+                f"{sc.first_update})",
                 "some" if want else "none",
                 len(online),
                 iteration=event.update,
