@@ -7,6 +7,7 @@ __all__ = ["MODULES"]
 MODULES = (
     "xpspec/refimpl/accounting.py",
     "xpspec/refimpl/checkpoint.py",
+    "xpspec/refimpl/offline.py",
     "xpspec/refimpl/preprocess.py",
     "xpspec/refimpl/priority.py",
     "xpspec/refimpl/replay.py",

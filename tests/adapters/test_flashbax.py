@@ -52,7 +52,7 @@ def test_info_names_the_installed_versions() -> None:
     info = ADAPTER.info()
     assert (info.name, info.framework_version) == ("flashbax", "0.1.3")
     assert (info.extra_versions["jax"], info.extra_versions["jaxlib"]) == ("0.10.2", "0.10.2")
-    assert info.capabilities == ("replay", "priorities")
+    assert info.capabilities == ("replay", "priorities", "offline")
     ADAPTER.smoke()
 
 

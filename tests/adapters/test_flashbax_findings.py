@@ -68,3 +68,30 @@ def test_a_batch_is_drawn_one_per_stratum_of_the_total_mass() -> None:
         key, sub = jax.random.split(key)
         batches.append(sorted(np.asarray(sample(state, sub).indices).tolist()))
     assert all(b == [0, 1] for b in batches)
+
+
+def test_the_mixer_misses_a_whole_share_by_float_rounding() -> None:
+    # mixer.py, make_mixer: prop_batch_sizes = [int(p * sample_batch_size) for p in the
+    # normalised proportions], the remainder added to the first buffer. Proportions 5:6 of a
+    # batch of 55 are exactly 25 and 30 items, but 6 / 11 * 55 is 29.999... in floating point:
+    # the second buffer gets 29 and the first 26.
+    def buffer() -> Any:
+        return fbx.make_trajectory_buffer(
+            add_batch_size=1,
+            sample_batch_size=55,
+            sample_sequence_length=1,
+            period=1,
+            min_length_time_axis=1,
+            max_length_time_axis=4,
+        )
+
+    first, second = buffer(), buffer()
+    states = []
+    for source, b in enumerate((first, second)):
+        state = b.init({"x": jnp.float32(0)})
+        states.append(b.add(state, {"x": jnp.full((1, 4), source, jnp.float32)}))
+    mixer = fbx.make_mixer([first, second], 55, [5, 6])
+    sample = mixer.sample(states, jax.random.PRNGKey(0))
+    sources = np.asarray(sample.experience["x"]).ravel().tolist()
+    assert (sources.count(0), sources.count(1)) == (26, 29)
+    assert (55 * 5 // 11, 55 * 6 // 11) == (25, 30)

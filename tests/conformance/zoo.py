@@ -20,6 +20,7 @@ from xpspec.refimpl import replay
 from xpspec.refimpl.accounting import FloatCarrySchedule
 from xpspec.refimpl.adapter import RefimplAdapter
 from xpspec.refimpl.checkpoint import run_checkpointed
+from xpspec.refimpl.offline import Mixer, Rings
 from xpspec.refimpl.priority import PriorityModel
 from xpspec.refimpl.recurrent import CountingLearner
 from xpspec.refimpl.relabel import Relabeled, SampledTransitions, StoredEpisode, goal_rewards
@@ -775,6 +776,36 @@ class _StackSamplesEvicted(Stacker):
         return tuple([self.pad(frames[-1])] * (self.k - len(frames)) + frames[::-1])
 
 
+class _SwappedShares(Mixer):
+    """Each source gets the other's share of the batch."""
+
+    def shares(self) -> tuple[int, int]:
+        offline, online = super().shares()
+        return online, offline
+
+
+class _OnlineOverwritesOffline(Mixer):
+    """One shared ring: each online write also evicts the oldest offline item."""
+
+    def write(self, online: Rings, offline: list[Item], item: Item) -> None:
+        super().write(online, offline, item)
+        offline[:] = [*offline[1:], item]
+
+
+class _OnlineStartsLate(Mixer):
+    """The online part starts one update after ``online_after``."""
+
+    def online_trains(self, update: int) -> bool:
+        return update > self.scenario.online_after and super().online_trains(update)
+
+
+class _OfflineOnlyUncounted(Mixer):
+    """An update without the online part does not count as a training iteration."""
+
+    def count(self, counter: int, online: bool) -> int:
+        return counter + 1 if online else counter
+
+
 @dataclass(frozen=True)
 class Mutant:
     name: str
@@ -792,6 +823,9 @@ class Mutant:
     ``recurrent``; the trainer is refimpl's)."""
     stacker: type[Stacker] | None = None
     """A frame stacking mutant: the stacker stack scenarios run (capability ``stack``)."""
+    mixer: type[Mixer] | None = None
+    """An offline mutant: the hybrid sampler offline scenarios run (capability
+    ``offline``)."""
     forgets: tuple[str, ...] = ()
     """A resume mutant: the parts of a saved trainer its restore leaves out
     (:data:`xpspec.refimpl.checkpoint.PARTS`; the trainer is refimpl's)."""
@@ -810,6 +844,8 @@ class Mutant:
             return "recurrent"
         if self.stacker is not None:
             return "stack"
+        if self.mixer is not None:
+            return "offline"
         return "trainer" if self.buffer is None and self.priority is None else "replay"
 
 
@@ -985,6 +1021,21 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "stack-samples-evicted", Trainer, "stack.earliest-ignored", stacker=_StackSamplesEvicted
     ),
+    # offline and hybrid replay: each mutant breaks one rule of the mixer
+    Mutant("offline-swapped-shares", Trainer, "offline.mix-ratio", mixer=_SwappedShares),
+    Mutant(
+        "online-overwrites-offline",
+        Trainer,
+        "offline.items-unchanged",
+        mixer=_OnlineOverwritesOffline,
+    ),
+    Mutant("online-starts-late", Trainer, "offline.online-schedule", mixer=_OnlineStartsLate),
+    Mutant(
+        "offline-only-uncounted",
+        Trainer,
+        "offline.iteration-accounting",
+        mixer=_OfflineOnlyUncounted,
+    ),
     # checkpoint and resume: a restore that leaves the unroll schedule's carry out
     Mutant(
         "resume-forgets-carry", Trainer, "resume.accounting-restored", forgets=("unroll_schedule",)
@@ -1006,6 +1057,8 @@ class MutantAdapter(RefimplAdapter):
             self.recurrent_learner = mutant.learner
         if mutant.stacker is not None:
             self.stacker = mutant.stacker
+        if mutant.mixer is not None:
+            self.mixer = mutant.mixer
         self.checkpoint_forgets = mutant.forgets
 
     def info(self) -> AdapterInfo:
@@ -1027,6 +1080,7 @@ class MutantAdapter(RefimplAdapter):
                 "recurrent",
                 "checkpoint",
                 "stack",
+                "offline",
             ),
         )
 

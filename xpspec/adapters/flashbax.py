@@ -35,10 +35,14 @@ period 1. The masses are read from the leaves of its sum tree, the probabilities
 Flashbax computes no importance weights (the caller does, from the probabilities), so the
 adapter does not declare ``importance-weights``.
 
+**Offline and hybrid replay** (capability ``offline``): an offline dataset read back from a
+Flashbax Vault and an online trajectory buffer, mixed by ``make_mixer``
+(:mod:`xpspec.adapters.flashbax_offline`).
+
 **Not expressible** (:class:`~xpspec.protocol.adapter.Unsupported`): boundary policies other than
 ``cross`` and distributions other than ``uniform-windows``. Flashbax has no trainer loop, env
 handling or learner-side preprocessing, so the adapter declares ``replay`` (and
-``priorities``) only.
+``priorities`` and ``offline``) only.
 
 JAX compiles per shape: the buffer functions are jitted once per ``(B, capacity, batch_size,
 window_length, period)`` and reused by every run of that shape.
@@ -74,7 +78,7 @@ from xpspec.kit.steps import steps_from_columns
 from xpspec.protocol.adapter import PROTOCOL_VERSION, AdapterInfo, Unsupported
 from xpspec.protocol.env_spec import EnvSpec
 from xpspec.protocol.sampling import SamplingSpec
-from xpspec.protocol.scenario import ReplayScenario
+from xpspec.protocol.scenario import OfflineScenario, ReplayScenario
 from xpspec.protocol.trace import Event, Priorities, Prioritized, Sampled, Trace
 from xpspec.refimpl.toy_envs.gym_vector import ToyVectorEnv, step_types_from_gym
 
@@ -366,7 +370,7 @@ class FlashbaxAdapter:
             framework="Flashbax",
             framework_version=_version("flashbax"),
             protocol_version=PROTOCOL_VERSION,
-            capabilities=("replay", "priorities"),
+            capabilities=("replay", "priorities", "offline"),
             issue_tracker="https://github.com/instadeepai/flashbax/issues",
             notes=(
                 "Uniform and prioritised trajectory buffers: one row per env sharing one write "
@@ -391,3 +395,10 @@ class FlashbaxAdapter:
         if scenario.priority is not None:
             return _run_prioritized(scenario)
         return _run_replay(scenario)
+
+    def run_offline(self, scenario: OfflineScenario) -> Trace:
+        """An offline dataset read from a Flashbax Vault mixed with an online trajectory
+        buffer by ``make_mixer`` (:mod:`xpspec.adapters.flashbax_offline`)."""
+        from xpspec.adapters.flashbax_offline import run_offline
+
+        return run_offline(scenario)

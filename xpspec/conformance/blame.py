@@ -5,9 +5,8 @@ order, then the schedule that counts stores, then the windows drawn from them. T
 reports the *cause* as the failure and marks the others *downstream* of it.
 
 Data flows through the pipeline in stages (unroll, time steps, preprocessing, replay, train
-accounting, learner, relabeling, recurrent training, frame stacking); a wrong value upstream
-makes later stages diverge, rarely
-the other way. The cause among the failures of one scenario is therefore the one that is
+accounting, learner, relabeling, recurrent training, frame stacking, offline and hybrid
+replay); a wrong value upstream makes later stages diverge, rarely the other way. The cause among the failures of one scenario is therefore the one that is
 first in this order:
 
 1. the earliest stage: of the clause the failure is charged to (see :data:`STAGE`), or, for a
@@ -60,6 +59,7 @@ STAGE: Final[dict[str, int]] = {
     "relabel": 7,
     "recurrent": 8,
     "stack": 9,
+    "offline": 10,
 }
 """Pipeline stage of a clause's area (unknown areas count as last)."""
 
@@ -106,6 +106,7 @@ EVENT_STAGE: Final[dict[str, int]] = {
     "relabel": STAGE["relabel"],
     "train_sequence": STAGE["recurrent"],
     "stacked": STAGE["stack"],
+    "mixed": STAGE["offline"],
     "resume": STAGE["train"],
 }
 """Pipeline stage of a trace event kind."""

@@ -26,6 +26,7 @@ from xpspec.protocol.sampling import SamplingSpec
 from xpspec.protocol.scenario import (
     EnvScenario,
     LearnerScenario,
+    OfflineScenario,
     RecurrentScenario,
     RelabelScenario,
     ReplayScenario,
@@ -34,6 +35,7 @@ from xpspec.protocol.scenario import (
     TrainerScenario,
 )
 from xpspec.protocol.schedule import CycleSchedule, EpisodePlan, FixedSchedule, RandomSchedule
+from xpspec.protocol.trace import Item
 
 __all__ = ["CATALOG"]
 
@@ -49,6 +51,17 @@ _LONG2 = EnvSpec(
     2,
     (CycleSchedule((EpisodePlan(19, "terminated"), EpisodePlan(4, "truncated")), offset=1),),
 )
+
+
+def _dataset(first_env: int, envs: int, episodes: int, length: int) -> tuple[Item, ...]:
+    """An offline dataset: ``episodes`` episodes of ``length`` items at each of ``envs`` env
+    indices from ``first_env`` (past the online envs)."""
+    return tuple(
+        (e, j, t)
+        for e in range(first_env, first_env + envs)
+        for j in range(episodes)
+        for t in range(length)
+    )
 
 
 def _t(
@@ -539,5 +552,45 @@ CATALOG: dict[str, Scenario] = {
     ),
     "stack-zeros": StackScenario(
         _ENV3, steps=16, num_frames=3, capacity=5, batch_size=8, draws=2, padding="zeros", seed=3
+    ),
+    # -- offline and hybrid replay (offline.*): an offline dataset of whole episodes mixed with
+    # online experience whose ring evicts between updates; an even split, an uneven one whose
+    # shares are not whole, one whose shares are whole only in exact arithmetic, and ALF's
+    # schedule knobs (online part from update 2, every 2nd)
+    "offline-even": OfflineScenario(
+        _ENV3, _dataset(3, 2, 2, 4), updates=6, steps_per_update=2, batch_size=6, capacity=3
+    ),
+    "offline-uneven": OfflineScenario(
+        EnvSpec(2, (_MIXED,)),
+        _dataset(2, 1, 3, 5),
+        updates=5,
+        steps_per_update=3,
+        batch_size=7,
+        offline_weight=2,
+        online_weight=1,
+        capacity=4,
+        seed=1,
+    ),
+    # weights 5:6 of 55 items: whole shares (25 and 30) a float product misses by a hair
+    "offline-whole-shares": OfflineScenario(
+        EnvSpec(2, (_MIXED,)),
+        _dataset(2, 2, 2, 3),
+        updates=3,
+        steps_per_update=4,
+        batch_size=55,
+        offline_weight=5,
+        online_weight=6,
+        capacity=6,
+        seed=3,
+    ),
+    "offline-schedule": OfflineScenario(
+        _ENV3,
+        _dataset(3, 1, 2, 6),
+        updates=8,
+        batch_size=8,
+        online_after=2,
+        online_every=2,
+        capacity=4,
+        seed=2,
     ),
 }

@@ -16,6 +16,7 @@ from xpspec.protocol.adapter import CAPABILITIES, PROTOCOL_VERSION, AdapterInfo,
 from xpspec.protocol.scenario import (
     EnvScenario,
     LearnerScenario,
+    OfflineScenario,
     RecurrentScenario,
     RelabelScenario,
     ReplayScenario,
@@ -94,6 +95,9 @@ class GivenTrace:
         return self._answer(scenario)
 
     def run_stack(self, scenario: StackScenario) -> Trace:
+        return self._answer(scenario)
+
+    def run_offline(self, scenario: OfflineScenario) -> Trace:
         return self._answer(scenario)
 
 

@@ -32,6 +32,7 @@ from xpspec.protocol.preprocessors import (
 from xpspec.protocol.priority import PrioritySpec
 from xpspec.protocol.sampling import SamplingSpec
 from xpspec.protocol.scenario import (
+    OfflineScenario,
     RecurrentScenario,
     RelabelScenario,
     ReplayScenario,
@@ -43,6 +44,7 @@ from xpspec.protocol.schedule import CycleSchedule, EpisodePlan, FixedSchedule, 
 
 __all__ = [
     "env_specs",
+    "offline_scenarios",
     "preprocessor_specs",
     "preprocessors",
     "prioritized_scenarios",
@@ -538,6 +540,48 @@ _STACK_CONCERNS: dict[str, dict[str, Any]] = {
 }
 
 
+# -- offline and hybrid replay scenarios --------------------------------------------------------
+@st.composite
+def offline_scenarios(draw: st.DrawFn, min_online_weight: int = 0) -> OfflineScenario:
+    """Valid offline scenarios (clauses ``offline.*``): 1 to 3 online envs, an offline
+    dataset of 1 to 12 distinct items at 1 or 2 env indices past them, 1 to 6 updates of 1 to
+    3 vector steps each, batches of 1 to 9 items, weights 0 to 3 (not both 0), an online part
+    from update 0 every update (the mixers without a schedule) or later and sparser (ALF's
+    knobs), online rings of 1 to 6 items per env."""
+    env = draw(env_specs(max_envs=3))
+    b = env.num_envs
+    offline = draw(
+        st.lists(
+            st.tuples(st.integers(b, b + 1), st.integers(0, 2), st.integers(0, 5)),
+            min_size=1,
+            max_size=12,
+            unique=True,
+        )
+    )
+    online_weight = draw(st.integers(min_online_weight, 3))
+    offline_weight = draw(st.integers(0 if online_weight else 1, 3))
+    scheduled = draw(st.booleans())
+    return OfflineScenario(
+        env,
+        tuple(offline),
+        updates=draw(st.integers(1, 6)),
+        steps_per_update=draw(st.integers(1, 3)),
+        batch_size=draw(st.integers(1, 9)),
+        offline_weight=offline_weight,
+        online_weight=online_weight,
+        online_after=draw(st.integers(0, 3)) if scheduled else 0,
+        online_every=draw(st.integers(1, 3)) if scheduled else 1,
+        capacity=draw(st.integers(1, 6)),
+        seed=draw(st.integers(0, 3)),
+    )
+
+
+# The schedule is seen only through the online part: scenarios where it has items.
+_OFFLINE_CONCERNS: dict[str, dict[str, Any]] = {
+    "offline-online-schedule": dict(min_online_weight=1),
+}
+
+
 def scenarios_for(check: Check) -> st.SearchStrategy[Scenario]:
     """Scenarios that ``check`` (a trainer, relabel, priority or recurrent check) concerns, and only
     those: every one satisfies ``check.applies``, with the full diversity of the generated
@@ -551,6 +595,8 @@ def scenarios_for(check: Check) -> st.SearchStrategy[Scenario]:
         return recurrent_scenarios(**_RECURRENT_CONCERNS.get(check.name, {}))
     if check.capability == "stack":
         return stack_scenarios(**_STACK_CONCERNS.get(check.name, {}))
+    if check.capability == "offline":
+        return offline_scenarios(**_OFFLINE_CONCERNS.get(check.name, {}))
     if check.capability != "trainer":
         raise ValueError(
             f"check {check.name!r} is neither a trainer nor a relabel check ({check.capability!r})"

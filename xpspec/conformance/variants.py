@@ -19,6 +19,7 @@ from xpspec.protocol.sampling import Rounding, per_env_capacity
 from xpspec.protocol.scenario import (
     EnvScenario,
     LearnerScenario,
+    OfflineScenario,
     RecurrentScenario,
     RelabelScenario,
     ReplayScenario,
@@ -76,7 +77,9 @@ def _sampling(**knobs: Any) -> VariantModel:
 
 def _env(**knobs: Any) -> VariantModel:
     def apply(s: Scenario) -> Scenario | None:
-        if not isinstance(s, (TrainerScenario, ReplayScenario, EnvScenario, StackScenario)):
+        if not isinstance(
+            s, (TrainerScenario, ReplayScenario, EnvScenario, StackScenario, OfflineScenario)
+        ):
             return None
         return replace(s, env=replace(s.env, **knobs))
 
@@ -128,6 +131,15 @@ def _last_position() -> VariantModel:
         return replace(s, burn_in=s.sequence_length - 1)
 
     return VariantModel("burn_in = sequence_length - 1", apply)
+
+
+def _offline(**knobs: Any) -> VariantModel:
+    def apply(s: Scenario) -> Scenario | None:
+        if not isinstance(s, OfflineScenario):
+            return None
+        return replace(s, **knobs)
+
+    return VariantModel(_knobs("", knobs), apply)
 
 
 def _priority(**knobs: Any) -> VariantModel:
@@ -282,6 +294,10 @@ VARIANTS: dict[tuple[str, str], VariantModel] = {
     # SB3 2.9.2 StackedObservations.reset/update zero the stack at a reset; TorchRL 0.14.1
     # CatFrames(padding="constant").
     ("stack.episode-start", "zero-fill"): _stack(padding="zeros"),
+    # ALF (snapshot 23aca492) Algorithm.train_from_replay_buffer: the hybrid schedule reads the
+    # global counter, which _train_iter_off_policy increments before the update, so update u
+    # is number u + 1.
+    ("offline.online-schedule", "counted-from-one"): _offline(first_update=1),
     # TorchRL 0.14.1 GAE(average_gae=True): the Bessel-corrected std (adv.std()).
     ("learner.stats-exclude-bootstrap", "sample-std"): _learner(normalization="sample"),
 }

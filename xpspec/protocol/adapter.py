@@ -14,6 +14,7 @@ from typing import Protocol, runtime_checkable
 from xpspec.protocol.scenario import (
     EnvScenario,
     LearnerScenario,
+    OfflineScenario,
     RecurrentScenario,
     RelabelScenario,
     ReplayScenario,
@@ -55,8 +56,10 @@ CAPABILITIES = (
     "checkpoint",
     # frame stacking (clauses stack.*)
     "stack",
+    # offline and hybrid replay (clauses offline.*)
+    "offline",
 )
-"""The closed vocabulary of capabilities: seven operation families (one operation each), and
+"""The closed vocabulary of capabilities: eight operation families (one operation each), and
 twelve observables that not every framework has: ``counter`` (a global counter the trainer
 increments once per iteration, ``counter_mode`` per-iteration), ``update-counter`` (a count of
 the gradient updates made so far, kept by the framework: the counter of ``counter_mode``
@@ -79,7 +82,10 @@ experience: the adapter records the state the framework's network received at ea
 of each sequence and its loss mask, operation :meth:`Adapter.run_recurrent`); and a seventh,
 ``stack`` (frame stacking: the adapter records the stacked observation the framework's
 policy received at each step and the stack each sampled item carries, read from the
-framework's own objects, operation :meth:`Adapter.run_stack`). A framework
+framework's own objects, operation :meth:`Adapter.run_stack`); and an eighth, ``offline``
+(offline and hybrid replay: an offline dataset stored before training, online experience
+written between updates, each update's batch drawn from both by the framework's own mixing,
+operation :meth:`Adapter.run_offline`). A framework
 without an observable records a stand-in (an empty
 state, a zero row ``L`` with loss mask 0, a mask the adapter computes itself) that would make
 its check pass by construction, so the checks of an observable the adapter does not declare
@@ -168,6 +174,11 @@ class Adapter(Protocol):
     def run_stack(self, scenario: StackScenario) -> Trace:
         """One ``Stacked`` event per vector step (source ``rollout``: the stacks the policy
         received), then one per sampled batch (source ``sample``)."""
+        ...
+
+    def run_offline(self, scenario: OfflineScenario) -> Trace:
+        """One ``Mixed`` event per update: the online items written before it, its batch,
+        the offline buffer's items after it and the training-iteration counter."""
         ...
 
 

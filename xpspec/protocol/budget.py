@@ -148,6 +148,21 @@ def check_budget(scenario: Scenario, budget: Budget = BUDGET) -> None:
             budget.sampled_items,
             "sampled items",
         )
+    elif scenario.kind == "offline":
+        steps = b * scenario.steps_per_update * scenario.updates
+        _limit("env.num_envs × steps_per_update × updates", steps, budget.env_steps, "env steps")
+        _limit(
+            "env.num_envs × capacity + len(offline)",
+            b * scenario.capacity + len(scenario.offline),
+            budget.buffer_items,
+            "buffer items",
+        )
+        _limit(
+            "(batch_size + len(offline)) × updates (each update's batch and offline buffer)",
+            (scenario.batch_size + len(scenario.offline)) * scenario.updates,
+            budget.sampled_items,
+            "sampled items",
+        )
     elif scenario.kind == "learner":
         steps = b * scenario.steps
         _limit("env.num_envs × steps", steps, budget.env_steps, "env steps")

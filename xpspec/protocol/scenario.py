@@ -27,6 +27,7 @@ __all__ = [
     "MAX_SEED",
     "EnvScenario",
     "LearnerScenario",
+    "OfflineScenario",
     "RecurrentScenario",
     "RelabelScenario",
     "ReplayScenario",
@@ -407,6 +408,74 @@ class StackScenario:
         check_budget(self)
 
 
+# -- offline and hybrid replay (clauses offline.*) ---------------------------------------------
+@dataclass(frozen=True)
+class OfflineScenario:
+    """Offline and hybrid replay (capability ``offline``, clauses ``offline.*``).
+
+    ``offline`` is the offline dataset: distinct items, each of an env index at least
+    ``env.num_envs`` so that no online item is ever one of them, stored in an offline buffer
+    before the first update. Before each of ``updates`` updates the toy env runs
+    ``steps_per_update`` more vector steps, every item written to the online buffer (a ring of
+    ``capacity`` items per env). Update ``u`` draws one batch: the online part takes part when
+    ``n >= online_after`` and ``n % online_every == 0`` with ``n = u + first_update``
+    (``offline.online-schedule``: ``first_update`` 0; 1 is variant ``counted-from-one``); the
+    batch of ``batch_size`` items then holds each source's share by the weights
+    ``offline_weight : online_weight`` (``offline.mix-ratio``), and without the online part
+    only the offline share. Offline items come back as stored, and online writes never touch
+    them (``offline.items-unchanged``); every update, offline-only ones included, is one
+    training iteration (``offline.iteration-accounting``)."""
+
+    env: EnvSpec
+    offline: tuple[tuple[int, int, int], ...]
+    updates: int
+    steps_per_update: int = 1
+    batch_size: int = 4
+    offline_weight: int = 1
+    online_weight: int = 1
+    online_after: int = 0
+    online_every: int = 1
+    first_update: Literal[0, 1] = 0
+    capacity: int = 8
+    seed: int = 0
+    kind: Literal["offline"] = "offline"
+
+    def __post_init__(self) -> None:
+        for name, minimum in (
+            ("updates", 1),
+            ("steps_per_update", 1),
+            ("batch_size", 1),
+            ("offline_weight", 0),
+            ("online_weight", 0),
+            ("online_after", 0),
+            ("online_every", 1),
+            ("capacity", 1),
+        ):
+            _check_int(name, getattr(self, name), minimum)
+        _check_seed(self.seed)
+        if self.first_update not in (0, 1):
+            raise ConfigError("first_update", self.first_update, "0 or 1")
+        if self.offline_weight + self.online_weight == 0:
+            raise ConfigError(
+                "offline_weight + online_weight", 0, "at least 1 (some source must be drawn)"
+            )
+        if not self.offline:
+            raise ConfigError("offline", self.offline, "at least one item (the offline dataset)")
+        for item in self.offline:
+            if len(item) != 3 or not all(type(v) is int and v >= 0 for v in item):
+                raise ConfigError("offline", item, "an item (env, episode, t) of ints >= 0")
+            if item[0] < self.env.num_envs:
+                raise ConfigError(
+                    "offline",
+                    item,
+                    f"an env index >= env.num_envs ({self.env.num_envs}): offline items must "
+                    "differ from every online item",
+                )
+        if len(set(self.offline)) != len(self.offline):
+            raise ConfigError("offline", self.offline, "distinct items")
+        check_budget(self)
+
+
 Scenario = Union[
     TrainerScenario,
     ReplayScenario,
@@ -415,6 +484,7 @@ Scenario = Union[
     RelabelScenario,
     RecurrentScenario,
     StackScenario,
+    OfflineScenario,
 ]
 
 

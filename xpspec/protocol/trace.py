@@ -27,6 +27,7 @@ __all__ = [
     "Item",
     "IterationEnd",
     "IterationStart",
+    "Mixed",
     "NStep",
     "Priorities",
     "Prioritized",
@@ -237,6 +238,23 @@ class Stacked:
 
 
 @dataclass(frozen=True)
+class Mixed:
+    """One update of a hybrid run (clauses ``offline.*``): ``written``, the online items
+    written since the previous update, in write order; ``batch``, the items of the update's
+    batch as the implementation returned them, in its order, each decoded from its
+    observation; ``offline_held``, the items the offline buffer holds after the update, in
+    its storage order; ``counter``, the implementation's training-iteration counter after the
+    update, ``None`` when it keeps none."""
+
+    update: int
+    written: tuple[Item, ...]
+    batch: tuple[Item, ...]
+    offline_held: tuple[Item, ...]
+    counter: int | None
+    kind: Literal["mixed"] = "mixed"
+
+
+@dataclass(frozen=True)
 class Advantages:
     """Learner-side preprocessing of one episode: one entry per row ``t`` (the extra
     bootstrap row last), with the loss mask that excludes it."""
@@ -360,6 +378,7 @@ Event = Union[
     Relabel,
     TrainSequence,
     Stacked,
+    Mixed,
     Advantages,
     CallerEpisode,
     NStep,
@@ -406,6 +425,8 @@ class Trace:
     def of_kind(self, kind: Literal["train_sequence"]) -> Iterator[TrainSequence]: ...
     @overload
     def of_kind(self, kind: Literal["stacked"]) -> Iterator[Stacked]: ...
+    @overload
+    def of_kind(self, kind: Literal["mixed"]) -> Iterator[Mixed]: ...
     @overload
     def of_kind(self, kind: Literal["advantages"]) -> Iterator[Advantages]: ...
     @overload

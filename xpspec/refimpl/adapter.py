@@ -22,6 +22,7 @@ from xpspec.protocol.sampling import SamplingSpec
 from xpspec.protocol.scenario import (
     EnvScenario,
     LearnerScenario,
+    OfflineScenario,
     RecurrentScenario,
     RelabelScenario,
     ReplayScenario,
@@ -43,6 +44,7 @@ from xpspec.protocol.trace import (
 from xpspec.refimpl import EnvSpec, TrainerConfig
 from xpspec.refimpl import learner as lrn
 from xpspec.refimpl.checkpoint import run_checkpointed
+from xpspec.refimpl.offline import Mixer, run_offline
 from xpspec.refimpl.priority import PriorityModel, run_prioritized
 from xpspec.refimpl.recorder import Recorder, windows_of
 from xpspec.refimpl.recurrent import CountingLearner, run_recurrent
@@ -148,13 +150,15 @@ class RefimplAdapter:
     ``replay_buffer``, the buffer class :meth:`run_replay` fills and samples,
     ``priority_model``, the priorities a prioritized replay scenario samples by,
     ``recurrent_learner``, the counting network a recurrent scenario trains,
-    ``stacker``, the frame stacker of a stack scenario, or ``checkpoint_forgets``, the parts of a saved trainer its restore leaves out.
+    ``stacker``, the frame stacker of a stack scenario, ``mixer``, the hybrid sampler of an
+    offline scenario, or ``checkpoint_forgets``, the parts of a saved trainer its restore leaves out.
     """
 
     replay_buffer: type[ReplayBuffer] = ReplayBuffer
     priority_model: type[PriorityModel] = PriorityModel
     recurrent_learner: type[CountingLearner] = CountingLearner
     stacker: type[Stacker] = Stacker
+    mixer: type[Mixer] = Mixer
     checkpoint_forgets: tuple[str, ...] = ()
     """Parts of a saved trainer a restore leaves out (:data:`xpspec.refimpl.checkpoint.PARTS`;
     none: the spec's restore)."""
@@ -185,6 +189,7 @@ class RefimplAdapter:
                 "recurrent",
                 "checkpoint",
                 "stack",
+                "offline",
             ),
             extra_versions={"torch": torch.__version__},
         )
@@ -477,6 +482,11 @@ class RefimplAdapter:
         """Frame stacking (clauses ``stack.*``), run by
         :func:`xpspec.refimpl.stack.run_stack` with :attr:`stacker`."""
         return run_stack(scenario, self.stacker)
+
+    def run_offline(self, scenario: OfflineScenario) -> Trace:
+        """Offline and hybrid replay (clauses ``offline.*``), run by
+        :func:`xpspec.refimpl.offline.run_offline` with :attr:`mixer`."""
+        return run_offline(scenario, self.mixer)
 
     def run_relabel(self, scenario: RelabelScenario) -> Trace:
         """Hindsight relabeling at sample time (clauses ``relabel.*``).

@@ -19,6 +19,12 @@ from xpspec.conformance.checks.learner import (
     check_truncation,
     check_update_count,
 )
+from xpspec.conformance.checks.offline import (
+    check_items_unchanged,
+    check_iteration_accounting,
+    check_mix_ratio,
+    check_online_schedule,
+)
 from xpspec.conformance.checks.preprocessing import (
     check_conservation,
     check_delayed_per_env,
@@ -123,6 +129,7 @@ __all__ = [
     "DETERMINISM_CHECKS",
     "ENV_CHECKS",
     "LEARNER_CHECKS",
+    "OFFLINE_CHECKS",
     "RECURRENT_CHECKS",
     "RELABEL_CHECKS",
     "REPLAY_CHECKS",
@@ -794,6 +801,43 @@ STACK_CHECKS: tuple[Check, ...] = (
 )
 
 
+# -- offline and hybrid replay (clauses offline.*) --
+# Which items a batch holds first, then whether it has an online part, then how many items
+# each part has: a count is judged on parts the schedule says are there.
+OFFLINE_CHECKS: tuple[Check, ...] = (
+    Check(
+        "offline-items-unchanged",
+        ("offline.items-unchanged",),
+        "offline",
+        "invariant",
+        check_items_unchanged,
+    ),
+    Check(
+        "offline-online-schedule",
+        ("offline.online-schedule",),
+        "offline",
+        "invariant",
+        check_online_schedule,
+    ),
+    Check("offline-mix-ratio", ("offline.mix-ratio",), "offline", "invariant", check_mix_ratio),
+    Check(
+        "offline-iteration-accounting",
+        ("offline.iteration-accounting",),
+        "offline",
+        "invariant",
+        check_iteration_accounting,
+    ),
+    Check(
+        "deterministic-offline",
+        ("trace.deterministic",),
+        "offline",
+        "exact",
+        check_deterministic,
+        whole_trace=True,
+    ),
+)
+
+
 # -- checkpoint and resume (clauses resume.*) --
 def _checkpointed(s: Scenario) -> bool:
     """Trainer scenarios with a checkpoint spec."""
@@ -859,4 +903,5 @@ ALL_CHECKS: tuple[Check, ...] = (
     + RECURRENT_CHECKS
     + RESUME_CHECKS
     + STACK_CHECKS
+    + OFFLINE_CHECKS
 )

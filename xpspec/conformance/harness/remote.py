@@ -22,6 +22,7 @@ from xpspec.protocol.adapter import AdapterInfo, Unsupported
 from xpspec.protocol.scenario import (
     EnvScenario,
     LearnerScenario,
+    OfflineScenario,
     RecurrentScenario,
     RelabelScenario,
     ReplayScenario,
@@ -93,6 +94,9 @@ class RemoteAdapter:
         return self._run(scenario)
 
     def run_stack(self, scenario: StackScenario) -> Trace:
+        return self._run(scenario)
+
+    def run_offline(self, scenario: OfflineScenario) -> Trace:
         return self._run(scenario)
 
     def close(self) -> None:
