@@ -85,6 +85,10 @@ objects by ``Trainer.load_from_file``, in :mod:`xpspec.adapters.torchrl_checkpoi
 **Recurrent state** (``run_recurrent``): ``GRUModule`` around a counting core, its state primer,
 ``SliceSampler`` slices or collector chunks, ``BurnInTransform`` and ``DQNLoss`` in recurrent
 mode, in :mod:`xpspec.adapters.torchrl_recurrent`.
+
+**Offline and hybrid replay** (``run_offline``): ``OfflineToOnlineReplayBuffer`` over an
+offline ``ReplayBuffer`` of the dataset, filled online by the collector, in
+:mod:`xpspec.adapters.torchrl_offline`.
 """
 
 from __future__ import annotations
@@ -160,6 +164,7 @@ from xpspec.protocol.sampling import SamplingSpec
 from xpspec.protocol.scenario import (
     EnvScenario,
     LearnerScenario,
+    OfflineScenario,
     RecurrentScenario,
     RelabelScenario,
     ReplayScenario,
@@ -1078,6 +1083,7 @@ class TorchRLAdapter:
                 "recurrent",
                 "checkpoint",
                 "stack",
+                "offline",
             ),
             issue_tracker="https://github.com/pytorch/rl/issues",
             notes=(
@@ -1143,3 +1149,10 @@ class TorchRLAdapter:
         from xpspec.adapters.torchrl_stack import run_stack
 
         return run_stack(scenario)
+
+    def run_offline(self, scenario: OfflineScenario) -> Trace:
+        """``OfflineToOnlineReplayBuffer`` over the dataset, filled by the collector
+        (:mod:`xpspec.adapters.torchrl_offline`)."""
+        from xpspec.adapters.torchrl_offline import run_offline
+
+        return run_offline(scenario)
