@@ -617,6 +617,12 @@ def test_agent_save_keeps_the_modules_not_the_update_count_and_a_trainer_starts_
     assert fresh._update_counter == 1  # its own update only: the loaded count is not kept
 
 
+class _Terminating5(_Counter):
+    """Episodes of five steps."""
+
+    length = 5
+
+
 def test_a_new_wrapper_over_a_running_vector_env_resets_it() -> None:
     """GymnasiumWrapper.reset of a vector env calls the env's reset the first time and later
     returns the last observation (envs/wrappers/torch/gymnasium_envs.py); Trainer.train starts
@@ -630,9 +636,3 @@ def test_a_new_wrapper_over_a_running_vector_env_resets_it() -> None:
     assert first.reset()[0].reshape(-1).tolist() == [1.0]  # the same wrapper goes on
     again = wrap_env(vector, wrapper="gymnasium", verbose=False)
     assert again.reset()[0].reshape(-1).tolist() == [0.0]
-
-
-class _Terminating5(_Counter):
-    """Episodes of five steps."""
-
-    length = 5

@@ -176,7 +176,9 @@ class SkrlAdapter:
                 f"RandomMemory(replacement={self.config.replacement}); DQN trained by "
                 "SequentialTrainer; one PPO update by SequentialTrainer with "
                 f"time_limit_bootstrap={self.config.time_limit_bootstrap}; PPO_RNN with a "
-                "counting recurrent model (skrl's documented RNN model) for recurrent"
+                "counting recurrent model (skrl's documented RNN model) for recurrent; "
+                "Agent.save/load and Memory.save/load around two SequentialTrainer runs for "
+                "checkpoint"
             ),
             extra_versions={
                 "torch": torch.__version__,
