@@ -17,9 +17,9 @@ import torch
 from xpspec.adapters import skrl_checkpoint
 from xpspec.adapters.skrl import SkrlAdapter
 from xpspec.conformance.catalog import CATALOG
+from xpspec.protocol.identity import ItemId
 from xpspec.protocol.scenario import TrainerScenario
 from xpspec.protocol.trace import EnvStep, IterationStart, Resume, Store, Trace
-from xpspec.protocol.identity import ItemId
 
 SCENARIO = CATALOG["resume-plain"]
 

@@ -113,5 +113,3 @@ def _with_resume(events: list[Event], resume: Resume) -> list[Event]:
         if isinstance(e, IterationEnd) and e.iteration == resume.iteration
     )
     return [*events[: at + 1], resume, *events[at + 1 :]]
-
-
