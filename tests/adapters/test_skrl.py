@@ -53,6 +53,7 @@ def test_info_names_the_installed_version_and_configuration() -> None:
         "learner",
         "update-counter",
         "recurrent",
+        "checkpoint",
     }
     assert "replacement=False" in info.notes and "time_limit_bootstrap=False" in info.notes
     tlb = SkrlTlbAdapter().info()

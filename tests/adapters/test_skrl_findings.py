@@ -574,3 +574,65 @@ def test_sample_all_sequences_run_from_one_env_into_the_next() -> None:
         memory.add_samples(x=torch.tensor([[float(m)], [10.0 + m]]))
     ((x,),) = memory.sample_all(["x"], mini_batches=1, sequence_length=2)
     assert x.view(-1, 2).tolist() == [[0.0, 1.0], [2.0, 10.0], [11.0, 12.0]]
+
+
+# -- checkpoint and resume: Agent.save / load, Memory.save / load ---------------------------------
+def test_memory_load_leaves_the_tensors_a_memory_reads_unchanged(tmp_path: Any) -> None:
+    """Memory.save writes the memory's tensors by name; Memory.load sets the attributes
+    _tensor_<name> (memories/torch/base.py, Memory.load), while get_tensor_by_name and sample
+    read the tensors and tensors_view dicts that Memory.create_tensor filled, and neither
+    memory_index nor filled is saved: a memory loaded after create_tensor holds no row."""
+    saved = _memory(4, [1.0, 2.0, 3.0], replacement=False)
+    saved.save(str(tmp_path), format="pt")
+    (path,) = (tmp_path / "memories").glob("*.pt")
+    loaded = RandomMemory(memory_size=4, num_envs=1, device="cpu")
+    loaded.create_tensor(name="x", size=1, dtype=torch.float32)
+    loaded.load(str(path))
+    assert loaded._tensor_x[:3].reshape(-1).tolist() == [1.0, 2.0, 3.0]
+    assert len(loaded) == 0
+    assert torch.isnan(loaded.get_tensor_by_name("x")).all()
+
+
+def test_agent_save_keeps_the_modules_not_the_update_count_and_a_trainer_starts_at_0(
+    tmp_path: Any,
+) -> None:
+    """Agent.save saves the state dicts of checkpoint_modules (agents/torch/base.py,
+    Agent.save): DQN's networks and optimizer, not _update_counter, which keys its
+    target-network updates. A SequentialTrainer counts its timesteps from 0
+    (trainers/torch/base.py, Trainer.train), and DQN.post_interaction reads them for
+    learning_starts and update_interval: a resumed run's first update follows its first
+    timestep again."""
+    agent, updates = _train_dqn(5, update_interval=2, batch_size=2)
+    assert updates == [0, 2, 4]
+    assert agent._update_counter == 3
+    agent.save(str(tmp_path / "agent.pt"))
+    assert set(torch.load(tmp_path / "agent.pt", weights_only=False)) == {
+        "q_network",
+        "target_q_network",
+        "optimizer",
+    }
+    fresh, later = _train_dqn(1, update_interval=2, batch_size=2)
+    fresh.load(str(tmp_path / "agent.pt"))
+    assert later == [0]  # the first timestep of a new trainer is admitted, as in the first run
+    assert fresh._update_counter == 1  # its own update only: the loaded count is not kept
+
+
+class _Terminating5(_Counter):
+    """Episodes of five steps."""
+
+    length = 5
+
+
+def test_a_new_wrapper_over_a_running_vector_env_resets_it() -> None:
+    """GymnasiumWrapper.reset of a vector env calls the env's reset the first time and later
+    returns the last observation (envs/wrappers/torch/gymnasium_envs.py); Trainer.train starts
+    with env.reset() (trainers/torch/base.py). A wrapper built for a resumed run over the
+    same, running vector env resets it: the episodes in progress end without a done."""
+    vector = gymnasium.vector.SyncVectorEnv([_Terminating5])
+    first = wrap_env(vector, wrapper="gymnasium", verbose=False)
+    first.reset()
+    obs, *_ = first.step(torch.zeros((1, 1), dtype=torch.int64))
+    assert obs.reshape(-1).tolist() == [1.0]
+    assert first.reset()[0].reshape(-1).tolist() == [1.0]  # the same wrapper goes on
+    again = wrap_env(vector, wrapper="gymnasium", verbose=False)
+    assert again.reset()[0].reshape(-1).tolist() == [0.0]

@@ -10,8 +10,10 @@ Offered: ``env``, ``trainer`` (:mod:`xpspec.adapters.skrl_trainer`: DQN's collec
 accounting, ``update_interval``, ``gradient_steps``, ``batch_size``, ``learning_starts``,
 ``rewards_shaper`` and, for exclusion and episode-delayed preprocessing, a user's
 ``RandomMemory`` subclass as the agent's memory: :mod:`xpspec.adapters.skrl_preprocess`),
-``replay``, ``learner`` and ``recurrent`` (:mod:`xpspec.adapters.skrl_recurrent`: ``PPO_RNN``
-with a counting recurrent model). Not offered: ``relabel`` (skrl has no
+``replay``, ``learner``, ``recurrent`` (:mod:`xpspec.adapters.skrl_recurrent`: ``PPO_RNN``
+with a counting recurrent model) and ``checkpoint`` (:mod:`xpspec.adapters.skrl_checkpoint`:
+``Agent.save`` / ``load`` and ``Memory.save`` / ``load`` around two ``SequentialTrainer``
+runs). Not offered: ``relabel`` (skrl has no
 hindsight relabeling). The observable ``update-counter`` is DQN's ``_update_counter`` (the
 gradient steps so far). ``counter``, ``hooks``, ``state``, ``bootstrap``, ``loss-mask`` and
 ``caller-episodes`` are not declared: skrl keys schedules on its timestep (no count of
@@ -159,14 +161,24 @@ class SkrlAdapter:
             framework="skrl",
             framework_version=skrl.__version__,
             protocol_version=PROTOCOL_VERSION,
-            capabilities=("env", "trainer", "replay", "learner", "update-counter", "recurrent"),
+            capabilities=(
+                "env",
+                "trainer",
+                "replay",
+                "learner",
+                "update-counter",
+                "recurrent",
+                "checkpoint",
+            ),
             issue_tracker="https://github.com/Toni-SM/skrl/issues",
             notes=(
                 "torch backend: GymnasiumWrapper over the toy vector env (NEXT_STEP autoreset); "
                 f"RandomMemory(replacement={self.config.replacement}); DQN trained by "
                 "SequentialTrainer; one PPO update by SequentialTrainer with "
                 f"time_limit_bootstrap={self.config.time_limit_bootstrap}; PPO_RNN with a "
-                "counting recurrent model (skrl's documented RNN model) for recurrent"
+                "counting recurrent model (skrl's documented RNN model) for recurrent; "
+                "Agent.save/load and Memory.save/load around two SequentialTrainer runs for "
+                "checkpoint"
             ),
             extra_versions={
                 "torch": torch.__version__,

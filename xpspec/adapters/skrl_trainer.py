@@ -384,14 +384,26 @@ class _Run:
         self.call: _Call | None = None
         self.written: list[Step] = []
         self.marks: list[_Rows] = []
-        vector = ToyVectorEnv(scenario.env, scenario.seed, autoreset_mode=AutoresetMode.NEXT_STEP)
-        self.env: Wrapper = wrap_env(vector, wrapper="gymnasium", verbose=False)
+        self.replacement = replacement
+        self.renamed_at_reset = False
+        """Whether the wrapper's next reset may return other observations (a new wrapper's
+        first reset, which resets the vector env): they are then named as first time steps."""
+        self.vector = ToyVectorEnv(
+            scenario.env, scenario.seed, autoreset_mode=AutoresetMode.NEXT_STEP
+        )
+        self._build()
+
+    def _build(self) -> None:
+        """skrl's objects over the vector env: the wrapper, the memory and the DQN agent, with
+        the adapter's seams."""
+        plan, scenario = self.plan, self.scenario
+        self.env: Wrapper = wrap_env(self.vector, wrapper="gymnasium", verbose=False)
         memory_class = RandomMemory if plan.memory is None else plan.memory
         self.memory = memory_class(
             memory_size=plan.memory_size,
             num_envs=scenario.env.num_envs,
             device="cpu",
-            replacement=replacement,
+            replacement=self.replacement,
             **dict(plan.memory_kwargs),
         )
         space = (self.env.observation_space, self.env.action_space)
@@ -443,7 +455,12 @@ class _Run:
                 none = np.zeros(len(self.gym_rows), dtype=bool)
                 self.current = self._named(obs, none.astype(np.float64), none, none)
             elif decode_items(_as_numpy(obs)) != [s.item for s in self.current]:
-                raise AssertionError("the wrapper's reset returned a new observation mid-run")
+                if not self.renamed_at_reset:
+                    raise AssertionError("the wrapper's reset returned a new observation mid-run")
+                none = np.zeros(len(self.gym_rows), dtype=bool)
+                self.gym_rows[:] = True
+                self.current = self._named(obs, none.astype(np.float64), none, none)
+            self.renamed_at_reset = False
             return obs, infos
 
         def step_env(actions: torch.Tensor) -> Any:
@@ -594,8 +611,13 @@ class _Run:
         return step
 
     def run(self) -> Trace:
-        trainer = headless_trainer(self.env, self.agent, self.plan.timesteps)
         header: dict[str, Any] = {"producer": producer("skrl")}
+        self.train(headless_trainer(self.env, self.agent, self.plan.timesteps), header)
+        return Trace(tuple(self._events(stopped="stopped" in header)), header)
+
+    def train(self, trainer: SequentialTrainer, header: dict[str, Any]) -> bool:
+        """``trainer.train()``; False when skrl stopped the run by an update on a memory that
+        holds no row (recorded in ``header["stopped"]``)."""
         try:
             trainer.train()
         except RuntimeError as exc:
@@ -609,7 +631,8 @@ class _Run:
             if call is not None:
                 call.counter_after, call.pending = self.counter(), len(self.held())
                 self.log.append(call)
-        return Trace(tuple(self._events(stopped="stopped" in header)), header)
+            return False
+        return True
 
     def _events(self, stopped: bool) -> list[Event]:
         """The log as trainer events: an iteration ends with each train call, or with the log;
@@ -673,7 +696,12 @@ class _Run:
 
 def run_trainer(scenario: TrainerScenario, replacement: bool) -> Trace:
     """One ``SequentialTrainer.train`` of a DQN agent on ``scenario`` (module docstring), its
-    memory sampling with or without ``replacement``."""
+    memory sampling with or without ``replacement``; with a checkpoint spec, saved and loaded
+    through skrl's own API (:mod:`xpspec.adapters.skrl_checkpoint`)."""
     plan = dqn_plan(scenario)
     with seeded_quiet(scenario.seed, ("torch",), _LOGGERS):
+        if scenario.checkpoint is not None:
+            from xpspec.adapters.skrl_checkpoint import CheckpointedRun
+
+            return CheckpointedRun(scenario, plan, replacement).run()
         return _Run(scenario, plan, replacement).run()
