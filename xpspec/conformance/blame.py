@@ -5,7 +5,7 @@ order, then the schedule that counts stores, then the windows drawn from them. T
 reports the *cause* as the failure and marks the others *downstream* of it.
 
 Data flows through the pipeline in stages (unroll, time steps, preprocessing, replay, train
-accounting, learner, relabeling, recurrent training, frame stacking); a wrong value upstream
+accounting, learner, relabeling, recurrent training, frame stacking, asynchronous actors); a wrong value upstream
 makes later stages diverge, rarely
 the other way. The cause among the failures of one scenario is therefore the one that is
 first in this order:
@@ -60,6 +60,7 @@ STAGE: Final[dict[str, int]] = {
     "relabel": 7,
     "recurrent": 8,
     "stack": 9,
+    "async": 10,
 }
 """Pipeline stage of a clause's area (unknown areas count as last)."""
 
@@ -106,6 +107,8 @@ EVENT_STAGE: Final[dict[str, int]] = {
     "relabel": STAGE["relabel"],
     "train_sequence": STAGE["recurrent"],
     "stacked": STAGE["stack"],
+    "arrived": STAGE["async"],
+    "trained": STAGE["async"],
     "resume": STAGE["train"],
 }
 """Pipeline stage of a trace event kind."""

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from xpspec.protocol.adapter import CAPABILITIES, PROTOCOL_VERSION, AdapterInfo, Unsupported
 from xpspec.protocol.scenario import (
+    AsyncScenario,
     EnvScenario,
     LearnerScenario,
     RecurrentScenario,
@@ -94,6 +95,9 @@ class GivenTrace:
         return self._answer(scenario)
 
     def run_stack(self, scenario: StackScenario) -> Trace:
+        return self._answer(scenario)
+
+    def run_async(self, scenario: AsyncScenario) -> Trace:
         return self._answer(scenario)
 
 

@@ -32,6 +32,7 @@ from xpspec.protocol.preprocessors import (
 from xpspec.protocol.priority import PrioritySpec
 from xpspec.protocol.sampling import SamplingSpec
 from xpspec.protocol.scenario import (
+    AsyncScenario,
     RecurrentScenario,
     RelabelScenario,
     ReplayScenario,
@@ -42,6 +43,7 @@ from xpspec.protocol.scenario import (
 from xpspec.protocol.schedule import CycleSchedule, EpisodePlan, FixedSchedule, RandomSchedule
 
 __all__ = [
+    "async_scenarios",
     "env_specs",
     "preprocessor_specs",
     "preprocessors",
@@ -538,6 +540,36 @@ _STACK_CONCERNS: dict[str, dict[str, Any]] = {
 }
 
 
+# -- asynchronous actors scenarios -------------------------------------------------------------
+@st.composite
+def async_scenarios(
+    draw: st.DrawFn, min_arrivals: int = 1, bounded: bool | None = None
+) -> AsyncScenario:
+    """Valid async scenarios (clauses ``async.*``): 1 to 3 actors, fragments of 1 to 5 items,
+    ``min_arrivals`` to 12 arrivals in any order, no lag bound or one of 0 to 3 updates
+    (``bounded`` forces one or the other), 2 or 3 actions."""
+    env = draw(env_specs(max_envs=3))
+    env = EnvSpec(env.num_envs, env.schedules, num_actions=draw(st.integers(2, 3)))
+    arrivals = draw(st.lists(st.integers(0, env.num_envs - 1), min_size=min_arrivals, max_size=12))
+    with_bound = draw(st.booleans()) if bounded is None else bounded
+    return AsyncScenario(
+        env,
+        fragment_length=draw(st.integers(1, 5)),
+        arrivals=tuple(arrivals),
+        max_lag=draw(st.integers(0, 3)) if with_bound else None,
+        seed=draw(st.integers(0, 3)),
+    )
+
+
+# Async checks that judge something only with a lag bound (lag-bounded) or once the learner
+# has updated before an arrival (version-recorded, behaviour-logits).
+_ASYNC_CONCERNS: dict[str, dict[str, Any]] = {
+    "async-lag-bounded": dict(min_arrivals=3, bounded=True),
+    "async-version-recorded": dict(min_arrivals=3),
+    "async-behaviour-logits": dict(min_arrivals=3),
+}
+
+
 def scenarios_for(check: Check) -> st.SearchStrategy[Scenario]:
     """Scenarios that ``check`` (a trainer, relabel, priority or recurrent check) concerns, and only
     those: every one satisfies ``check.applies``, with the full diversity of the generated
@@ -551,6 +583,8 @@ def scenarios_for(check: Check) -> st.SearchStrategy[Scenario]:
         return recurrent_scenarios(**_RECURRENT_CONCERNS.get(check.name, {}))
     if check.capability == "stack":
         return stack_scenarios(**_STACK_CONCERNS.get(check.name, {}))
+    if check.capability == "async":
+        return async_scenarios(**_ASYNC_CONCERNS.get(check.name, {}))
     if check.capability != "trainer":
         raise ValueError(
             f"check {check.name!r} is neither a trainer nor a relabel check ({check.capability!r})"

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from xpspec.protocol.scenario import (
+    AsyncScenario,
     EnvScenario,
     LearnerScenario,
     RecurrentScenario,
@@ -55,8 +56,10 @@ CAPABILITIES = (
     "checkpoint",
     # frame stacking (clauses stack.*)
     "stack",
+    # asynchronous actors and policy lag (clauses async.*)
+    "async",
 )
-"""The closed vocabulary of capabilities: seven operation families (one operation each), and
+"""The closed vocabulary of capabilities: eight operation families (one operation each), and
 twelve observables that not every framework has: ``counter`` (a global counter the trainer
 increments once per iteration, ``counter_mode`` per-iteration), ``update-counter`` (a count of
 the gradient updates made so far, kept by the framework: the counter of ``counter_mode``
@@ -79,7 +82,11 @@ experience: the adapter records the state the framework's network received at ea
 of each sequence and its loss mask, operation :meth:`Adapter.run_recurrent`); and a seventh,
 ``stack`` (frame stacking: the adapter records the stacked observation the framework's
 policy received at each step and the stack each sampled item carries, read from the
-framework's own objects, operation :meth:`Adapter.run_stack`). A framework
+framework's own objects, operation :meth:`Adapter.run_stack`); and an eighth, ``async``
+(asynchronous actors: the adapter runs the framework's own remote actors and records each
+arriving fragment with the policy version the framework recorded for each item, the
+behaviour logits and log-probabilities it stored, and its env-step counter, then the items
+each learner update trained on, operation :meth:`Adapter.run_async`). A framework
 without an observable records a stand-in (an empty
 state, a zero row ``L`` with loss mask 0, a mask the adapter computes itself) that would make
 its check pass by construction, so the checks of an observable the adapter does not declare
@@ -168,6 +175,11 @@ class Adapter(Protocol):
     def run_stack(self, scenario: StackScenario) -> Trace:
         """One ``Stacked`` event per vector step (source ``rollout``: the stacks the policy
         received), then one per sampled batch (source ``sample``)."""
+        ...
+
+    def run_async(self, scenario: AsyncScenario) -> Trace:
+        """One ``Arrived`` event per fragment the learner received, in the order it received
+        them, each followed by the ``Trained`` event of the update made after it (if any)."""
         ...
 
 

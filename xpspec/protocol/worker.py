@@ -14,7 +14,8 @@ Requests (``id`` is chosen by the suite and echoed in the response):
 - ``{"id": 1, "op": "smoke"}`` — answered ``{"id": 1, "outcome": "ok"}`` when the
   implementation can run at all;
 - ``{"id": 2, "op": "run", "scenario": {...}}`` — the scenario in its JSON form (its
-  ``kind`` names the operation: env, trainer, replay, learner, relabel, recurrent or stack),
+  ``kind`` names the operation: env, trainer, replay, learner, relabel, recurrent, stack or
+  async),
   answered with
   ``{"id": 2, "outcome": "trace", "trace": "<JSON Lines>"}`` (the trace text exactly as
   ``xpspec trace`` prints it), ``{"id": 2, "outcome": "unsupported", "reason": "...",

@@ -20,6 +20,7 @@ import torch
 from xpspec.protocol.adapter import PROTOCOL_VERSION, AdapterInfo
 from xpspec.protocol.sampling import SamplingSpec
 from xpspec.protocol.scenario import (
+    AsyncScenario,
     EnvScenario,
     LearnerScenario,
     RecurrentScenario,
@@ -42,6 +43,7 @@ from xpspec.protocol.trace import (
 )
 from xpspec.refimpl import EnvSpec, TrainerConfig
 from xpspec.refimpl import learner as lrn
+from xpspec.refimpl.asynchronous import Actors, run_async
 from xpspec.refimpl.checkpoint import run_checkpointed
 from xpspec.refimpl.priority import PriorityModel, run_prioritized
 from xpspec.refimpl.recorder import Recorder, windows_of
@@ -148,13 +150,15 @@ class RefimplAdapter:
     ``replay_buffer``, the buffer class :meth:`run_replay` fills and samples,
     ``priority_model``, the priorities a prioritized replay scenario samples by,
     ``recurrent_learner``, the counting network a recurrent scenario trains,
-    ``stacker``, the frame stacker of a stack scenario, or ``checkpoint_forgets``, the parts of a saved trainer its restore leaves out.
+    ``stacker``, the frame stacker of a stack scenario, ``actors``, the actors and learner of
+    an async scenario, or ``checkpoint_forgets``, the parts of a saved trainer its restore leaves out.
     """
 
     replay_buffer: type[ReplayBuffer] = ReplayBuffer
     priority_model: type[PriorityModel] = PriorityModel
     recurrent_learner: type[CountingLearner] = CountingLearner
     stacker: type[Stacker] = Stacker
+    actors: type[Actors] = Actors
     checkpoint_forgets: tuple[str, ...] = ()
     """Parts of a saved trainer a restore leaves out (:data:`xpspec.refimpl.checkpoint.PARTS`;
     none: the spec's restore)."""
@@ -185,6 +189,7 @@ class RefimplAdapter:
                 "recurrent",
                 "checkpoint",
                 "stack",
+                "async",
             ),
             extra_versions={"torch": torch.__version__},
         )
@@ -477,6 +482,11 @@ class RefimplAdapter:
         """Frame stacking (clauses ``stack.*``), run by
         :func:`xpspec.refimpl.stack.run_stack` with :attr:`stacker`."""
         return run_stack(scenario, self.stacker)
+
+    def run_async(self, scenario: AsyncScenario) -> Trace:
+        """Asynchronous actors and policy lag (clauses ``async.*``), run by
+        :func:`xpspec.refimpl.asynchronous.run_async` with :attr:`actors`."""
+        return run_async(scenario, self.actors)
 
     def run_relabel(self, scenario: RelabelScenario) -> Trace:
         """Hindsight relabeling at sample time (clauses ``relabel.*``).

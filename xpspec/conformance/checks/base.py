@@ -82,7 +82,9 @@ class Check:
 
     name: str
     clauses: tuple[str, ...]
-    capability: Literal["env", "trainer", "replay", "learner", "relabel", "recurrent", "stack"]
+    capability: Literal[
+        "env", "trainer", "replay", "learner", "relabel", "recurrent", "stack", "async"
+    ]
     kind: Literal["exact", "invariant", "statistical"]
     verify: Callable[[Scenario, Trace, Context], None]
     applies: Callable[[Scenario], bool] = lambda scenario: True

@@ -20,6 +20,7 @@ from xpspec.conformance.outcomes import AdapterError, AdapterFailure
 from xpspec.protocol import PROTOCOL, Request, Response
 from xpspec.protocol.adapter import AdapterInfo, Unsupported
 from xpspec.protocol.scenario import (
+    AsyncScenario,
     EnvScenario,
     LearnerScenario,
     RecurrentScenario,
@@ -93,6 +94,9 @@ class RemoteAdapter:
         return self._run(scenario)
 
     def run_stack(self, scenario: StackScenario) -> Trace:
+        return self._run(scenario)
+
+    def run_async(self, scenario: AsyncScenario) -> Trace:
         return self._run(scenario)
 
     def close(self) -> None:

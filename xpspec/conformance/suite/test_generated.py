@@ -1,4 +1,4 @@
-"""Invariant checks over Hypothesis-generated trainer, relabel, prioritized replay, recurrent and frame stacking scenarios (profiles ``ci`` and
+"""Invariant checks over Hypothesis-generated trainer, relabel, prioritized replay, recurrent, frame stacking and asynchronous actors scenarios (profiles ``ci`` and
 ``thorough``). A falsifying scenario is shrunk and printed as JSON, ready for ``xpspec trace``.
 
 The recorded outcome is the test's over all its examples: a MUST-level failure (shrunk to
@@ -28,7 +28,10 @@ INVARIANTS = [
     pytest.param(c, id=c.name, marks=[pytest.mark.clause(*c.clauses)])
     for c in ALL_CHECKS
     if c.kind == "invariant"
-    and (c.capability in ("trainer", "relabel", "recurrent", "stack") or "priorities" in c.requires)
+    and (
+        c.capability in ("trainer", "relabel", "recurrent", "stack", "async")
+        or "priorities" in c.requires
+    )
 ]
 
 
