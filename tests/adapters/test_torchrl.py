@@ -65,6 +65,7 @@ def test_info_names_the_installed_versions() -> None:
         "recurrent",
         "checkpoint",
         "stack",
+        "async",
     }
     ADAPTER.smoke()
 

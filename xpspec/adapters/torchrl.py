@@ -158,6 +158,7 @@ from xpspec.protocol.preprocessors import (
 )
 from xpspec.protocol.sampling import SamplingSpec
 from xpspec.protocol.scenario import (
+    AsyncScenario,
     EnvScenario,
     LearnerScenario,
     RecurrentScenario,
@@ -1056,7 +1057,7 @@ def _version(package: str) -> str:
 
 class TorchRLAdapter:
     """TorchRL 0.14.1 behind the xpspec protocol (capabilities env, trainer, replay,
-    learner, relabel, recurrent, checkpoint, stack and the observables above)."""
+    learner, relabel, recurrent, checkpoint, stack, async and the observables above)."""
 
     def info(self) -> AdapterInfo:
         return AdapterInfo(
@@ -1078,6 +1079,7 @@ class TorchRLAdapter:
                 "recurrent",
                 "checkpoint",
                 "stack",
+                "async",
             ),
             issue_tracker="https://github.com/pytorch/rl/issues",
             notes=(
@@ -1143,3 +1145,10 @@ class TorchRLAdapter:
         from xpspec.adapters.torchrl_stack import run_stack
 
         return run_stack(scenario)
+
+    def run_async(self, scenario: AsyncScenario) -> Trace:
+        """``MultiAsyncCollector`` with one worker process per actor and TorchRL's policy-version
+        tracking (:mod:`xpspec.adapters.torchrl_async`)."""
+        from xpspec.adapters.torchrl_async import run_async
+
+        return run_async(scenario)
