@@ -76,11 +76,11 @@ class _VersionedPolicy(torch.nn.Module):
     def __init__(self, num_actions: int) -> None:
         super().__init__()
         self.version = torch.nn.Parameter(torch.zeros(()), requires_grad=False)
-        self.register_buffer("steps", torch.arange(num_actions, dtype=torch.float32))
+        self.num_actions = num_actions
 
     def forward(self, observation: torch.Tensor) -> torch.Tensor:
-        scale = self.version * LOGIT_STEP
-        return (self.steps * scale).expand(*observation.shape[:-1], -1)
+        steps = torch.arange(self.num_actions, dtype=torch.float32)
+        return (steps * (self.version * LOGIT_STEP)).expand(*observation.shape[:-1], -1)
 
 
 def _policy(num_actions: int) -> tuple[ProbabilisticActor, _VersionedPolicy]:
