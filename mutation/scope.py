@@ -6,6 +6,7 @@ __all__ = ["MODULES"]
 
 MODULES = (
     "xpspec/refimpl/accounting.py",
+    "xpspec/refimpl/asynchronous.py",
     "xpspec/refimpl/checkpoint.py",
     "xpspec/refimpl/offline.py",
     "xpspec/refimpl/preprocess.py",

@@ -66,6 +66,7 @@ def test_info_names_the_installed_versions() -> None:
         "checkpoint",
         "stack",
         "offline",
+        "async",
     }
     ADAPTER.smoke()
 

@@ -366,3 +366,51 @@ def test_the_prioritized_sampler_cannot_be_built_with_this_torch() -> None:
     assert prioritized.SumSegmentTreeFp32 is None
     with pytest.raises(RuntimeError, match="SumSegmentTreeFp32 is not available"):
         PrioritizedSampler(max_capacity=4, alpha=0.6, beta=0.4)
+
+
+# -- asynchronous actors (async.version-recorded) ---------------------------------------------
+class _Versioned(torch.nn.Module):
+    """Logits (0, version): the weights that act name their version."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.version = torch.nn.Parameter(torch.zeros(()), requires_grad=False)
+
+    def forward(self, observation: torch.Tensor) -> torch.Tensor:
+        version = self.version.expand(observation.shape[:-1])
+        return torch.stack([torch.zeros_like(version), version], -1)
+
+
+def test_a_frame_is_tagged_with_the_version_before_the_weights_that_acted_on_it() -> None:
+    from tensordict.nn import TensorDictModule
+    from torch.distributions import Categorical
+    from torchrl.modules import ProbabilisticActor
+
+    net = _Versioned()
+    policy = ProbabilisticActor(
+        TensorDictModule(net, in_keys=["observation"], out_keys=["logits"]),
+        in_keys=["logits"],
+        out_keys=["action"],
+        distribution_class=Categorical,
+        return_log_prob=True,
+    )
+    torch.manual_seed(0)
+    collector = Collector(
+        GymWrapper(_Count(), categorical_action_encoding=True),
+        policy=policy,
+        frames_per_batch=4,
+        total_frames=12,
+        track_policy_version=True,
+    )
+    tags, acted = [], []
+    for batch in collector:
+        tags.append(batch.get("policy_version").reshape(-1).tolist())
+        acted.append(batch.get("logits")[..., 1].reshape(-1).int().tolist())
+        with torch.no_grad():
+            net.version.add_(1)
+        collector.update_policy_weights_()
+    collector.shutdown()
+    # The weights of version k act on the whole of batch k, but its first frame carries the
+    # tag PolicyVersion wrote when that frame's observation was produced, before the update.
+    assert acted == [[0, 0, 0, 0], [1, 1, 1, 1], [2, 2, 2, 2]]
+    assert tags == [[0, 0, 0, 0], [0, 1, 1, 1], [1, 2, 2, 2]]

@@ -77,7 +77,7 @@ def test_a_syntax_error_names_the_file_and_the_line(tmp_path: Path) -> None:
         (
             GOOD + 'kinds = ["envs"]\n',
             "deviation[0].kinds[0]",
-            "a kind of scenario (trainer, replay, env, learner, relabel, recurrent, stack, offline)",
+            "a kind of scenario (trainer, replay, env, learner, relabel, recurrent, stack, offline, async)",
             "'envs'",
         ),
         (

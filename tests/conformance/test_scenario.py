@@ -14,7 +14,9 @@ from xpspec.protocol.errors import MISSING, ConfigError
 from xpspec.protocol.scenario import MAX_SEED, TrainerScenario, scenario_from_json, scenario_to_json
 
 TRAINER = {"kind": "trainer", "env": {}, "trainer": {"num_iterations": 2}}
-KINDS = "'env', 'learner', 'offline', 'recurrent', 'relabel', 'replay', 'stack' or 'trainer'"
+KINDS = (
+    "'async', 'env', 'learner', 'offline', 'recurrent', 'relabel', 'replay', 'stack' or 'trainer'"
+)
 
 
 @pytest.mark.parametrize(

@@ -14,11 +14,12 @@ from xpspec.protocol.adapter import AdapterInfo
 from xpspec.protocol.identity import ItemId
 from xpspec.protocol.scenario import RelabelScenario, TrainerScenario
 from xpspec.protocol.step_type import StepType
-from xpspec.protocol.trace import Item, Trace
+from xpspec.protocol.trace import Floats, Item, Trace
 from xpspec.refimpl import preprocess as pre
 from xpspec.refimpl import replay
 from xpspec.refimpl.accounting import FloatCarrySchedule
 from xpspec.refimpl.adapter import RefimplAdapter
+from xpspec.refimpl.asynchronous import Actors
 from xpspec.refimpl.checkpoint import run_checkpointed
 from xpspec.refimpl.offline import Mixer, Rings
 from xpspec.refimpl.priority import PriorityModel
@@ -806,6 +807,36 @@ class _OfflineOnlyUncounted(Mixer):
         return counter + 1 if online else counter
 
 
+class _AsyncLearnerVersion(Actors):
+    """The version recorded with an item is the learner's when the actor acts, not the
+    version of the (older) weights the actor acts with."""
+
+    def recorded_version(self, acting: int, learner: int) -> int:
+        return learner
+
+
+class _AsyncLearnerLogProb(Actors):
+    """The stored log-probability is recomputed under the learner's newest weights instead
+    of the behaviour logits that acted."""
+
+    def log_prob(self, logits: Floats, action: int, learner: int) -> float:
+        return super().log_prob(self.logits(learner), action, learner)
+
+
+class _AsyncNoLagBound(Actors):
+    """Every arrived item is trained on, however old its version."""
+
+    def trainable(self, lag: int) -> bool:
+        return True
+
+
+class _AsyncCountsTrained(Actors):
+    """The env-step counter counts only the items trained on, not those dropped."""
+
+    def count(self, counter: int, arrived: int, trained: int) -> int:
+        return counter + trained
+
+
 @dataclass(frozen=True)
 class Mutant:
     name: str
@@ -826,6 +857,8 @@ class Mutant:
     mixer: type[Mixer] | None = None
     """An offline mutant: the hybrid sampler offline scenarios run (capability
     ``offline``)."""
+    actors: type[Actors] | None = None
+    """An async mutant: the actors and learner async scenarios run (capability ``async``)."""
     forgets: tuple[str, ...] = ()
     """A resume mutant: the parts of a saved trainer its restore leaves out
     (:data:`xpspec.refimpl.checkpoint.PARTS`; the trainer is refimpl's)."""
@@ -846,6 +879,8 @@ class Mutant:
             return "stack"
         if self.mixer is not None:
             return "offline"
+        if self.actors is not None:
+            return "async"
         return "trainer" if self.buffer is None and self.priority is None else "replay"
 
 
@@ -1036,6 +1071,13 @@ MUTANTS: tuple[Mutant, ...] = (
         "offline.iteration-accounting",
         mixer=_OfflineOnlyUncounted,
     ),
+    # asynchronous actors: each mutant breaks one rule of the actors or the learner
+    Mutant("async-learner-version", Trainer, "async.version-recorded", actors=_AsyncLearnerVersion),
+    Mutant(
+        "async-learner-log-prob", Trainer, "async.behaviour-logits", actors=_AsyncLearnerLogProb
+    ),
+    Mutant("async-no-lag-bound", Trainer, "async.lag-bounded", actors=_AsyncNoLagBound),
+    Mutant("async-counts-trained", Trainer, "async.env-steps-counted", actors=_AsyncCountsTrained),
     # checkpoint and resume: a restore that leaves the unroll schedule's carry out
     Mutant(
         "resume-forgets-carry", Trainer, "resume.accounting-restored", forgets=("unroll_schedule",)
@@ -1059,6 +1101,8 @@ class MutantAdapter(RefimplAdapter):
             self.stacker = mutant.stacker
         if mutant.mixer is not None:
             self.mixer = mutant.mixer
+        if mutant.actors is not None:
+            self.actors = mutant.actors
         self.checkpoint_forgets = mutant.forgets
 
     def info(self) -> AdapterInfo:
@@ -1081,6 +1125,7 @@ class MutantAdapter(RefimplAdapter):
                 "checkpoint",
                 "stack",
                 "offline",
+                "async",
             ),
         )
 

@@ -162,6 +162,7 @@ from xpspec.protocol.preprocessors import (
 )
 from xpspec.protocol.sampling import SamplingSpec
 from xpspec.protocol.scenario import (
+    AsyncScenario,
     EnvScenario,
     LearnerScenario,
     OfflineScenario,
@@ -1061,7 +1062,7 @@ def _version(package: str) -> str:
 
 class TorchRLAdapter:
     """TorchRL 0.14.1 behind the xpspec protocol (capabilities env, trainer, replay,
-    learner, relabel, recurrent, checkpoint, stack and the observables above)."""
+    learner, relabel, recurrent, checkpoint, stack, offline, async and the observables above)."""
 
     def info(self) -> AdapterInfo:
         return AdapterInfo(
@@ -1084,6 +1085,7 @@ class TorchRLAdapter:
                 "checkpoint",
                 "stack",
                 "offline",
+                "async",
             ),
             issue_tracker="https://github.com/pytorch/rl/issues",
             notes=(
@@ -1156,3 +1158,10 @@ class TorchRLAdapter:
         from xpspec.adapters.torchrl_offline import run_offline
 
         return run_offline(scenario)
+
+    def run_async(self, scenario: AsyncScenario) -> Trace:
+        """``MultiAsyncCollector`` with one worker process per actor and TorchRL's policy-version
+        tracking (:mod:`xpspec.adapters.torchrl_async`)."""
+        from xpspec.adapters.torchrl_async import run_async
+
+        return run_async(scenario)

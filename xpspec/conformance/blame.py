@@ -6,7 +6,8 @@ reports the *cause* as the failure and marks the others *downstream* of it.
 
 Data flows through the pipeline in stages (unroll, time steps, preprocessing, replay, train
 accounting, learner, relabeling, recurrent training, frame stacking, offline and hybrid
-replay); a wrong value upstream makes later stages diverge, rarely the other way. The cause among the failures of one scenario is therefore the one that is
+replay, asynchronous actors); a wrong value upstream makes later stages diverge, rarely the
+other way. The cause among the failures of one scenario is therefore the one that is
 first in this order:
 
 1. the earliest stage: of the clause the failure is charged to (see :data:`STAGE`), or, for a
@@ -60,6 +61,7 @@ STAGE: Final[dict[str, int]] = {
     "recurrent": 8,
     "stack": 9,
     "offline": 10,
+    "async": 11,
 }
 """Pipeline stage of a clause's area (unknown areas count as last)."""
 
@@ -107,6 +109,8 @@ EVENT_STAGE: Final[dict[str, int]] = {
     "train_sequence": STAGE["recurrent"],
     "stacked": STAGE["stack"],
     "mixed": STAGE["offline"],
+    "arrived": STAGE["async"],
+    "trained": STAGE["async"],
     "resume": STAGE["train"],
 }
 """Pipeline stage of a trace event kind."""

@@ -24,6 +24,7 @@ from xpspec.protocol.preprocessors import (
 from xpspec.protocol.priority import PrioritySpec
 from xpspec.protocol.sampling import SamplingSpec
 from xpspec.protocol.scenario import (
+    AsyncScenario,
     EnvScenario,
     LearnerScenario,
     OfflineScenario,
@@ -591,6 +592,27 @@ CATALOG: dict[str, Scenario] = {
         online_after=2,
         online_every=2,
         capacity=4,
+        seed=2,
+    ),
+    # -- asynchronous actors (async.*): two actors without a lag bound, whose fragments arrive
+    # out of turn (an actor's second fragment acted with weights two updates old); two actors
+    # with a bound of one update (the second actor's first fragment is dropped); three actors
+    # with a bound of 0 (only fragments acted with the learner's newest weights are trained on)
+    "async-lag": AsyncScenario(
+        EnvSpec(2, (FixedSchedule(3),)), fragment_length=4, arrivals=(0, 1, 0, 1, 1, 0, 0, 1)
+    ),
+    "async-bounded": AsyncScenario(
+        EnvSpec(2, (_MIXED,)),
+        fragment_length=3,
+        arrivals=(0, 0, 0, 1, 1, 0, 1, 1),
+        max_lag=1,
+        seed=1,
+    ),
+    "async-three": AsyncScenario(
+        EnvSpec(3, (_MIXED,)),
+        fragment_length=2,
+        arrivals=(0, 1, 2, 0, 1, 2, 2, 1, 0),
+        max_lag=0,
         seed=2,
     ),
 }

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from xpspec.protocol.adapter import CAPABILITIES, PROTOCOL_VERSION, AdapterInfo, Unsupported
 from xpspec.protocol.scenario import (
+    AsyncScenario,
     EnvScenario,
     LearnerScenario,
     OfflineScenario,
@@ -98,6 +99,9 @@ class GivenTrace:
         return self._answer(scenario)
 
     def run_offline(self, scenario: OfflineScenario) -> Trace:
+        return self._answer(scenario)
+
+    def run_async(self, scenario: AsyncScenario) -> Trace:
         return self._answer(scenario)
 
 

@@ -32,6 +32,7 @@ from xpspec.protocol.preprocessors import (
 from xpspec.protocol.priority import PrioritySpec
 from xpspec.protocol.sampling import SamplingSpec
 from xpspec.protocol.scenario import (
+    AsyncScenario,
     OfflineScenario,
     RecurrentScenario,
     RelabelScenario,
@@ -43,6 +44,7 @@ from xpspec.protocol.scenario import (
 from xpspec.protocol.schedule import CycleSchedule, EpisodePlan, FixedSchedule, RandomSchedule
 
 __all__ = [
+    "async_scenarios",
     "env_specs",
     "offline_scenarios",
     "preprocessor_specs",
@@ -576,9 +578,37 @@ def offline_scenarios(draw: st.DrawFn, min_online_weight: int = 0) -> OfflineSce
     )
 
 
+# -- asynchronous actors scenarios -------------------------------------------------------------
+@st.composite
+def async_scenarios(
+    draw: st.DrawFn, min_arrivals: int = 1, bounded: bool | None = None
+) -> AsyncScenario:
+    """Valid async scenarios (clauses ``async.*``): 1 to 3 actors, fragments of 1 to 5 items,
+    ``min_arrivals`` to 12 arrivals in any order, no lag bound or one of 0 to 3 updates
+    (``bounded`` forces one or the other), 2 or 3 actions."""
+    env = draw(env_specs(max_envs=3))
+    env = EnvSpec(env.num_envs, env.schedules, num_actions=draw(st.integers(2, 3)))
+    arrivals = draw(st.lists(st.integers(0, env.num_envs - 1), min_size=min_arrivals, max_size=12))
+    with_bound = draw(st.booleans()) if bounded is None else bounded
+    return AsyncScenario(
+        env,
+        fragment_length=draw(st.integers(1, 5)),
+        arrivals=tuple(arrivals),
+        max_lag=draw(st.integers(0, 3)) if with_bound else None,
+        seed=draw(st.integers(0, 3)),
+    )
+
+
 # The schedule is seen only through the online part: scenarios where it has items.
 _OFFLINE_CONCERNS: dict[str, dict[str, Any]] = {
     "offline-online-schedule": dict(min_online_weight=1),
+}
+# Async checks that judge something only with a lag bound (lag-bounded) or once the learner
+# has updated before an arrival (version-recorded, behaviour-logits).
+_ASYNC_CONCERNS: dict[str, dict[str, Any]] = {
+    "async-lag-bounded": dict(min_arrivals=3, bounded=True),
+    "async-version-recorded": dict(min_arrivals=3),
+    "async-behaviour-logits": dict(min_arrivals=3),
 }
 
 
@@ -597,6 +627,8 @@ def scenarios_for(check: Check) -> st.SearchStrategy[Scenario]:
         return stack_scenarios(**_STACK_CONCERNS.get(check.name, {}))
     if check.capability == "offline":
         return offline_scenarios(**_OFFLINE_CONCERNS.get(check.name, {}))
+    if check.capability == "async":
+        return async_scenarios(**_ASYNC_CONCERNS.get(check.name, {}))
     if check.capability != "trainer":
         raise ValueError(
             f"check {check.name!r} is neither a trainer nor a relabel check ({check.capability!r})"

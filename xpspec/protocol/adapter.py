@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from xpspec.protocol.scenario import (
+    AsyncScenario,
     EnvScenario,
     LearnerScenario,
     OfflineScenario,
@@ -58,8 +59,10 @@ CAPABILITIES = (
     "stack",
     # offline and hybrid replay (clauses offline.*)
     "offline",
+    # asynchronous actors and policy lag (clauses async.*)
+    "async",
 )
-"""The closed vocabulary of capabilities: eight operation families (one operation each), and
+"""The closed vocabulary of capabilities: nine operation families (one operation each), and
 twelve observables that not every framework has: ``counter`` (a global counter the trainer
 increments once per iteration, ``counter_mode`` per-iteration), ``update-counter`` (a count of
 the gradient updates made so far, kept by the framework: the counter of ``counter_mode``
@@ -82,11 +85,14 @@ experience: the adapter records the state the framework's network received at ea
 of each sequence and its loss mask, operation :meth:`Adapter.run_recurrent`); and a seventh,
 ``stack`` (frame stacking: the adapter records the stacked observation the framework's
 policy received at each step and the stack each sampled item carries, read from the
-framework's own objects, operation :meth:`Adapter.run_stack`); and an eighth, ``offline``
+framework's own objects, operation :meth:`Adapter.run_stack`); an eighth, ``offline``
 (offline and hybrid replay: an offline dataset stored before training, online experience
 written between updates, each update's batch drawn from both by the framework's own mixing,
-operation :meth:`Adapter.run_offline`). A framework
-without an observable records a stand-in (an empty
+operation :meth:`Adapter.run_offline`); and a ninth, ``async`` (asynchronous actors: the
+adapter runs the framework's own remote actors and records each arriving fragment with the
+policy version the framework recorded for each item, the behaviour logits and
+log-probabilities it stored, and its env-step counter, then the items each learner update
+trained on, operation :meth:`Adapter.run_async`). A framework without an observable records a stand-in (an empty
 state, a zero row ``L`` with loss mask 0, a mask the adapter computes itself) that would make
 its check pass by construction, so the checks of an observable the adapter does not declare
 are not applicable, with that reason."""
@@ -179,6 +185,11 @@ class Adapter(Protocol):
     def run_offline(self, scenario: OfflineScenario) -> Trace:
         """One ``Mixed`` event per update: the online items written before it, its batch,
         the offline buffer's items after it and the training-iteration counter."""
+        ...
+
+    def run_async(self, scenario: AsyncScenario) -> Trace:
+        """One ``Arrived`` event per fragment the learner received, in the order it received
+        them, each followed by the ``Trained`` event of the update made after it (if any)."""
         ...
 
 

@@ -163,6 +163,13 @@ def check_budget(scenario: Scenario, budget: Budget = BUDGET) -> None:
             budget.sampled_items,
             "sampled items",
         )
+    elif scenario.kind == "async":
+        _limit(
+            "len(arrivals) × fragment_length",
+            len(scenario.arrivals) * scenario.fragment_length,
+            budget.env_steps,
+            "env steps",
+        )
     elif scenario.kind == "learner":
         steps = b * scenario.steps
         _limit("env.num_envs × steps", steps, budget.env_steps, "env steps")

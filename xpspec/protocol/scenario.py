@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Final, Literal, Union
 
+from xpspec.protocol.asynchronous import AsyncScenario
 from xpspec.protocol.budget import check_budget
 from xpspec.protocol.checkpoint import CheckpointSpec
 from xpspec.protocol.codec import canonical_json, from_jsonable, parse_fraction
@@ -25,6 +26,7 @@ from xpspec.protocol.sampling import SamplingSpec
 
 __all__ = [
     "MAX_SEED",
+    "AsyncScenario",
     "EnvScenario",
     "LearnerScenario",
     "OfflineScenario",
@@ -485,6 +487,7 @@ Scenario = Union[
     RecurrentScenario,
     StackScenario,
     OfflineScenario,
+    AsyncScenario,
 ]
 
 

@@ -18,6 +18,7 @@ from xpspec.protocol.codec import canonical_json, to_jsonable
 __all__ = [
     "TRACE_FORMAT",
     "Advantages",
+    "Arrived",
     "CallerEpisode",
     "EnvStep",
     "Event",
@@ -41,6 +42,7 @@ __all__ = [
     "Trace",
     "TrainCall",
     "TrainSequence",
+    "Trained",
     "Update",
     "UpdatePlan",
     "Window",
@@ -255,6 +257,42 @@ class Mixed:
 
 
 @dataclass(frozen=True)
+class Arrived:
+    """A fragment of an actor reaching the learner (clauses ``async.*``): arrival ``index``
+    (from 0, in the order the learner received them) of actor ``actor``, delivered when the
+    learner had made ``learner_version`` updates. Row ``i`` is item ``(env[i], episode[i],
+    t[i])`` acted with ``action[i]``; ``version[i]`` is the policy version the implementation
+    recorded for it, ``logits[i]`` the behaviour policy's logits it computed and
+    ``log_prob[i]`` the log-probability of the action it stored with the item.
+    ``env_steps`` is the implementation's env-step counter after this arrival."""
+
+    index: int
+    actor: int
+    learner_version: int
+    env: Ints
+    episode: Ints
+    t: Ints
+    action: Ints
+    version: Ints
+    logits: tuple[Floats, ...]
+    log_prob: Floats
+    env_steps: int
+    kind: Literal["arrived"] = "arrived"
+
+
+@dataclass(frozen=True)
+class Trained:
+    """One learner update (clause ``async.lag-bounded``): the update made with ``version``
+    updates before it trained on items ``(env[i], episode[i], t[i])``."""
+
+    version: int
+    env: Ints
+    episode: Ints
+    t: Ints
+    kind: Literal["trained"] = "trained"
+
+
+@dataclass(frozen=True)
 class Advantages:
     """Learner-side preprocessing of one episode: one entry per row ``t`` (the extra
     bootstrap row last), with the loss mask that excludes it."""
@@ -379,6 +417,8 @@ Event = Union[
     TrainSequence,
     Stacked,
     Mixed,
+    Arrived,
+    Trained,
     Advantages,
     CallerEpisode,
     NStep,
@@ -427,6 +467,10 @@ class Trace:
     def of_kind(self, kind: Literal["stacked"]) -> Iterator[Stacked]: ...
     @overload
     def of_kind(self, kind: Literal["mixed"]) -> Iterator[Mixed]: ...
+    @overload
+    def of_kind(self, kind: Literal["arrived"]) -> Iterator[Arrived]: ...
+    @overload
+    def of_kind(self, kind: Literal["trained"]) -> Iterator[Trained]: ...
     @overload
     def of_kind(self, kind: Literal["advantages"]) -> Iterator[Advantages]: ...
     @overload

@@ -16,6 +16,7 @@ Requests (``id`` is chosen by the suite and echoed in the response):
 - ``{"id": 2, "op": "run", "scenario": {...}}`` — the scenario in its JSON form (its
   ``kind`` names the operation: env, trainer, replay, learner, relabel, recurrent, stack or
   offline),
+  async),
   answered with
   ``{"id": 2, "outcome": "trace", "trace": "<JSON Lines>"}`` (the trace text exactly as
   ``xpspec trace`` prints it), ``{"id": 2, "outcome": "unsupported", "reason": "...",

@@ -20,6 +20,7 @@ import torch
 from xpspec.protocol.adapter import PROTOCOL_VERSION, AdapterInfo
 from xpspec.protocol.sampling import SamplingSpec
 from xpspec.protocol.scenario import (
+    AsyncScenario,
     EnvScenario,
     LearnerScenario,
     OfflineScenario,
@@ -43,6 +44,7 @@ from xpspec.protocol.trace import (
 )
 from xpspec.refimpl import EnvSpec, TrainerConfig
 from xpspec.refimpl import learner as lrn
+from xpspec.refimpl.asynchronous import Actors, run_async
 from xpspec.refimpl.checkpoint import run_checkpointed
 from xpspec.refimpl.offline import Mixer, run_offline
 from xpspec.refimpl.priority import PriorityModel, run_prioritized
@@ -152,6 +154,8 @@ class RefimplAdapter:
     ``recurrent_learner``, the counting network a recurrent scenario trains,
     ``stacker``, the frame stacker of a stack scenario, ``mixer``, the hybrid sampler of an
     offline scenario, or ``checkpoint_forgets``, the parts of a saved trainer its restore leaves out.
+    ``stacker``, the frame stacker of a stack scenario, ``actors``, the actors and learner of
+    an async scenario, or ``checkpoint_forgets``, the parts of a saved trainer its restore leaves out.
     """
 
     replay_buffer: type[ReplayBuffer] = ReplayBuffer
@@ -159,6 +163,7 @@ class RefimplAdapter:
     recurrent_learner: type[CountingLearner] = CountingLearner
     stacker: type[Stacker] = Stacker
     mixer: type[Mixer] = Mixer
+    actors: type[Actors] = Actors
     checkpoint_forgets: tuple[str, ...] = ()
     """Parts of a saved trainer a restore leaves out (:data:`xpspec.refimpl.checkpoint.PARTS`;
     none: the spec's restore)."""
@@ -190,6 +195,7 @@ class RefimplAdapter:
                 "checkpoint",
                 "stack",
                 "offline",
+                "async",
             ),
             extra_versions={"torch": torch.__version__},
         )
@@ -487,6 +493,11 @@ class RefimplAdapter:
         """Offline and hybrid replay (clauses ``offline.*``), run by
         :func:`xpspec.refimpl.offline.run_offline` with :attr:`mixer`."""
         return run_offline(scenario, self.mixer)
+
+    def run_async(self, scenario: AsyncScenario) -> Trace:
+        """Asynchronous actors and policy lag (clauses ``async.*``), run by
+        :func:`xpspec.refimpl.asynchronous.run_async` with :attr:`actors`."""
+        return run_async(scenario, self.actors)
 
     def run_relabel(self, scenario: RelabelScenario) -> Trace:
         """Hindsight relabeling at sample time (clauses ``relabel.*``).

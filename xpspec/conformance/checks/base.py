@@ -83,7 +83,15 @@ class Check:
     name: str
     clauses: tuple[str, ...]
     capability: Literal[
-        "env", "trainer", "replay", "learner", "relabel", "recurrent", "stack", "offline"
+        "env",
+        "trainer",
+        "replay",
+        "learner",
+        "relabel",
+        "recurrent",
+        "stack",
+        "offline",
+        "async",
     ]
     kind: Literal["exact", "invariant", "statistical"]
     verify: Callable[[Scenario, Trace, Context], None]

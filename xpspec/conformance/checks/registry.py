@@ -6,6 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from xpspec.conformance.checks.asynchronous import (
+    check_behaviour_logits,
+    check_env_steps_counted,
+    check_lag_bounded,
+    check_version_recorded,
+)
 from xpspec.conformance.checks.base import Check
 from xpspec.conformance.checks.determinism import check_deterministic
 from xpspec.conformance.checks.exact import check_exact_schedule, check_exact_stores
@@ -126,6 +132,7 @@ from xpspec.protocol.scenario import RelabelScenario, ReplayScenario, Scenario, 
 
 __all__ = [
     "ALL_CHECKS",
+    "ASYNC_CHECKS",
     "DETERMINISM_CHECKS",
     "ENV_CHECKS",
     "LEARNER_CHECKS",
@@ -837,6 +844,35 @@ OFFLINE_CHECKS: tuple[Check, ...] = (
     ),
 )
 
+# -- asynchronous actors and policy lag (clauses async.*) --
+# The versions first: the lag and the behaviour log-probabilities are judged by them. No
+# determinism check: a real engine's arrival order is its own, and each check judges the
+# order it recorded.
+ASYNC_CHECKS: tuple[Check, ...] = (
+    Check(
+        "async-version-recorded",
+        ("async.version-recorded",),
+        "async",
+        "invariant",
+        check_version_recorded,
+    ),
+    Check(
+        "async-behaviour-logits",
+        ("async.behaviour-logits",),
+        "async",
+        "invariant",
+        check_behaviour_logits,
+    ),
+    Check("async-lag-bounded", ("async.lag-bounded",), "async", "invariant", check_lag_bounded),
+    Check(
+        "async-env-steps-counted",
+        ("async.env-steps-counted",),
+        "async",
+        "invariant",
+        check_env_steps_counted,
+    ),
+)
+
 
 # -- checkpoint and resume (clauses resume.*) --
 def _checkpointed(s: Scenario) -> bool:
@@ -904,4 +940,5 @@ ALL_CHECKS: tuple[Check, ...] = (
     + RESUME_CHECKS
     + STACK_CHECKS
     + OFFLINE_CHECKS
+    + ASYNC_CHECKS
 )

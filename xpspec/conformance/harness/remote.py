@@ -20,6 +20,7 @@ from xpspec.conformance.outcomes import AdapterError, AdapterFailure
 from xpspec.protocol import PROTOCOL, Request, Response
 from xpspec.protocol.adapter import AdapterInfo, Unsupported
 from xpspec.protocol.scenario import (
+    AsyncScenario,
     EnvScenario,
     LearnerScenario,
     OfflineScenario,
@@ -97,6 +98,9 @@ class RemoteAdapter:
         return self._run(scenario)
 
     def run_offline(self, scenario: OfflineScenario) -> Trace:
+        return self._run(scenario)
+
+    def run_async(self, scenario: AsyncScenario) -> Trace:
         return self._run(scenario)
 
     def close(self) -> None:

@@ -1,4 +1,5 @@
-"""Invariant checks over Hypothesis-generated trainer, relabel, prioritized replay, recurrent, frame stacking and offline scenarios (profiles ``ci`` and
+"""Invariant checks over Hypothesis-generated trainer, relabel, prioritized replay, recurrent,
+frame stacking, offline and asynchronous actors scenarios (profiles ``ci`` and
 ``thorough``). A falsifying scenario is shrunk and printed as JSON, ready for ``xpspec trace``.
 
 The recorded outcome is the test's over all its examples: a MUST-level failure (shrunk to
@@ -29,7 +30,7 @@ INVARIANTS = [
     for c in ALL_CHECKS
     if c.kind == "invariant"
     and (
-        c.capability in ("trainer", "relabel", "recurrent", "stack", "offline")
+        c.capability in ("trainer", "relabel", "recurrent", "stack", "offline", "async")
         or "priorities" in c.requires
     )
 ]
