@@ -72,7 +72,11 @@ episode's first step are zero observations with mask 0, recorded as padding (``N
 from an empty buffer raises ``ValueError`` (numpy's ``randint(0)``) and is recorded as an
 empty draw (``replay.no-window``). A ``FIFOBuffer`` of limit 1 raises ``IndexError`` on its
 second entry (``dataset/buffers.py:FIFOBuffer.append``); the run then ends with the header's
-``stopped``, in trainer and replay runs alike.
+``stopped``, in trainer, replay and stack runs alike.
+
+**Frame stacking.** ``run_stack`` drives d3rlpy's ``FrameStack`` env wrapper under ``collect``
+and a ``ReplayBuffer`` of last frames stacked at sample time by ``FrameStackTransitionPicker``
+(:mod:`xpspec.adapters.d3rlpy_stack`).
 """
 
 from __future__ import annotations
