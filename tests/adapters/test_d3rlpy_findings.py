@@ -105,6 +105,18 @@ def test_a_truncated_episode_loses_its_last_transition() -> None:
     assert (truncated[-1][0], terminated[-1][0]) == (2, 3)
 
 
+def test_collect_writes_no_entry_for_a_truncated_last_step_nor_the_step_in_progress() -> None:
+    # collect, as fit_online, calls clip_episode(False) on a truncation and after its last
+    # step (algos/qlearning/base.py, collect): three steps of a truncated episode store two
+    # transitions, three of a longer episode store two, and one step stores none.
+    counts = []
+    for env, n_steps in ((_Counting(3, truncate=True), 3), (_Counting(10), 3), (_Counting(10), 1)):
+        buffer = _buffer(100)
+        _dqn().collect(env, buffer, n_steps=n_steps, show_progress=False)
+        counts.append(buffer.transition_count)
+    assert counts == [2, 2, 0]
+
+
 def test_a_fifo_buffer_of_one_transition_raises_on_its_second() -> None:
     # FIFOBuffer.append, when full, compares _transitions[0] with _transitions[1]
     # (dataset/buffers.py), which a deque of one does not have.

@@ -72,7 +72,11 @@ episode's first step are zero observations with mask 0, recorded as padding (``N
 from an empty buffer raises ``ValueError`` (numpy's ``randint(0)``) and is recorded as an
 empty draw (``replay.no-window``). A ``FIFOBuffer`` of limit 1 raises ``IndexError`` on its
 second entry (``dataset/buffers.py:FIFOBuffer.append``); the run then ends with the header's
-``stopped``, in trainer and replay runs alike.
+``stopped``, in trainer, replay and stack runs alike.
+
+**Frame stacking.** ``run_stack`` drives d3rlpy's ``FrameStack`` env wrapper under ``collect``
+and a ``ReplayBuffer`` of last frames stacked at sample time by ``FrameStackTransitionPicker``
+(:mod:`xpspec.adapters.d3rlpy_stack`).
 """
 
 from __future__ import annotations
@@ -116,7 +120,7 @@ from xpspec.kit.steps import Step, TransitionRows
 from xpspec.protocol.adapter import PROTOCOL_VERSION, AdapterInfo, Unsupported
 from xpspec.protocol.env_spec import EnvSpec
 from xpspec.protocol.preprocessors import EpisodeDelayed, ExcludeTasks
-from xpspec.protocol.scenario import ReplayScenario, TrainerScenario
+from xpspec.protocol.scenario import ReplayScenario, StackScenario, TrainerScenario
 from xpspec.protocol.step_type import StepType
 from xpspec.protocol.trace import (
     Event,
@@ -627,7 +631,7 @@ class D3rlpyAdapter:
             framework="d3rlpy",
             framework_version=d3rlpy.__version__,
             protocol_version=PROTOCOL_VERSION,
-            capabilities=("trainer", "replay", "update-counter"),
+            capabilities=("trainer", "replay", "update-counter", "stack"),
             issue_tracker="https://github.com/takuseno/d3rlpy/issues",
             notes="DQN with a tiny encoder; fit_online on one env; FIFOBuffer replay",
             extra_versions={
@@ -652,3 +656,10 @@ class D3rlpyAdapter:
         ``sample_transition_batch`` (see the module docstring)."""
         with _silenced(scenario.seed):
             return _run_replay(scenario)
+
+    def run_stack(self, scenario: StackScenario) -> Trace:
+        """``FrameStack`` under ``collect`` and a ``ReplayBuffer`` of last frames stacked by
+        ``FrameStackTransitionPicker`` (:mod:`xpspec.adapters.d3rlpy_stack`)."""
+        from xpspec.adapters.d3rlpy_stack import run_stack
+
+        return run_stack(scenario)
