@@ -150,3 +150,17 @@ def test_an_evicted_items_stack_is_judged_by_earliest_ignored() -> None:
     verdicts = _verdicts(SCENARIO, broken)
     assert verdicts["check_earliest_ignored"] == "fail"
     assert verdicts["check_sample_equals_rollout"] == "n/a"
+
+
+@pytest.mark.parametrize("padding", ["repeat-first", "zeros"])
+def test_one_zero_filled_env_cannot_tell_the_padding_rules_apart(padding: str) -> None:
+    """Env 0's first frame is the zero frame, and the zero frame at its later episodes'
+    padding is ambiguous: a zero-filled run of one env judges nothing of stack.episode-start
+    (the rules give the same frames wherever they are told apart), whatever the scenario asks."""
+    one = replace(SCENARIO, env=EnvSpec(num_envs=1, schedules=(FixedSchedule(2),)))
+    trace = run_stack(replace(one, padding="zeros"))
+    assert _verdicts(replace(one, padding=padding), trace)["check_episode_start"] == "n/a"
+    # repeating the FIRST shows at env 0's later episodes: judged, and told apart
+    repeated = run_stack(one)
+    assert _verdicts(one, repeated)["check_episode_start"] == "pass"
+    assert _verdicts(replace(one, padding="zeros"), repeated)["check_episode_start"] == "fail"

@@ -120,14 +120,17 @@ def _padding(sc: StackScenario, trace: Trace) -> Iterator[tuple[Stacked, int, in
 def check_episode_start(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     """stack.episode-start: each padding position holds the padding rule's frame (the
     episode's FIRST; the zero frame under variant zero-fill). A frame of an earlier episode is
-    ``stack.no-cross``'s."""
+    ``stack.no-cross``'s. Only positions where the two rules give different frames judge the
+    clause: env 0's first episode starts with the zero frame, so a run whose other padding is
+    all ambiguous (one env, zero-filled) cannot tell the rules apart and is not applicable."""
     sc = _sc(scenario)
     judged = False
     for event, row, p, item, frame in _padding(sc, trace):
-        judged = True
         if _crosses(item, frame) or _ambiguous(item, frame):
             continue
-        want = ZERO_FRAME if sc.padding == "zeros" else (item[0], item[1], 0)
+        first = (item[0], item[1], 0)
+        judged = judged or first != ZERO_FRAME
+        want = ZERO_FRAME if sc.padding == "zeros" else first
         if frame != want:
             raise CheckFailure(
                 f"{_where(event, row, p)}: padding of item {item} (padding {sc.padding!r})",
@@ -135,7 +138,9 @@ def check_episode_start(scenario: Scenario, trace: Trace, ctx: Context) -> None:
                 frame,
             )
     if not judged:
-        raise _nothing_to_judge("a position before its episode's FIRST")
+        raise _nothing_to_judge(
+            "a position before its episode's FIRST where repeating the FIRST and zero fill differ"
+        )
 
 
 def check_no_cross(scenario: Scenario, trace: Trace, ctx: Context) -> None:
