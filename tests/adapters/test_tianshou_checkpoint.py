@@ -1,9 +1,9 @@
 """Checkpoint and resume through Tianshou 2.0.1's own resume path
 (xpspec.adapters.tianshou_checkpoint): what crosses the checkpoint is the files its
 ``save_checkpoint_fn`` and ``TensorboardLogger`` wrote, and what the trace records after it is
-read from the objects built anew. The catalogue's resume scenarios ask for a warm-up gate or a
-fractional unroll, which the Tianshou trainer row cannot express, so these tests run
-``resume-plain`` without its gate. Skipped when Tianshou is not installed."""
+read from the objects built anew. Of the catalogue's resume scenarios the Tianshou trainer row
+can express ``resume-ungated`` only (the others ask for a warm-up gate or a fractional
+unroll). Skipped when Tianshou is not installed."""
 
 from __future__ import annotations
 
@@ -18,34 +18,27 @@ pytest.importorskip("tianshou")
 
 import numpy as np
 
+from tests.adapters.resume_runs import (
+    assert_restored_but_reset,
+    context_of,
+    iteration_starts,
+    resume_of,
+)
 from xpspec.adapters import tianshou_checkpoint
 from xpspec.adapters.tianshou import TianshouAdapter
 from xpspec.conformance.catalog import CATALOG
-from xpspec.conformance.checks.base import CheckFailure, Context
+from xpspec.conformance.checks.base import CheckFailure
 from xpspec.conformance.checks.resume import (
-    check_resume_accounting,
     check_resume_buffer,
-    check_resume_env,
-    check_resume_rng,
-    check_resume_same_trace,
 )
 from xpspec.protocol.adapter import Unsupported
 from xpspec.protocol.checkpoint import CheckpointSpec
 from xpspec.protocol.env_spec import EnvSpec
 from xpspec.protocol.scenario import TrainerScenario
 from xpspec.protocol.schedule import FixedSchedule
-from xpspec.protocol.step_type import StepType
-from xpspec.protocol.trace import EnvStep, IterationStart, Resume, Trace, Update
+from xpspec.protocol.trace import Trace, Update
 
 ADAPTER = TianshouAdapter()
-
-
-def _context() -> Context:
-    return Context(ADAPTER.run_trainer, ADAPTER.run_trainer, ADAPTER.run_trainer)
-
-
-def _resume(trace: Trace) -> Resume:
-    return next(e for e in trace.events if isinstance(e, Resume))
 
 
 def _catalogued(name: str) -> TrainerScenario:
@@ -54,20 +47,9 @@ def _catalogued(name: str) -> TrainerScenario:
     return scenario
 
 
-def _open_gate() -> TrainerScenario:
-    """``resume-plain`` (2 envs, u = 2, a ring of 5, two updates a call, saved after
-    iteration 3) with no warm-up gate: Tianshou trains from the first training step."""
-    scenario = _catalogued("resume-plain")
-    return replace(scenario, trainer=replace(scenario.trainer, initial_collect_steps=0))
-
-
 def _after(scenario: TrainerScenario) -> int:
     assert scenario.checkpoint is not None
     return scenario.checkpoint.after_iteration
-
-
-def _starts(trace: Trace) -> list[tuple[int, int]]:
-    return [(e.iteration, e.counter) for e in trace.events if isinstance(e, IterationStart)]
 
 
 def _windows_after(trace: Trace, k: int) -> list[Any]:
@@ -96,31 +78,9 @@ def test_the_catalogues_resume_scenarios_are_not_expressible() -> None:
 
 
 def test_the_resumed_trainer_holds_the_saved_buffer_and_counters_and_resets_the_envs() -> None:
-    scenario = _open_gate()
-    k = _after(scenario)
-    trace = ADAPTER.run_trainer(scenario)
-    uninterrupted = ADAPTER.run_trainer(replace(scenario, checkpoint=None))
-    index = list(trace.events).index(_resume(trace))
-    # Up to the save the run is the uninterrupted one; the buffer is restored item for item.
-    assert list(trace.events[:index]) == list(uninterrupted.events[:index])
-    assert len(_resume(trace).saved) == 10
-    check_resume_buffer(scenario, trace, _context())
-    # The logger's counters are restored: iterations go on with the uninterrupted counters.
-    assert _starts(trace) == _starts(uninterrupted)
-    # The finding: the resumed trainer's run() resets the new collector, every env anew.
-    first = next(e for e in trace.events[index + 1 :] if isinstance(e, EnvStep))
-    assert first.iteration == k + 1
-    assert set(first.t) == {0} and set(first.step_type) == {int(StepType.FIRST)}
-    for check, clause in (
-        (check_resume_env, "resume.env-continues"),
-        (check_resume_accounting, "resume.accounting-restored"),
-        (check_resume_same_trace, "resume.same-trace"),
-    ):
-        with pytest.raises(CheckFailure) as failure:
-            check(scenario, trace, _context())
-        assert failure.value.clause == clause
-    with pytest.raises(Unsupported, match="cannot be judged"):
-        check_resume_rng(scenario, trace, _context())
+    """The finding: the resumed trainer's run() resets the new collector, every env anew; the
+    buffer and the logger's counters are restored."""
+    assert_restored_but_reset(ADAPTER, _catalogued("resume-ungated"), saved=10)
 
 
 def test_an_emptied_saved_buffer_is_what_the_restored_buffer_holds(
@@ -129,11 +89,11 @@ def test_an_emptied_saved_buffer_is_what_the_restored_buffer_holds(
     """Empty the pickled buffer (``ReplayBuffer.reset``): the restored items are read from
     what Tianshou unpickled, and resume-buffer fails."""
     _edited_buffer_file(monkeypatch, lambda buffer: buffer.reset())
-    scenario = _open_gate()
+    scenario = _catalogued("resume-ungated")
     trace = ADAPTER.run_trainer(scenario)
-    assert _resume(trace).saved and _resume(trace).restored == ()
+    assert resume_of(trace).saved and resume_of(trace).restored == ()
     with pytest.raises(CheckFailure) as failure:
-        check_resume_buffer(scenario, trace, _context())
+        check_resume_buffer(scenario, trace, context_of(ADAPTER))
     assert failure.value.clause == "resume.buffer-restored"
 
 
@@ -152,12 +112,12 @@ def test_without_the_logged_counters_the_resumed_trainer_counts_anew(
         return restore(self)
 
     monkeypatch.setattr(logger, "restore_data", wiped)
-    scenario = _open_gate()
+    scenario = _catalogued("resume-ungated")
     k = _after(scenario)
     trace = ADAPTER.run_trainer(scenario)
     uninterrupted = ADAPTER.run_trainer(replace(scenario, checkpoint=None))
-    assert _starts(trace)[:k] == _starts(uninterrupted)[:k]
-    assert _starts(trace)[k] == (k + 1, 1) != _starts(uninterrupted)[k]
+    assert iteration_starts(trace)[:k] == iteration_starts(uninterrupted)[:k]
+    assert iteration_starts(trace)[k] == (k + 1, 1) != iteration_starts(uninterrupted)[k]
 
 
 def test_the_buffers_random_streams_are_restored_from_the_file(
@@ -166,7 +126,7 @@ def test_the_buffers_random_streams_are_restored_from_the_file(
     """The windows drawn after the resume come from the ``RandomState`` streams pickled with
     the buffer: two resumed runs draw the same windows, and a buffer whose streams are
     reseeded in the file draws others."""
-    scenario = _open_gate()
+    scenario = _catalogued("resume-ungated")
     k = _after(scenario)
     trace = ADAPTER.run_trainer(scenario)
     assert _windows_after(trace, k) and _windows_after(ADAPTER.run_trainer(scenario), k) == (
@@ -184,7 +144,7 @@ def test_the_buffers_random_streams_are_restored_from_the_file(
 def test_a_run_that_stops_before_the_checkpoint_is_unsupported() -> None:
     """A frame-stack window no episode is long enough for ends the run in its first update
     (header ``stopped``): there is no running trainer to save."""
-    scenario = _open_gate()
+    scenario = _catalogued("resume-ungated")
     trainer = replace(scenario.trainer, mini_batch_length=5)
     short = replace(scenario, env=EnvSpec(2, (FixedSchedule(2),)), trainer=trainer)
     assert "stopped" in ADAPTER.run_trainer(replace(short, checkpoint=None)).header
@@ -200,5 +160,5 @@ def test_a_cached_buffer_is_restored_with_its_caches() -> None:
     trainer = replace(delayed.trainer, initial_collect_steps=0, num_iterations=3)
     scenario = replace(delayed, trainer=trainer, checkpoint=CheckpointSpec(1))
     trace = ADAPTER.run_trainer(scenario)
-    assert _resume(trace).saved == ((0, 0, 0), (0, 0, 1), (0, 0, 2))
-    check_resume_buffer(scenario, trace, _context())
+    assert resume_of(trace).saved == ((0, 0, 0), (0, 0, 1), (0, 0, 2))
+    check_resume_buffer(scenario, trace, context_of(ADAPTER))

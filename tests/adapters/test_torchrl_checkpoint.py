@@ -17,41 +17,32 @@ pytest.importorskip("torchrl")
 
 import torch
 
+from tests.adapters.resume_runs import (
+    assert_restored_but_reset,
+    context_of,
+    iteration_starts,
+    resume_of,
+)
 from xpspec.adapters import torchrl_checkpoint
 from xpspec.adapters.torchrl import TorchRLAdapter
 from xpspec.conformance.catalog import CATALOG
-from xpspec.conformance.checks.base import CheckFailure, Context
+from xpspec.conformance.checks.base import CheckFailure
 from xpspec.conformance.checks.resume import (
     check_resume_accounting,
     check_resume_buffer,
-    check_resume_env,
     check_resume_rng,
-    check_resume_same_trace,
 )
 from xpspec.protocol.adapter import Unsupported
 from xpspec.protocol.scenario import TrainerScenario
-from xpspec.protocol.step_type import StepType
-from xpspec.protocol.trace import EnvStep, IterationEnd, IterationStart, Resume, Trace, Update
+from xpspec.protocol.trace import IterationEnd, Trace, Update
 
 ADAPTER = TorchRLAdapter()
-
-
-def _context() -> Context:
-    return Context(ADAPTER.run_trainer, ADAPTER.run_trainer, ADAPTER.run_trainer)
-
-
-def _resume(trace: Trace) -> Resume:
-    return next(e for e in trace.events if isinstance(e, Resume))
 
 
 def _scenario(name: str) -> TrainerScenario:
     scenario = CATALOG[name]
     assert isinstance(scenario, TrainerScenario) and scenario.checkpoint is not None
     return scenario
-
-
-def _starts(trace: Trace) -> list[tuple[int, int]]:
-    return [(e.iteration, e.counter) for e in trace.events if isinstance(e, IterationStart)]
 
 
 def _perturbed_load(monkeypatch: pytest.MonkeyPatch, edit: Any) -> None:
@@ -71,31 +62,9 @@ def _component(path: pathlib.Path, name: str) -> pathlib.Path:
 
 
 def test_the_restored_trainer_holds_the_saved_buffer_and_counters() -> None:
-    scenario = _scenario("resume-plain")
-    k = scenario.checkpoint.after_iteration if scenario.checkpoint else 0
-    trace = ADAPTER.run_trainer(scenario)
-    uninterrupted = ADAPTER.run_trainer(replace(scenario, checkpoint=None))
-    index = list(trace.events).index(_resume(trace))
-    # Up to the save the run is the uninterrupted one; the buffer is restored item for item.
-    assert list(trace.events[:index]) == list(uninterrupted.events[:index])
-    assert len(_resume(trace).saved) == 10
-    check_resume_buffer(scenario, trace, _context())
-    # The collector's counts are restored: iterations go on with the uninterrupted counters.
-    assert _starts(trace) == _starts(uninterrupted)
-    # The finding: the restored collector starts every env from a reset.
-    first = next(e for e in trace.events[index + 1 :] if isinstance(e, EnvStep))
-    assert first.iteration == k + 1
-    assert set(first.t) == {0} and set(first.step_type) == {int(StepType.FIRST)}
-    for check, clause in (
-        (check_resume_env, "resume.env-continues"),
-        (check_resume_accounting, "resume.accounting-restored"),
-        (check_resume_same_trace, "resume.same-trace"),
-    ):
-        with pytest.raises(CheckFailure) as failure:
-            check(scenario, trace, _context())
-        assert failure.value.clause == clause
-    with pytest.raises(Unsupported, match="cannot be judged"):
-        check_resume_rng(scenario, trace, _context())
+    """The finding: the restored collector starts every env from a reset; the buffer and the
+    collector's counts are restored."""
+    assert_restored_but_reset(ADAPTER, _scenario("resume-plain"), saved=10)
 
 
 def test_a_perturbed_saved_buffer_is_what_the_restored_buffer_holds(
@@ -118,9 +87,9 @@ def test_a_perturbed_saved_buffer_is_what_the_restored_buffer_holds(
     _perturbed_load(monkeypatch, emptied)
     scenario = _scenario("resume-plain")
     trace = ADAPTER.run_trainer(scenario)
-    assert _resume(trace).saved and _resume(trace).restored == ()
+    assert resume_of(trace).saved and resume_of(trace).restored == ()
     with pytest.raises(CheckFailure) as failure:
-        check_resume_buffer(scenario, trace, _context())
+        check_resume_buffer(scenario, trace, context_of(ADAPTER))
     assert failure.value.clause == "resume.buffer-restored"
 
 
@@ -132,10 +101,10 @@ def test_without_a_load_the_rebuilt_trainer_starts_anew(monkeypatch: pytest.Monk
     )
     scenario = _scenario("resume-plain")
     trace = ADAPTER.run_trainer(scenario)
-    assert _resume(trace).restored == ()
+    assert resume_of(trace).restored == ()
     k = scenario.checkpoint.after_iteration if scenario.checkpoint else 0
     uninterrupted = ADAPTER.run_trainer(replace(scenario, checkpoint=None))
-    assert _starts(trace)[k] != _starts(uninterrupted)[k]
+    assert iteration_starts(trace)[k] != iteration_starts(uninterrupted)[k]
 
 
 def _windows_after(trace: Trace, k: int) -> list[Any]:
@@ -152,7 +121,7 @@ def test_the_buffers_generator_is_restored_from_the_files(
     k = scenario.checkpoint.after_iteration if scenario.checkpoint else 0
     trace = ADAPTER.run_trainer(scenario)
     uninterrupted = ADAPTER.run_trainer(replace(scenario, checkpoint=None))
-    check_resume_rng(scenario, trace, _context())
+    check_resume_rng(scenario, trace, context_of(ADAPTER))
     assert _windows_after(trace, k) and _windows_after(trace, k) == _windows_after(uninterrupted, k)
 
     def reseeded(path: pathlib.Path) -> None:
@@ -186,6 +155,6 @@ def test_the_restored_collector_holds_no_partial_trajectory() -> None:
     assert ends[k] == want[k] and ends[k].pending > 0  # an episode held at the save
     assert ends[k + 1].pending < want[k + 1].pending
     with pytest.raises(CheckFailure) as failure:
-        check_resume_accounting(scenario, trace, _context())
+        check_resume_accounting(scenario, trace, context_of(ADAPTER))
     assert failure.value.clause == "resume.accounting-restored"
     assert failure.value.diverged == "iteration_end"
