@@ -685,26 +685,19 @@ class _TrainerRun:
         self._staged: list[tuple[torch.Tensor, ...]] = []  # items written, not yet reported
 
     # -- configuration ----------------------------------------------------------------
-    def run(self) -> Trace:
+    def _configure_training(self, **extra: Any) -> None:
+        """ALF's ``TrainerConfig`` for the scenario's trainer knobs (and ``extra``), and the
+        hooks on ALF's ``ReplayBuffer`` that record what it stores and samples."""
         import alf
-        from alf.algorithms.config import TrainerConfig
         from alf.experience_replayers.replay_buffer import ReplayBuffer
         from alf.trainers.policy_trainer import RLTrainer
 
         sc, cfg = self.sc, self.sc.trainer
         u = cfg.unroll_length
         alf.config(
-            "create_environment",
-            env_name="xpspec-toy",
-            env_load_fn=partial(_load_toy_env, spec_json=scenario_to_json(sc), seed=sc.seed),
-            num_parallel_environments=sc.env.num_envs,
-        )
-        alf.config(
             "TrainerConfig",
             algorithm_ctor=self._algorithm,
             random_seed=sc.seed,
-            num_iterations=cfg.num_iterations,
-            num_env_steps=cfg.num_env_steps,
             unroll_length=int(u) if u.denominator == 1 else float(u),
             num_updates_per_train_iter=cfg.num_updates_per_train_iter,
             mini_batch_size=cfg.mini_batch_size,
@@ -720,6 +713,7 @@ class _TrainerRun:
             summary_interval=1_000_000_000,
             summarize_first_interval=False,
             evaluate=False,
+            **extra,
         )
         # RLTrainer writes the configuration as a TensorBoard text once training starts, after
         # walking every attribute of the algorithm (0.25 s a run): a summary, no experience.
@@ -727,6 +721,20 @@ class _TrainerRun:
         _wrap_after(ReplayBuffer, "add_batch", self._on_store)
         _wrap(ReplayBuffer, "get_batch", self._on_sample)
         _wrap(ReplayBuffer, "gather_all", self._on_sample)
+
+    def run(self) -> Trace:
+        import alf
+        from alf.algorithms.config import TrainerConfig
+        from alf.trainers.policy_trainer import RLTrainer
+
+        sc, cfg = self.sc, self.sc.trainer
+        alf.config(
+            "create_environment",
+            env_name="xpspec-toy",
+            env_load_fn=partial(_load_toy_env, spec_json=scenario_to_json(sc), seed=sc.seed),
+            num_parallel_environments=sc.env.num_envs,
+        )
+        self._configure_training(num_iterations=cfg.num_iterations, num_env_steps=cfg.num_env_steps)
         try:
             trainer = RLTrainer(TrainerConfig(root_dir=self.workdir))
         except AssertionError as exc:

@@ -55,7 +55,6 @@ from xpspec.adapters.alf import (
     _origin,
     _TrainerRun,
     _unequal_gather,
-    _wrap,
     _wrap_after,
 )
 from xpspec.kit.events import run_end
@@ -111,12 +110,10 @@ class _CheckpointedRun(_TrainerRun):
     def run(self) -> Trace:
         import alf
         from alf.algorithms.config import TrainerConfig
-        from alf.experience_replayers.replay_buffer import ReplayBuffer
         from alf.trainers.policy_trainer import RLTrainer
 
         sc, cfg, spec = self.sc, self.sc.trainer, self.sc.checkpoint
         assert spec is not None
-        u = cfg.unroll_length
         alf.config(
             "create_environment",
             env_name="xpspec-toy",
@@ -124,30 +121,7 @@ class _CheckpointedRun(_TrainerRun):
             num_parallel_environments=sc.env.num_envs,
         )
         alf.config("ReplayBuffer", enable_checkpoint=True)
-        alf.config(
-            "TrainerConfig",
-            algorithm_ctor=self._algorithm,
-            random_seed=sc.seed,
-            unroll_length=int(u) if u.denominator == 1 else float(u),
-            num_updates_per_train_iter=cfg.num_updates_per_train_iter,
-            mini_batch_size=cfg.mini_batch_size,
-            mini_batch_length=cfg.mini_batch_length,
-            initial_collect_steps=cfg.initial_collect_steps,
-            update_counter_every_mini_batch=cfg.counter_mode == "per-mini-batch",
-            whole_replay_buffer_training=cfg.whole_buffer,
-            clear_replay_buffer=cfg.clear != "none",
-            replay_buffer_length=cfg.capacity,
-            mask_out_loss_for_last_step=cfg.mask_last,
-            confirm_checkpoint_upon_crash=False,
-            num_checkpoints=1,
-            summary_interval=1_000_000_000,
-            summarize_first_interval=False,
-            evaluate=False,
-        )
-        RLTrainer._summarize_training_setting = lambda trainer: None
-        _wrap_after(ReplayBuffer, "add_batch", self._on_store)
-        _wrap(ReplayBuffer, "get_batch", self._on_sample)
-        _wrap(ReplayBuffer, "gather_all", self._on_sample)
+        self._configure_training()
 
         def trainer(num_iterations: int) -> Any:
             try:
