@@ -1,8 +1,9 @@
 """A declared deviation whose check passes is reported stale only where the scenario could
-show the deviation: refimpl run as the declared variant records other events than refimpl
-run to the spec. A variant that the scenario cannot show (a strict warm-up gate on a run that
-never waits) leaves a plain pass; one it could show, or a deviation without a variant, is
-stale."""
+show the deviation to that check: refimpl run as the declared variant records other events
+than refimpl run to the spec, and the check fails the variant's trace. A variant that the
+scenario cannot show (a strict warm-up gate on a run that never waits), or one whose events
+differ in what the check does not judge (stratified draws, to a check of the probabilities),
+leaves a plain pass; one it could show, or a deviation without a variant, is stale."""
 
 from __future__ import annotations
 
@@ -32,6 +33,19 @@ def test_a_variant_the_scenario_cannot_show_leaves_a_plain_pass() -> None:
         "warmup-gate", "whole-buffer", Deviation("train.warmup-gate", "why", variant="strict")
     )
     assert (outcome.status, outcome.stale, outcome.message) == ("pass", False, "")
+
+
+def test_a_variant_the_check_cannot_tell_leaves_a_plain_pass() -> None:
+    scenario = CATALOG["priority-law"]
+    model = variant_scenario("priority.sampling-law", "stratified", scenario)
+    session = Session(RefimplAdapter(), "refimpl")
+    assert model is not None
+    assert session.reference(model).events != session.reference(scenario).events
+    deviation = Deviation("priority.sampling-law", "why", variant="stratified")
+    probabilities = _evaluate("priority-probabilities", "priority-law", deviation)
+    assert (probabilities.status, probabilities.stale) == ("pass", False)
+    law = _evaluate("priority-law", "priority-law", deviation)  # the draws are its concern
+    assert (law.status, law.stale) == ("pass", True)
 
 
 def test_a_variant_the_scenario_shows_makes_a_pass_stale() -> None:
