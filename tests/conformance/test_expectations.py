@@ -71,7 +71,7 @@ def test_a_syntax_error_names_the_file_and_the_line(tmp_path: Path) -> None:
         (
             GOOD + 'reason2 = "r"\n',
             "deviation[0].reason2",
-            "a key of [[deviation]] (clause, reason, variant, link, scenarios, kinds, versions)",
+            "a key of [[deviation]] (clause, reason, variant, link, scenarios, kinds, except_kinds, versions)",
             "'reason2'",
         ),
         (
@@ -79,6 +79,18 @@ def test_a_syntax_error_names_the_file_and_the_line(tmp_path: Path) -> None:
             "deviation[0].kinds[0]",
             "a kind of scenario (trainer, replay, env, learner, relabel, recurrent, stack, offline, async)",
             "'envs'",
+        ),
+        (
+            GOOD + 'except_kinds = ["envs"]\n',
+            "deviation[0].except_kinds[0]",
+            "a kind of scenario (trainer, replay, env, learner, relabel, recurrent, stack, offline, async)",
+            "'envs'",
+        ),
+        (
+            GOOD + 'kinds = ["trainer"]\nexcept_kinds = ["env"]\n',
+            "deviation[0].except_kinds",
+            "either kinds or except_kinds, not both",
+            "['env']",
         ),
         (
             GOOD + 'scenarios = "plain-u1-b1"\n',

@@ -70,3 +70,11 @@ def test_a_deviation_limited_to_other_kinds_does_not_apply() -> None:
     assert not deviation.applies_to("env-mixed", "env")
     outcome = _evaluate("env-auto-reset", "env-mixed", deviation)
     assert (outcome.status, outcome.stale, outcome.message) == ("pass", False, "")
+
+
+def test_a_deviation_for_every_kind_but_one_covers_every_other_kind() -> None:
+    deviation = Deviation("timestep.auto-reset", "why", variant="same-step", except_kinds=("env",))
+    assert not deviation.applies_to("env-mixed", "env")
+    assert all(deviation.applies_to("x", kind) for kind in ("trainer", "replay", "async"))
+    outcome = _evaluate("env-auto-reset", "env-mixed", deviation)
+    assert (outcome.status, outcome.stale, outcome.message) == ("pass", False, "")

@@ -10,6 +10,7 @@ An adapter module ``x.py`` may keep ``x.expectations.toml`` beside it, found by
     link = "https://..."
     scenarios = ["alf-float-u1/10"]    # optional: limit to these catalogue scenarios
     kinds = ["trainer"]                # optional: limit to these kinds of scenario
+    except_kinds = ["env"]             # optional, instead of kinds: every kind but these
     versions = ">=0.1,<0.2"            # optional: limit to these framework versions
 
 A ``variant`` must be one the clause names on its spec page, and one the reference
@@ -122,6 +123,9 @@ class Deviation:
     """The kinds of scenario the entry applies to (``trainer``, ``env``, ...; empty for all):
     a framework whose env operation returns every time step may reset in the same step only
     inside its trainer."""
+    except_kinds: tuple[str, ...] = ()
+    """The kinds of scenario the entry does not apply to (instead of ``kinds``, so that an
+    entry meant for every kind but one keeps covering the kinds added after it)."""
 
     def matches(self, clause: str, scenario: str, kind: str = "") -> bool:
         return self.applies_to(scenario, kind) and self.clause == clause
@@ -129,8 +133,10 @@ class Deviation:
     def applies_to(self, scenario: str, kind: str = "") -> bool:
         """Whether the entry covers catalogue scenario ``scenario`` of kind ``kind`` (""
         when the kind is unknown: only the name is matched)."""
-        return (not self.scenarios or scenario in self.scenarios) and (
-            not self.kinds or not kind or kind in self.kinds
+        return (
+            (not self.scenarios or scenario in self.scenarios)
+            and (not self.kinds or not kind or kind in self.kinds)
+            and kind not in self.except_kinds
         )
 
 
@@ -300,12 +306,15 @@ _Entry = dict[str, Any]
 _TABLES: Final = ("deviation", "silence", "finding", "absent")
 _KEYS: Final[dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = {
     # table: (required keys, optional keys)
-    "deviation": (("clause", "reason"), ("variant", "link", "scenarios", "kinds", "versions")),
+    "deviation": (
+        ("clause", "reason"),
+        ("variant", "link", "scenarios", "kinds", "except_kinds", "versions"),
+    ),
     "silence": (("clause", "reason"), ()),
     "finding": (("clauses", "reason"), ("link", "scenarios", "stopped", "versions")),
     "absent": (("capability", "kind", "reason"), ("link", "versions")),
 }
-_LISTS: Final = ("clauses", "scenarios", "kinds")
+_LISTS: Final = ("clauses", "scenarios", "kinds", "except_kinds")
 """Keys whose value is a list of strings; every other key is a string."""
 
 
@@ -338,6 +347,7 @@ def _parse(data: dict[str, Any], path: Path) -> Expectations:
                 e.get("versions", ""),
                 f"deviation[{i}]",
                 tuple(e.get("kinds", ())),
+                tuple(e.get("except_kinds", ())),
             )
             for i, e in enumerate(tables["deviation"])
             for part in _parts(e["clause"], e.get("variant", ""))
@@ -397,14 +407,22 @@ def _check_entry(
             raise _error(path, f"{where}.{key}", kind, value)
     if "versions" in entry:
         _check_versions(path, f"{where}.versions", entry["versions"])
-    for i, kind in enumerate(entry.get("kinds", ())):
-        if kind not in _scenario_kinds():
-            raise _error(
-                path,
-                f"{where}.kinds[{i}]",
-                f"a kind of scenario ({', '.join(_scenario_kinds())})",
-                kind,
-            )
+    if "kinds" in entry and "except_kinds" in entry:
+        raise _error(
+            path,
+            f"{where}.except_kinds",
+            "either kinds or except_kinds, not both",
+            entry["except_kinds"],
+        )
+    for key in ("kinds", "except_kinds"):
+        for i, kind in enumerate(entry.get(key, ())):
+            if kind not in _scenario_kinds():
+                raise _error(
+                    path,
+                    f"{where}.{key}[{i}]",
+                    f"a kind of scenario ({', '.join(_scenario_kinds())})",
+                    kind,
+                )
     if "clause" in entry:
         _check_clause(path, f"{where}.clause", entry["clause"])
         if entry.get("variant"):
