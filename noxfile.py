@@ -427,6 +427,7 @@ def conformance_alf(session: nox.Session) -> None:
             "tests/adapters/test_alf.py",
             "tests/adapters/test_alf_checkpoint.py",
             "tests/adapters/test_alf_findings.py",
+            "tests/adapters/test_alf_offline.py",
             "tests/adapters/test_alf_priority.py",
             "tests/adapters/test_alf_recurrent.py",
             "tests/adapters/test_alf_stack.py",

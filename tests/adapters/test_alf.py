@@ -80,6 +80,7 @@ def test_info_and_smoke(adapter: Any) -> None:
         "priorities",
         "importance-weights",
         "checkpoint",
+        "offline",
     } == set(info.capabilities)
     assert info.framework_version == "unknown" or len(info.framework_version) == 8
     adapter.smoke()

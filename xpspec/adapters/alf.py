@@ -108,6 +108,12 @@ counting algorithm with ALF's ``FrameStacker`` as its data transformer: the stac
 ``transform_experience`` from ALF's replay buffer (whose earliest ``num_frames - 1`` positions
 per env ALF never samples); padding ``zeros`` is unsupported (ALF repeats the first frame).
 
+**Offline** (``run_offline``, :mod:`xpspec.adapters.alf_offline`): an ``RLTrainer`` in ALF's
+hybrid training mode, its offline buffer loaded (``TrainerConfig.offline_buffer_dir``) from the
+dataset saved as a replay-buffer checkpoint by ALF's ``Checkpointer``; recorded per iteration:
+the online items stored, the items of the online and offline mini-batches ``_hybrid_update``
+received, the offline buffer's items and the global counter.
+
 **Relabel** (``run_relabel``): a ``ReplayBuffer(keep_episodic_info=True)`` of ``Experience``
 with dict observations (``observation``, ``achieved_goal``, ``desired_goal``), drawn by
 ``get_batch(batch_size, 2)`` (ALF asserts windows of 2) and relabeled by
@@ -157,6 +163,7 @@ from xpspec.protocol.adapter import PROTOCOL_VERSION, AdapterInfo, Unsupported
 from xpspec.protocol.env_spec import EnvSpec
 from xpspec.protocol.scenario import (
     LearnerScenario,
+    OfflineScenario,
     RecurrentScenario,
     RelabelScenario,
     ReplayScenario,
@@ -275,7 +282,8 @@ def _dist_version(name: str) -> str:
 class ALFAdapter:
     """Adapter over ALF (see the module docstring): capabilities trainer (with its global
     counter and its ``after_update``/``after_train_iter`` hooks, and checkpoint), replay (with
-    priorities and importance weights), learner (PPO), relabel, recurrent and stack."""
+    priorities and importance weights), learner (PPO), relabel, recurrent, stack and offline
+    (hybrid training)."""
 
     fresh_process_per_operation = True
     """ALF's configuration, global counter, env and trainer progress are process-wide."""
@@ -306,6 +314,7 @@ class ALFAdapter:
                 "priorities",  # ReplayBuffer(prioritized_sampling=True): its sum tree's leaves
                 "importance-weights",  # the loss weights Algorithm._aggregate_loss applies
                 "checkpoint",  # RLTrainer's Checkpointer, the replay buffer's included
+                "offline",  # hybrid training on a replay-buffer checkpoint (offline_buffer_dir)
             ),
             issue_tracker="https://github.com/HorizonRobotics/alf/issues",
             notes=(
@@ -386,6 +395,16 @@ class ALFAdapter:
         if problem is not None:
             raise problem
         return _in_workdir(run_stack, scenario)
+
+    def run_offline(self, scenario: OfflineScenario) -> Trace:
+        """Hybrid training on the dataset saved as a replay-buffer checkpoint
+        (:mod:`xpspec.adapters.alf_offline`)."""
+        from xpspec.adapters.alf_offline import offline_problem, run_offline
+
+        problem = offline_problem(scenario)
+        if problem is not None:
+            raise problem
+        return _in_workdir(run_offline, scenario)
 
 
 def _in_workdir(run: Callable[..., Trace], scenario: Any) -> Trace:
