@@ -7,7 +7,8 @@ builds) and sampled by its own ``Sampler`` (``components/sampler.py``), as
 by a user's ``ReplayBuffer`` subclass handed to it as ``memory``
 (:mod:`xpspec.adapters.agilerl_preprocess`); and ``PPO``'s rollout
 buffer GAE, advantage normalisation and mini-batch updates (capability ``learner``, see
-:mod:`xpspec.adapters.agilerl_learner`). Nothing of AgileRL is
+:mod:`xpspec.adapters.agilerl_learner`), with ``MultiStepReplayBuffer``'s n-step targets as
+``RainbowDQN.learn`` trains on them (observable ``nstep``, :mod:`xpspec.adapters.agilerl_nstep`). Nothing of AgileRL is
 re-implemented; sources are cited as ``file:function`` under the installed ``agilerl``
 package. ``agilerl.algorithms`` imports ``peft`` (an optional dependency of AgileRL's
 ``llm`` extras), so the ``adapter-agilerl`` extra installs it too.
@@ -44,9 +45,7 @@ masses read from its ``sum_tree``, its weights as ``sample`` returns them.
 
 **Not expressible** (:class:`~xpspec.protocol.adapter.Unsupported`): windows longer than one
 row, a period, and distributions other than ``uniform-windows``. ``MultiStepReplayBuffer`` is
-not driven: it stores n-step reward sums whose bootstrap only ``RainbowDQN.learn``
-adds, inside its distributional loss (``algorithms/dqn_rainbow.py``), so AgileRL forms no
-n-step target the adapter could read and the ``nstep`` observable is not declared.
+driven by the learner row for its n-step targets (:mod:`xpspec.adapters.agilerl_nstep`).
 Every catalogue replay scenario but ``replay-empty`` asks for windows of several items, so the
 sampler's rows are checked mostly through the trainer's updates.
 """
@@ -251,11 +250,19 @@ class AgileRLAdapter:
             framework="AgileRL",
             framework_version=metadata.version("agilerl"),
             protocol_version=PROTOCOL_VERSION,
-            capabilities=("trainer", "replay", "learner", "priorities", "importance-weights"),
+            capabilities=(
+                "trainer",
+                "replay",
+                "learner",
+                "nstep",
+                "priorities",
+                "importance-weights",
+            ),
             issue_tracker="https://github.com/AgileRL/AgileRL/issues",
             notes=(
                 "train_off_policy with a tiny DQN; ReplayBuffer sampled by its Sampler; one "
-                "collect_rollouts and PPO.learn with the toy value as critic"
+                "collect_rollouts and PPO.learn with the toy value as critic; MultiStepReplayBuffer "
+                "and one RainbowDQN.learn for n-step targets"
             ),
             extra_versions={
                 "torch": torch.__version__,
