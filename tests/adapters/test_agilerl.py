@@ -4,6 +4,7 @@ installed."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from fractions import Fraction
 from typing import Any
 
@@ -15,6 +16,7 @@ from tests.adapters.learner_scenarios import two_step_episodes
 from xpspec.adapters.agilerl import AgileRLAdapter
 from xpspec.adapters.agilerl_trainer import LoopConfig, loop_config
 from xpspec.protocol.adapter import Unsupported
+from xpspec.protocol.checkpoint import CheckpointSpec
 from xpspec.protocol.config import TrainerConfig
 from xpspec.protocol.env_spec import EnvSpec
 from xpspec.protocol.preprocessors import (
@@ -28,7 +30,7 @@ from xpspec.protocol.priority import PrioritySpec
 from xpspec.protocol.sampling import SamplingSpec
 from xpspec.protocol.scenario import LearnerScenario, ReplayScenario, TrainerScenario
 from xpspec.protocol.schedule import FixedSchedule
-from xpspec.protocol.trace import Trace
+from xpspec.protocol.trace import EnvStep, IterationEnd, Resume, Trace
 
 F, M, L = 0, 1, 2
 ADAPTER = AgileRLAdapter()
@@ -53,6 +55,7 @@ def test_info_names_the_installed_versions() -> None:
     assert (info.name, info.framework_version) == ("agilerl", "2.58.0")
     assert info.capabilities == (
         "trainer",
+        "checkpoint",
         "replay",
         "learner",
         "nstep",
@@ -483,3 +486,59 @@ def test_nstep_bootstrap_factor_is_the_agents(monkeypatch: pytest.MonkeyPatch) -
 
     monkeypatch.setattr(agilerl_nstep, "RainbowDQN", Longer)
     assert _nstep(ADAPTER.run_learner(_truncated_pairs()))[0] == (0, 0, 0, 2.25, 2)
+
+
+# -- checkpoint: save_checkpoint / load_checkpoint around two train_off_policy calls ------------
+
+
+def _checkpointed() -> TrainerScenario:
+    """Two envs, one update per vector step after a warm-up of 2 rows, saved after
+    iteration 3 of 8."""
+    config = TrainerConfig(
+        num_iterations=8, capacity=5, initial_collect_steps=2, mini_batch_size=2
+    )
+    return TrainerScenario(EnvSpec(2), config, checkpoint=CheckpointSpec(3))
+
+
+def test_a_resumed_run_starts_from_an_empty_memory_and_a_reset_env() -> None:
+    # Up to the save the run is the uninterrupted one; AgileRL saves no ReplayBuffer, so the
+    # restored memory holds nothing, and train_off_policy resets the env when called again.
+    scenario = _checkpointed()
+    trace = ADAPTER.run_trainer(scenario)
+    uninterrupted = ADAPTER.run_trainer(replace(scenario, checkpoint=None))
+    (resume,) = [e for e in trace.events if isinstance(e, Resume)]
+    index = list(trace.events).index(resume)
+    assert isinstance(trace.events[index - 1], IterationEnd)
+    assert trace.events[index - 1].iteration == 3 == resume.iteration
+    assert list(trace.events[:index]) == list(uninterrupted.events[:index])
+    assert len(resume.saved) == 6 and resume.restored == ()
+    first = next(e for e in trace.events[index + 1 :] if isinstance(e, EnvStep))
+    assert first.iteration == 4 and set(first.t) == {0}
+    ends = [e for e in trace.events if isinstance(e, IterationEnd)]
+    assert [e.iteration for e in ends] == list(range(1, 9))
+
+
+def test_the_resumed_run_follows_the_saved_bytes() -> None:
+    # Perturbation: the saved agent's step count rewritten to past the budget; the loaded
+    # agent's train_off_policy call then runs no chunk (Population.all_below), so nothing
+    # after the resume is the uncorrupted run's.
+    import io
+
+    import dill
+    import torch
+
+    from xpspec.adapters.agilerl_checkpoint import run_checkpointed
+
+    def finished(data: bytes) -> bytes:
+        saved = torch.load(io.BytesIO(data), pickle_module=dill, weights_only=False)
+        saved["steps"] = 10**6
+        out = io.BytesIO()
+        torch.save(saved, out, pickle_module=dill)
+        return out.getvalue()
+
+    scenario = _checkpointed()
+    plain = run_checkpointed(scenario)
+    corrupted = run_checkpointed(scenario, corrupt=finished)
+    ends = [e.iteration for e in corrupted.events if isinstance(e, IterationEnd)]
+    assert ends == [1, 2, 3]
+    assert [e.iteration for e in plain.events if isinstance(e, IterationEnd)] == list(range(1, 9))

@@ -567,3 +567,89 @@ def test_a_window_runs_through_a_truncation_and_from_a_final_observation() -> No
     assert stored["obs"][:4].reshape(-1).tolist() == [0.0, 1.0, 2.0, 0.0]
     assert stored["reward"][0].item() == 1.5 and stored["next_obs"][0].item() == 0.0
     assert stored["reward"][2].item() == 0.75 and stored["done"][:4].sum().item() == 0
+
+
+# -- checkpoint and resume: save_checkpoint / load_checkpoint around train_off_policy -------------
+class _ResetLog(gymnasium.vector.VectorWrapper):
+    """Notes each reset and step of the vector env it wraps."""
+
+    def __init__(self, env: gymnasium.vector.VectorEnv) -> None:
+        super().__init__(env)
+        self.calls: list[str] = []
+
+    def reset(self, **kwargs: Any) -> Any:
+        self.calls.append("reset")
+        return super().reset(**kwargs)
+
+    def step(self, actions: Any) -> Any:
+        self.calls.append("step")
+        return super().step(actions)
+
+
+def _dqn(env: gymnasium.vector.VectorEnv) -> Any:
+    from agilerl.algorithms import DQN
+
+    return DQN(
+        env.single_observation_space,
+        env.single_action_space,
+        batch_size=1,
+        learn_step=1,
+        net_config={"encoder_config": {"hidden_size": [8]}},
+    )
+
+
+def _quiet_train(env: Any, agent: Any, memory: ReplayBuffer, max_steps: int, evo: int) -> None:
+    import contextlib
+    import io
+
+    from agilerl.training.train_off_policy import train_off_policy
+
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        train_off_policy(
+            env, "CartPole-v1", "DQN", [agent], memory, max_steps=max_steps, evo_steps=evo
+        )
+
+
+def test_an_agent_checkpoint_saves_no_replay_buffer(tmp_path: Any) -> None:
+    """resume.buffer-restored: ReplayBuffer has no save or load API (components/replay_buffer.py),
+    and save_checkpoint saves the agent's attributes and networks (algorithms/core/base.py,
+    get_checkpoint_dict), of which train_off_policy's memory is none: a run resumed from a
+    checkpoint trains on a new, empty memory, warming up again."""
+    torch.manual_seed(0)
+    env = gymnasium.vector.SyncVectorEnv([lambda: gymnasium.make("CartPole-v1")])
+    agent, memory = _dqn(env), ReplayBuffer(max_size=100)
+    _quiet_train(env, agent, memory, 4, 4)
+    assert len(memory) == 4
+    path = str(tmp_path / "agent.pt")
+    agent.save_checkpoint(path)
+    import dill
+
+    saved = torch.load(path, pickle_module=dill, weights_only=False)
+    assert saved["steps"] == 4
+    assert not [v for v in saved.values() if isinstance(v, ReplayBuffer)]
+    assert not [
+        name
+        for name in ("save", "load", "state_dict", "load_state_dict", "save_to_disk")
+        if hasattr(ReplayBuffer, name)
+    ]
+
+
+def test_train_off_policy_resets_its_env_when_called_again(tmp_path: Any) -> None:
+    """resume.env-continues: train_off_policy resets its vector env at the start of every
+    evolution chunk (training/train_off_policy.py: obs, info = vec_env.reset()) and tests the
+    agent on it after the chunk (agent.test): a run resumed by a second call with the loaded
+    agent starts every env's episode anew, though the agent's step count goes on."""
+    torch.manual_seed(0)
+    env = _ResetLog(gymnasium.vector.SyncVectorEnv([lambda: gymnasium.make("CartPole-v1")]))
+    agent = _dqn(env)
+    _quiet_train(env, agent, ReplayBuffer(max_size=100), 4, 4)
+    path = str(tmp_path / "agent.pt")
+    agent.save_checkpoint(path)
+    assert env.calls[:5] == ["reset", "step", "step", "step", "step"]
+    mark = len(env.calls)
+    resumed = _dqn(env)
+    resumed.load_checkpoint(path)
+    assert resumed.steps == 4
+    _quiet_train(env, resumed, ReplayBuffer(max_size=100), 8, 4)
+    assert env.calls[mark : mark + 5] == ["reset", "step", "step", "step", "step"]
+    assert resumed.steps == 8

@@ -3,7 +3,9 @@ filled with the toy env through a Gymnasium ``SyncVectorEnv`` (what ``utils/util
 builds) and sampled by its own ``Sampler`` (``components/sampler.py``), as
 ``training/train_off_policy.py:train_off_policy`` fills and samples it (capability ``replay``);
 ``train_off_policy`` itself with a ``DQN`` agent (capability ``trainer``, see
-:mod:`xpspec.adapters.agilerl_trainer` for its learn-step accounting), its preprocessing done
+:mod:`xpspec.adapters.agilerl_trainer` for its learn-step accounting; saved with
+``save_checkpoint`` and resumed with ``load_checkpoint``, capability ``checkpoint``, see
+:mod:`xpspec.adapters.agilerl_checkpoint`), its preprocessing done
 by a user's ``ReplayBuffer`` subclass handed to it as ``memory``
 (:mod:`xpspec.adapters.agilerl_preprocess`); and ``PPO``'s rollout
 buffer GAE, advantage normalisation and mini-batch updates (capability ``learner``, see
@@ -68,6 +70,7 @@ import gymnasium
 import numpy as np
 import torch
 
+from xpspec.adapters.agilerl_checkpoint import run_checkpointed
 from xpspec.adapters.agilerl_learner import run_learner
 from xpspec.adapters.agilerl_rows import StoredRows, as_numpy
 from xpspec.adapters.agilerl_trainer import run_trainer
@@ -252,6 +255,7 @@ class AgileRLAdapter:
             protocol_version=PROTOCOL_VERSION,
             capabilities=(
                 "trainer",
+                "checkpoint",
                 "replay",
                 "learner",
                 "nstep",
@@ -277,7 +281,11 @@ class AgileRLAdapter:
         _run_replay(ReplayScenario(EnvSpec(), capacity=2, fill_steps=2, batch_size=2))
 
     def run_trainer(self, scenario: TrainerScenario) -> Trace:
-        """One ``train_off_policy`` run of a DQN agent (:mod:`xpspec.adapters.agilerl_trainer`)."""
+        """One ``train_off_policy`` run of a DQN agent (:mod:`xpspec.adapters.agilerl_trainer`);
+        with a checkpoint spec, saved and resumed through AgileRL's own API
+        (:mod:`xpspec.adapters.agilerl_checkpoint`)."""
+        if scenario.checkpoint is not None:
+            return run_checkpointed(scenario)
         return run_trainer(scenario)
 
     def run_learner(self, scenario: LearnerScenario) -> Trace:
