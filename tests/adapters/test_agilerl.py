@@ -480,7 +480,7 @@ def test_nstep_bootstrap_factor_is_the_agents(monkeypatch: pytest.MonkeyPatch) -
 
     from xpspec.adapters import agilerl_nstep
 
-    class Longer(RainbowDQN):  # type: ignore[misc]
+    class Longer(RainbowDQN):
         def __init__(self, *args: Any, n_step: int, **kwargs: Any) -> None:
             super().__init__(*args, n_step=n_step + 1, **kwargs)
 
@@ -494,9 +494,7 @@ def test_nstep_bootstrap_factor_is_the_agents(monkeypatch: pytest.MonkeyPatch) -
 def _checkpointed() -> TrainerScenario:
     """Two envs, one update per vector step after a warm-up of 2 rows, saved after
     iteration 3 of 8."""
-    config = TrainerConfig(
-        num_iterations=8, capacity=5, initial_collect_steps=2, mini_batch_size=2
-    )
+    config = TrainerConfig(num_iterations=8, capacity=5, initial_collect_steps=2, mini_batch_size=2)
     return TrainerScenario(EnvSpec(2), config, checkpoint=CheckpointSpec(3))
 
 

@@ -533,7 +533,7 @@ def test_any_envs_termination_cuts_every_envs_window_bootstrapped_with_gamma_n()
         gammas.append(args[-1])
         return loss(*args)
 
-    agent._dqn_loss = recorded  # type: ignore[method-assign]
+    agent._dqn_loss = recorded
     one_step = row.clone()
     one_step["idxs"] = torch.tensor([0])
     agent.learn(one_step, n_experiences=row)
@@ -557,7 +557,9 @@ def test_a_window_runs_through_a_truncation_and_from_a_final_observation() -> No
     for _ in range(6):
         next_obs, reward, terminated, _, _ = env.step(np.zeros(1, dtype=np.int64))
         transition = transition_to_tensordict(
-            Transition(obs=obs, action=np.zeros(1), reward=reward, next_obs=next_obs, done=terminated)
+            Transition(
+                obs=obs, action=np.zeros(1), reward=reward, next_obs=next_obs, done=terminated
+            )
         )
         transition.batch_size = torch.Size([1])
         buffer.add(transition)

@@ -102,7 +102,7 @@ def nstep_event(sc: LearnerScenario) -> NStep:
         calls.append((obs, rewards, next_obs, dones, gamma))
         return loss(obs, actions, rewards, next_obs, dones, gamma)
 
-    agent._dqn_loss = recorded_loss  # type: ignore[method-assign]
+    agent._dqn_loss = recorded_loss
     _learn_from_buffer(
         agent, Sampler(memory=memory), memory, n_step_memory, Sampler(memory=n_step_memory), False
     )
@@ -115,6 +115,4 @@ def nstep_event(sc: LearnerScenario) -> NStep:
         seen[start[0]].index(end) - seen[start[0]].index(start)
         for start, end in zip(starts, ends, strict=True)
     ]
-    return NStep(
-        *item_columns(starts), tuple(float(v) for v in targets.tolist()), tuple(steps)
-    )
+    return NStep(*item_columns(starts), tuple(float(v) for v in targets.tolist()), tuple(steps))
