@@ -4,6 +4,7 @@ installed."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from fractions import Fraction
 from typing import Any
 
@@ -15,6 +16,7 @@ from tests.adapters.learner_scenarios import two_step_episodes
 from xpspec.adapters.agilerl import AgileRLAdapter
 from xpspec.adapters.agilerl_trainer import LoopConfig, loop_config
 from xpspec.protocol.adapter import Unsupported
+from xpspec.protocol.checkpoint import CheckpointSpec
 from xpspec.protocol.config import TrainerConfig
 from xpspec.protocol.env_spec import EnvSpec
 from xpspec.protocol.preprocessors import (
@@ -26,9 +28,9 @@ from xpspec.protocol.preprocessors import (
 )
 from xpspec.protocol.priority import PrioritySpec
 from xpspec.protocol.sampling import SamplingSpec
-from xpspec.protocol.scenario import ReplayScenario, TrainerScenario
+from xpspec.protocol.scenario import LearnerScenario, ReplayScenario, TrainerScenario
 from xpspec.protocol.schedule import FixedSchedule
-from xpspec.protocol.trace import Trace
+from xpspec.protocol.trace import EnvStep, IterationEnd, Resume, Trace
 
 F, M, L = 0, 1, 2
 ADAPTER = AgileRLAdapter()
@@ -53,8 +55,10 @@ def test_info_names_the_installed_versions() -> None:
     assert (info.name, info.framework_version) == ("agilerl", "2.58.0")
     assert info.capabilities == (
         "trainer",
+        "checkpoint",
         "replay",
         "learner",
+        "nstep",
         "priorities",
         "importance-weights",
     )
@@ -402,3 +406,137 @@ def test_learner_runs_one_env_and_is_deterministic() -> None:
     first, second = ADAPTER.run_learner(scenario), ADAPTER.run_learner(scenario)
     assert first == second
     assert {e.env for e in first.of_kind("advantages")} == {0}
+
+
+# -- learner: MultiStepReplayBuffer and RainbowDQN.learn's n-step targets -----------------------
+
+
+def _nstep(trace: Trace) -> list[tuple[int, int, int, float, int]]:
+    (event,) = trace.of_kind("nstep")
+    return sorted(zip(event.env, event.episode, event.t, event.target, event.steps))
+
+
+def _truncated_pairs(nstep: int = 2) -> LearnerScenario:
+    """One env, episodes of 2 transitions (rewards 1, 2) truncated, V = t, gamma 1/2."""
+    return LearnerScenario(
+        EnvSpec(1, (FixedSchedule(2, "truncated"),)),
+        steps=6,
+        value_scale=Fraction(1),
+        gamma=Fraction(1, 2),
+        nstep=nstep,
+        minibatch_size=4,
+        num_learners=1,
+    )
+
+
+def test_nstep_targets_are_the_multi_step_rows_rainbow_learns_on() -> None:
+    # 5 vector steps per env: rows (0,0), (0,1), the final (0,2), (1,0), (1,1); rewards 1, 2,
+    # 0, 1, 2; done at (0,1) and (1,1). n_step 3 stores the windows of the first 3 rows only:
+    # (0,0): 1 + 1/2 * 2 cut at the done (2 steps); (0,1): its own done is not checked, so
+    # 2 + 1/2 * 0 + 1/4 * 1 into the next episode (3 steps); the final observation (0,2):
+    # 0 + 1/2 * 1 + 1/4 * 2 into the next episode (3 steps). V = 0.
+    trace = ADAPTER.run_learner(two_step_episodes())
+    assert _nstep(trace) == [
+        (e, 0, t, target, k)
+        for e in (0, 1)
+        for t, target, k in ((0, 2.0, 2), (1, 2.25, 3), (2, 1.0, 3))
+    ]
+
+
+def test_nstep_windows_run_through_a_truncation_bootstrapped_with_gamma_n() -> None:
+    # n_step 2, rows (0,0), (0,1), (0,2) final, (1,0), (1,1) with rewards 1, 2, 0, 1, 2, none
+    # done: (0,0): 1 + 1/2 * 2 + 1/4 * V(0,2) = 2.5; (0,1): 2 + 0 + 1/4 * V(1,0) = 2;
+    # (0,2): 0 + 1/2 * 1 + 1/4 * V(1,1) = 0.75; (1,0): 2.5. The last row has no window.
+    trace = ADAPTER.run_learner(_truncated_pairs())
+    assert _nstep(trace) == [
+        (0, 0, 0, 2.5, 2),
+        (0, 0, 1, 2.0, 2),
+        (0, 0, 2, 0.75, 2),
+        (0, 1, 0, 2.5, 2),
+    ]
+
+
+def test_nstep_targets_follow_the_buffers_rewards(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Perturbation: one more unit of reward in every n-step row moves every target by one.
+    from agilerl.components.replay_buffer import MultiStepReplayBuffer
+
+    info = MultiStepReplayBuffer._get_n_step_info
+
+    def shifted(self: Any) -> Any:
+        row = info(self)
+        row["reward"] = row["reward"] + 1.0
+        return row
+
+    plain = _nstep(ADAPTER.run_learner(_truncated_pairs()))
+    monkeypatch.setattr(MultiStepReplayBuffer, "_get_n_step_info", shifted)
+    moved = _nstep(ADAPTER.run_learner(_truncated_pairs()))
+    assert [r[3] + 1.0 for r in plain] == [r[3] for r in moved]
+
+
+def test_nstep_bootstrap_factor_is_the_agents(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Perturbation: a RainbowDQN whose n_step is one more than the buffer's bootstraps with
+    # (1/2)^3: (0,0): 2 + 1/8 * 2 = 2.25.
+    from agilerl.algorithms import RainbowDQN
+
+    from xpspec.adapters import agilerl_nstep
+
+    class Longer(RainbowDQN):
+        def __init__(self, *args: Any, n_step: int, **kwargs: Any) -> None:
+            super().__init__(*args, n_step=n_step + 1, **kwargs)
+
+    monkeypatch.setattr(agilerl_nstep, "RainbowDQN", Longer)
+    assert _nstep(ADAPTER.run_learner(_truncated_pairs()))[0] == (0, 0, 0, 2.25, 2)
+
+
+# -- checkpoint: save_checkpoint / load_checkpoint around two train_off_policy calls ------------
+
+
+def _checkpointed() -> TrainerScenario:
+    """Two envs, one update per vector step after a warm-up of 2 rows, saved after
+    iteration 3 of 8."""
+    config = TrainerConfig(num_iterations=8, capacity=5, initial_collect_steps=2, mini_batch_size=2)
+    return TrainerScenario(EnvSpec(2), config, checkpoint=CheckpointSpec(3))
+
+
+def test_a_resumed_run_starts_from_an_empty_memory_and_a_reset_env() -> None:
+    # Up to the save the run is the uninterrupted one; AgileRL saves no ReplayBuffer, so the
+    # restored memory holds nothing, and train_off_policy resets the env when called again.
+    scenario = _checkpointed()
+    trace = ADAPTER.run_trainer(scenario)
+    uninterrupted = ADAPTER.run_trainer(replace(scenario, checkpoint=None))
+    (resume,) = [e for e in trace.events if isinstance(e, Resume)]
+    index = list(trace.events).index(resume)
+    assert isinstance(trace.events[index - 1], IterationEnd)
+    assert trace.events[index - 1].iteration == 3 == resume.iteration
+    assert list(trace.events[:index]) == list(uninterrupted.events[:index])
+    assert len(resume.saved) == 6 and resume.restored == ()
+    first = next(e for e in trace.events[index + 1 :] if isinstance(e, EnvStep))
+    assert first.iteration == 4 and set(first.t) == {0}
+    ends = [e for e in trace.events if isinstance(e, IterationEnd)]
+    assert [e.iteration for e in ends] == list(range(1, 9))
+
+
+def test_the_resumed_run_follows_the_saved_bytes() -> None:
+    # Perturbation: the saved agent's step count rewritten to past the budget; the loaded
+    # agent's train_off_policy call then runs no chunk (Population.all_below), so nothing
+    # after the resume is the uncorrupted run's.
+    import io
+
+    import dill
+    import torch
+
+    from xpspec.adapters.agilerl_checkpoint import run_checkpointed
+
+    def finished(data: bytes) -> bytes:
+        saved = torch.load(io.BytesIO(data), pickle_module=dill, weights_only=False)
+        saved["steps"] = 10**6
+        out = io.BytesIO()
+        torch.save(saved, out, pickle_module=dill)
+        return out.getvalue()
+
+    scenario = _checkpointed()
+    plain = run_checkpointed(scenario)
+    corrupted = run_checkpointed(scenario, corrupt=finished)
+    ends = [e.iteration for e in corrupted.events if isinstance(e, IterationEnd)]
+    assert ends == [1, 2, 3]
+    assert [e.iteration for e in plain.events if isinstance(e, IterationEnd)] == list(range(1, 9))

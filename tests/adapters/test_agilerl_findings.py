@@ -448,3 +448,210 @@ def test_learning_waits_for_a_batch_of_stored_rows() -> None:
     memory = _EveryOther(max_size=32)
     _loop(env, memory, vector_steps=7, batch_size=3)
     assert memory.sampled_after == [5, 6, 7]
+
+
+# -- MultiStepReplayBuffer and RainbowDQN's n-step targets ----------------------------------------
+def _n_step_buffer(
+    rewards: list[list[float]], dones: list[list[float]], n_step: int = 3, gamma: float = 0.5
+) -> Any:
+    """A ``MultiStepReplayBuffer`` handed one vector step per entry of ``rewards`` as
+    train_off_policy hands it (``n_step_memory.add``); an env's ``obs`` at vector step ``s`` is
+    ``s`` and its ``next_obs`` ``s + 1``."""
+    from agilerl.components.replay_buffer import MultiStepReplayBuffer
+
+    buffer = MultiStepReplayBuffer(max_size=64, n_step=n_step, gamma=gamma)
+    for s, (reward, done) in enumerate(zip(rewards, dones, strict=True)):
+        b = len(reward)
+        buffer.add(
+            TensorDict(
+                {
+                    "obs": torch.full((b, 1), float(s)),
+                    "action": torch.zeros(b, 1),
+                    "reward": torch.tensor(reward).reshape(b, 1),
+                    "next_obs": torch.full((b, 1), float(s + 1)),
+                    "done": torch.tensor(done).reshape(b, 1),
+                },
+                batch_size=[b],
+            )
+        )
+    return buffer
+
+
+def test_a_multi_step_buffer_never_stores_the_last_n_minus_one_starts() -> None:
+    """learner.nstep-episode-end: MultiStepReplayBuffer.add stores a row only once n_step
+    transitions follow its start (components/replay_buffer.py, MultiStepReplayBuffer.add:
+    nothing while its deque holds fewer), and nothing flushes the deque: after 5 transitions
+    with n_step = 3 the starts 3 and 4 have no n-step row, where the clause cuts their windows
+    at the newest stored step."""
+    buffer = _n_step_buffer([[1.0]] * 5, [[0.0]] * 5)
+    assert len(buffer) == 3
+    assert buffer.storage["obs"][:3].reshape(-1).tolist() == [0.0, 1.0, 2.0]
+
+
+def test_a_window_from_an_episodes_last_transition_runs_into_the_next_episode() -> None:
+    """learner.nstep-episode-end: MultiStepReplayBuffer._get_n_step_info checks the done flag
+    of the 2nd to n-th transitions of a window only, and overwrites the first's with the last
+    one's (components/replay_buffer.py): a window starting at an episode's terminated last
+    transition sums the next episode's rewards and is not done. One env, n_step 3, gamma 0.5,
+    rewards 1, 2, 4, done at the first: 1 + 0.5 * 2 + 0.25 * 4 = 3, not done, not 1, done."""
+    buffer = _n_step_buffer([[1.0], [2.0], [4.0]], [[1.0], [0.0], [0.0]])
+    row = buffer.sample_from_indices(torch.tensor([0]))
+    assert row["reward"].item() == 3.0
+    assert row["done"].item() == 0.0 and row["next_obs"].item() == 3.0
+
+
+def test_any_envs_termination_cuts_every_envs_window_bootstrapped_with_gamma_n() -> None:
+    """learner.nstep-episode-end: MultiStepReplayBuffer._get_n_step_info stops summing at the
+    first vector step where done.bool().any(), over all envs of the vector step, and
+    RainbowDQN.learn bootstraps every n-step row with gamma ** n_step
+    (algorithms/dqn_rainbow.py, RainbowDQN.learn -> _dqn_loss). Two envs, n_step 3, gamma 0.5,
+    rewards 1, 2, 4: env 1 terminates at the second step, so env 0's window from step 0 sums
+    1 + 0.5 * 2 = 2 (k = 2, not 1 + 1 + 1 = 3), ends at next_obs 2 not done, and is bootstrapped
+    with 0.5 ** 3, not 0.5 ** 2."""
+    from agilerl.algorithms import RainbowDQN
+
+    buffer = _n_step_buffer(
+        [[1.0, 1.0], [2.0, 2.0], [4.0, 4.0]], [[0.0, 0.0], [0.0, 1.0], [0.0, 0.0]]
+    )
+    row = buffer.sample_from_indices(torch.tensor([0]))  # env 0, start 0
+    assert row["reward"].item() == 2.0
+    assert row["next_obs"].item() == 2.0 and row["done"].item() == 0.0
+
+    torch.manual_seed(0)
+    agent = RainbowDQN(
+        gymnasium.spaces.Box(0.0, 10.0, (1,), np.float32),
+        gymnasium.spaces.Discrete(2),
+        batch_size=1,
+        gamma=0.5,
+        n_step=3,
+        net_config={"encoder_config": {"hidden_size": [8]}},
+    )
+    gammas: list[float] = []
+    loss = agent._dqn_loss
+
+    def recorded(*args: Any) -> Any:
+        gammas.append(args[-1])
+        return loss(*args)
+
+    agent._dqn_loss = recorded
+    one_step = row.clone()
+    one_step["idxs"] = torch.tensor([0])
+    agent.learn(one_step, n_experiences=row)
+    assert gammas == [0.5**3]
+
+
+def test_a_window_runs_through_a_truncation_and_from_a_final_observation() -> None:
+    """learner.nstep-episode-end: train_off_policy hands the buffer done = terminated and,
+    under Gymnasium's NEXT_STEP autoreset, the step that acts on an episode's final observation
+    (training/train_off_policy.py; test_the_buffer_keeps_no_truncation_and_stores_the_reset_transition).
+    Episodes of 2 steps, truncated, reward 1 per step, n_step 3, gamma 0.5: the window from the
+    first observation sums 1 + 0.5 * 1 + 0.25 * 0 past the truncation and ends at the next
+    episode's first observation, and the final observation gets an n-step row of its own,
+    0 + 0.5 * 1 + 0.25 * 1 of the next episode's rewards."""
+    from agilerl.components.data import Transition, transition_to_tensordict
+    from agilerl.components.replay_buffer import MultiStepReplayBuffer
+
+    env = gymnasium.vector.SyncVectorEnv([lambda: _Counter(2, terminated=False)])
+    buffer = MultiStepReplayBuffer(max_size=64, n_step=3, gamma=0.5)
+    obs, _ = env.reset(seed=0)
+    for _ in range(6):
+        next_obs, reward, terminated, _, _ = env.step(np.zeros(1, dtype=np.int64))
+        transition = transition_to_tensordict(
+            Transition(
+                obs=obs, action=np.zeros(1), reward=reward, next_obs=next_obs, done=terminated
+            )
+        )
+        transition.batch_size = torch.Size([1])
+        buffer.add(transition)
+        obs = next_obs
+    stored = buffer.storage
+    assert len(buffer) == 4
+    assert stored["obs"][:4].reshape(-1).tolist() == [0.0, 1.0, 2.0, 0.0]
+    assert stored["reward"][0].item() == 1.5 and stored["next_obs"][0].item() == 0.0
+    assert stored["reward"][2].item() == 0.75 and stored["done"][:4].sum().item() == 0
+
+
+# -- checkpoint and resume: save_checkpoint / load_checkpoint around train_off_policy -------------
+class _ResetLog(gymnasium.vector.VectorWrapper):
+    """Notes each reset and step of the vector env it wraps."""
+
+    def __init__(self, env: gymnasium.vector.VectorEnv) -> None:
+        super().__init__(env)
+        self.calls: list[str] = []
+
+    def reset(self, **kwargs: Any) -> Any:
+        self.calls.append("reset")
+        return super().reset(**kwargs)
+
+    def step(self, actions: Any) -> Any:
+        self.calls.append("step")
+        return super().step(actions)
+
+
+def _dqn(env: gymnasium.vector.VectorEnv) -> Any:
+    from agilerl.algorithms import DQN
+
+    return DQN(
+        env.single_observation_space,
+        env.single_action_space,
+        batch_size=1,
+        learn_step=1,
+        net_config={"encoder_config": {"hidden_size": [8]}},
+    )
+
+
+def _quiet_train(env: Any, agent: Any, memory: ReplayBuffer, max_steps: int, evo: int) -> None:
+    import contextlib
+    import io
+
+    from agilerl.training.train_off_policy import train_off_policy
+
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        train_off_policy(
+            env, "CartPole-v1", "DQN", [agent], memory, max_steps=max_steps, evo_steps=evo
+        )
+
+
+def test_an_agent_checkpoint_saves_no_replay_buffer(tmp_path: Any) -> None:
+    """resume.buffer-restored: ReplayBuffer has no save or load API (components/replay_buffer.py),
+    and save_checkpoint saves the agent's attributes and networks (algorithms/core/base.py,
+    get_checkpoint_dict), of which train_off_policy's memory is none: a run resumed from a
+    checkpoint trains on a new, empty memory, warming up again."""
+    torch.manual_seed(0)
+    env = gymnasium.vector.SyncVectorEnv([lambda: gymnasium.make("CartPole-v1")])
+    agent, memory = _dqn(env), ReplayBuffer(max_size=100)
+    _quiet_train(env, agent, memory, 4, 4)
+    assert len(memory) == 4
+    path = str(tmp_path / "agent.pt")
+    agent.save_checkpoint(path)
+    import dill
+
+    saved = torch.load(path, pickle_module=dill, weights_only=False)
+    assert saved["steps"] == 4
+    assert not [v for v in saved.values() if isinstance(v, ReplayBuffer)]
+    assert not [
+        name
+        for name in ("save", "load", "state_dict", "load_state_dict", "save_to_disk")
+        if hasattr(ReplayBuffer, name)
+    ]
+
+
+def test_train_off_policy_resets_its_env_when_called_again(tmp_path: Any) -> None:
+    """resume.env-continues: train_off_policy resets its vector env at the start of every
+    evolution chunk (training/train_off_policy.py: obs, info = vec_env.reset()) and tests the
+    agent on it after the chunk (agent.test): a run resumed by a second call with the loaded
+    agent starts every env's episode anew, though the agent's step count goes on."""
+    torch.manual_seed(0)
+    env = _ResetLog(gymnasium.vector.SyncVectorEnv([lambda: gymnasium.make("CartPole-v1")]))
+    agent = _dqn(env)
+    _quiet_train(env, agent, ReplayBuffer(max_size=100), 4, 4)
+    path = str(tmp_path / "agent.pt")
+    agent.save_checkpoint(path)
+    assert env.calls[:5] == ["reset", "step", "step", "step", "step"]
+    mark = len(env.calls)
+    resumed = _dqn(env)
+    resumed.load_checkpoint(path)
+    assert resumed.steps == 4
+    _quiet_train(env, resumed, ReplayBuffer(max_size=100), 8, 4)
+    assert env.calls[mark : mark + 5] == ["reset", "step", "step", "step", "step"]
+    assert resumed.steps == 8

@@ -3,11 +3,14 @@ filled with the toy env through a Gymnasium ``SyncVectorEnv`` (what ``utils/util
 builds) and sampled by its own ``Sampler`` (``components/sampler.py``), as
 ``training/train_off_policy.py:train_off_policy`` fills and samples it (capability ``replay``);
 ``train_off_policy`` itself with a ``DQN`` agent (capability ``trainer``, see
-:mod:`xpspec.adapters.agilerl_trainer` for its learn-step accounting), its preprocessing done
+:mod:`xpspec.adapters.agilerl_trainer` for its learn-step accounting; saved with
+``save_checkpoint`` and resumed with ``load_checkpoint``, capability ``checkpoint``, see
+:mod:`xpspec.adapters.agilerl_checkpoint`), its preprocessing done
 by a user's ``ReplayBuffer`` subclass handed to it as ``memory``
 (:mod:`xpspec.adapters.agilerl_preprocess`); and ``PPO``'s rollout
 buffer GAE, advantage normalisation and mini-batch updates (capability ``learner``, see
-:mod:`xpspec.adapters.agilerl_learner`). Nothing of AgileRL is
+:mod:`xpspec.adapters.agilerl_learner`), with ``MultiStepReplayBuffer``'s n-step targets as
+``RainbowDQN.learn`` trains on them (observable ``nstep``, :mod:`xpspec.adapters.agilerl_nstep`). Nothing of AgileRL is
 re-implemented; sources are cited as ``file:function`` under the installed ``agilerl``
 package. ``agilerl.algorithms`` imports ``peft`` (an optional dependency of AgileRL's
 ``llm`` extras), so the ``adapter-agilerl`` extra installs it too.
@@ -44,9 +47,7 @@ masses read from its ``sum_tree``, its weights as ``sample`` returns them.
 
 **Not expressible** (:class:`~xpspec.protocol.adapter.Unsupported`): windows longer than one
 row, a period, and distributions other than ``uniform-windows``. ``MultiStepReplayBuffer`` is
-not driven: it stores n-step reward sums whose bootstrap only ``RainbowDQN.learn``
-adds, inside its distributional loss (``algorithms/dqn_rainbow.py``), so AgileRL forms no
-n-step target the adapter could read and the ``nstep`` observable is not declared.
+driven by the learner row for its n-step targets (:mod:`xpspec.adapters.agilerl_nstep`).
 Every catalogue replay scenario but ``replay-empty`` asks for windows of several items, so the
 sampler's rows are checked mostly through the trainer's updates.
 """
@@ -69,6 +70,7 @@ import gymnasium
 import numpy as np
 import torch
 
+from xpspec.adapters.agilerl_checkpoint import run_checkpointed
 from xpspec.adapters.agilerl_learner import run_learner
 from xpspec.adapters.agilerl_rows import StoredRows, as_numpy
 from xpspec.adapters.agilerl_trainer import run_trainer
@@ -251,11 +253,20 @@ class AgileRLAdapter:
             framework="AgileRL",
             framework_version=metadata.version("agilerl"),
             protocol_version=PROTOCOL_VERSION,
-            capabilities=("trainer", "replay", "learner", "priorities", "importance-weights"),
+            capabilities=(
+                "trainer",
+                "checkpoint",
+                "replay",
+                "learner",
+                "nstep",
+                "priorities",
+                "importance-weights",
+            ),
             issue_tracker="https://github.com/AgileRL/AgileRL/issues",
             notes=(
                 "train_off_policy with a tiny DQN; ReplayBuffer sampled by its Sampler; one "
-                "collect_rollouts and PPO.learn with the toy value as critic"
+                "collect_rollouts and PPO.learn with the toy value as critic; MultiStepReplayBuffer "
+                "and one RainbowDQN.learn for n-step targets"
             ),
             extra_versions={
                 "torch": torch.__version__,
@@ -270,7 +281,11 @@ class AgileRLAdapter:
         _run_replay(ReplayScenario(EnvSpec(), capacity=2, fill_steps=2, batch_size=2))
 
     def run_trainer(self, scenario: TrainerScenario) -> Trace:
-        """One ``train_off_policy`` run of a DQN agent (:mod:`xpspec.adapters.agilerl_trainer`)."""
+        """One ``train_off_policy`` run of a DQN agent (:mod:`xpspec.adapters.agilerl_trainer`);
+        with a checkpoint spec, saved and resumed through AgileRL's own API
+        (:mod:`xpspec.adapters.agilerl_checkpoint`)."""
+        if scenario.checkpoint is not None:
+            return run_checkpointed(scenario)
         return run_trainer(scenario)
 
     def run_learner(self, scenario: LearnerScenario) -> Trace:

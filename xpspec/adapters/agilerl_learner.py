@@ -26,6 +26,9 @@ so the adapter does not declare ``bootstrap``. Advantages and value targets are 
 ``advantages`` and ``returns``; normalised advantages are those of the ``RolloutMinibatch``
 ``PPO.learn`` built and trained on (read back after the call); the update plan names the
 mini-batches ``PPO.learn`` passed to ``evaluate_actions`` by their observations.
+
+**n-step targets** (observable ``nstep``): ``MultiStepReplayBuffer`` and ``RainbowDQN.learn``
+on the same env, see :mod:`xpspec.adapters.agilerl_nstep`.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from agilerl.algorithms import PPO
 from agilerl.algorithms import ppo as ppo_module
 from agilerl.rollouts import collect_rollouts
 
+from xpspec.adapters.agilerl_nstep import nstep_event
 from xpspec.kit.items import decode_items
 from xpspec.kit.quiet import seeded_quiet
 from xpspec.kit.release import producer
@@ -124,7 +128,9 @@ class _LearnerRun:
                 ppo_module.RolloutMinibatch.from_tensordict = from_tensordict
             (batch,) = built
             rows = self._rows(agent.rollout_buffer.buffer, batch.advantages)
+            nstep = nstep_event(sc)
         events: list[Event] = list(rollout_advantages(rows))
+        events.append(nstep)
         events.append(rollout_plan(rows, batches))
         return Trace(tuple(events), {"producer": producer("agilerl")})
 

@@ -313,19 +313,26 @@ class _Run:
             gymnasium.vector.SyncVectorEnv(list(make_env_fns(scenario.env, scenario.seed))),
             self.log,
         )
-        user = user_buffer(scenario.preprocess)
-        self.memory = _gated(user.cls, self._gate)(config.max_size, **dict(user.kwargs))
+        self.memory = self._new_memory()
         self.written: list[Step] = []
         self.store_kind = "store"
-        spaces: tuple[Any, Any] = (self.env.single_observation_space, self.env.single_action_space)
-        self.agent = DQN(
-            spaces[0],
-            spaces[1],
-            batch_size=config.batch_size,
-            learn_step=config.learn_step,
+        self.agent = self._new_agent()
+        self._wrap()
+
+    def _new_memory(self) -> ReplayBuffer:
+        """The scenario's ``memory``, its ``len()`` reads reported as learn-step gates."""
+        user = user_buffer(self.scenario.preprocess)
+        return _gated(user.cls, self._gate)(self.config.max_size, **dict(user.kwargs))
+
+    def _new_agent(self) -> DQN:
+        """A DQN of the scenario's configuration."""
+        return DQN(
+            self.env.single_observation_space,
+            self.env.single_action_space,
+            batch_size=self.config.batch_size,
+            learn_step=self.config.learn_step,
             net_config=_NET,
         )
-        self._wrap()
 
     def _gate(self) -> None:
         if self.env.recording:
@@ -421,17 +428,21 @@ class _Run:
         return Trace(tuple(events), {"producer": producer("agilerl")})
 
     def _train(self, c: LoopConfig) -> None:
-        """``train_off_policy`` (its progress bar written to a discarded stream)."""
+        """``train_off_policy`` for the whole budget, one evolution chunk."""
+        self._loop(c.max_steps, c.max_steps)
+
+    def _loop(self, max_steps: int, evo_steps: int) -> None:
+        """One ``train_off_policy`` call (its progress bar written to a discarded stream)."""
         train_off_policy(
             self.env,
             "xpspec-toy",
             "DQN",
             [self.agent],
             self.memory,
-            max_steps=c.max_steps,
-            evo_steps=c.max_steps,
+            max_steps=max_steps,
+            evo_steps=evo_steps,
             eval_steps=1,
-            learning_delay=c.learning_delay,
+            learning_delay=self.config.learning_delay,
             verbose=False,
         )
 
