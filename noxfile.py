@@ -48,6 +48,10 @@ TESTS = ("tests", "spec", "docs", "--pyargs", "xpspec.conformance.suite")
 def install(session: nox.Session, *extras: str, constraints: tuple[str, ...] = CONSTRAINTS) -> None:
     spec = f".[{','.join(extras)}]" if extras else "."
     session.install("-e", spec, *constraints)
+    if "adapter-torchrl" in extras:
+        # TorchRL's wheel holds a torchrl._torchrl built against another torch (it does not
+        # load with 2.13.0): build it from the sources the wheel ships (cached per version).
+        session.run("python", "tools/torchrl_extension.py")
 
 
 def bytecode(session: nox.Session) -> dict[str, str]:
