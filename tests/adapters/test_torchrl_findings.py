@@ -352,22 +352,6 @@ def test_a_restored_collector_has_lost_its_partial_trajectories() -> None:
     second.shutdown()
 
 
-def test_the_prioritized_sampler_cannot_be_built_with_this_torch() -> None:
-    """TorchRL 0.14.1's PrioritizedSampler keeps its priorities in segment trees of the C++
-    extension ``torchrl._torchrl`` (data/replay_buffers/samplers/prioritized.py), which does not
-    load with torch 2.13.0 (an undefined symbol): the sampler module falls back to ``None`` for
-    its trees and the sampler cannot be built. Cited by the ``[[absent]]`` entries of
-    ``priorities`` and ``importance-weights`` in xpspec/adapters/torchrl.expectations.toml."""
-    from torchrl.data.replay_buffers.samplers import PrioritizedSampler, prioritized
-
-    assert torch.__version__.split("+")[0] == "2.13.0"
-    with pytest.raises(ImportError, match="undefined symbol"):
-        import torchrl._torchrl  # noqa: F401
-    assert prioritized.SumSegmentTreeFp32 is None
-    with pytest.raises(RuntimeError, match="SumSegmentTreeFp32 is not available"):
-        PrioritizedSampler(max_capacity=4, alpha=0.6, beta=0.4)
-
-
 # -- asynchronous actors (async.version-recorded) ---------------------------------------------
 class _Versioned(torch.nn.Module):
     """Logits (0, version): the weights that act name their version."""
