@@ -83,6 +83,18 @@ def test_torchrl_stores_the_exponentiated_priority_of_each_sampled_window() -> N
     assert min(max(e.weight) for e in trace.of_kind("prioritized")) < 1.0
 
 
+def test_a_batch_max_scenario_gets_torchrls_buffer_wide_weights() -> None:
+    """TorchRL has one normalisation, by the smallest mass in the storage (``p_min`` from its
+    min tree, PrioritizedSampler.sample): asked for batch-max weights, the weights it returns
+    are still the buffer-wide ones, and the weight check of the batch-max scenario fails (the
+    deviation in torchrl.expectations.toml)."""
+    batch_max = replace(NEW_ITEMS, priority=replace(NEW_ITEMS.priority, weights="batch-max"))
+    trace = ADAPTER.run_replay(batch_max)
+    _verify("priority-weights", NEW_ITEMS, trace)  # the buffer-max law holds
+    with pytest.raises(CheckFailure, match="importance weight"):
+        _verify("priority-weights", batch_max, trace)
+
+
 def test_a_draw_from_an_empty_storage_draws_nothing() -> None:
     scenario = ReplayScenario(
         EnvSpec(1, (FixedSchedule(3),)),
