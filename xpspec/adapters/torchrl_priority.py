@@ -26,13 +26,28 @@ normalisation, by the buffer's smallest mass: a scenario asking for ``batch-max`
 the expectations). A draw from an empty storage raises ``RuntimeError`` in TorchRL; it is
 recorded as drawing nothing.
 
-**Not expressed** (:class:`~xpspec.protocol.adapter.Unsupported`): windows of more than one
-item. TorchRL's ``PrioritizedSliceSampler`` draws slice starts from the same trees; a row
-driving it is owed.
+**Windows of several items** (boundary ``forbid``): ``PrioritizedSliceSampler(capacity * B,
+alpha, beta, eps=0, slice_len=W, traj_key=("collector", "traj_ids"), strict_length=True)``
+over the same storage; a draw is ``buffer.sample(batch_size * W, return_info=True)``, which
+zeroes the sum-tree leaves of the steps too near their trajectory's end to start a slice, has
+``PrioritizedSampler.sample`` draw the starts, and restores them
+(``samplers/prioritized_slice.py``, ``sample``). ``Priorities`` are the positive leaves as
+that inner call reads them (captured there), each named by the frame at its leaf, the
+window's first item; a window's probability is its start's leaf over the total that call
+scans; its weight the first of the weights TorchRL repeats over the slice's steps; the
+update ``update_priority`` at the starts (TorchRL leaves aggregating a slice's priorities to
+the user). A draw TorchRL refuses (no step can start a slice: ``RuntimeError('non-positive
+p_sum')``; an empty storage) is recorded as drawing nothing.
+
+**Not expressed** (:class:`~xpspec.protocol.adapter.Unsupported`): windows of several items
+that may cross episode boundaries (``cross``): TorchRL's slices stay within a trajectory.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -41,6 +56,7 @@ import torch
 from xpspec.adapters.torchrl import (
     _EMPTY,
     _SOURCE,
+    _UNINITIALIZED,
     _buffer,
     _collector,
     _FrameRows,
@@ -57,18 +73,23 @@ from xpspec.protocol.trace import Event, Item, Priorities, Prioritized, Sampled,
 __all__ = ["held_masses", "priority_problem", "run_prioritized"]
 
 _SAMPLER_PY = f"{_SOURCE}/data/replay_buffers/samplers/prioritized.py"
+_SLICE_PY = f"{_SOURCE}/data/replay_buffers/samplers/prioritized_slice.py"
+_NO_MASS = "non-positive p_sum"
+"""The ``RuntimeError`` of TorchRL 0.14.1's ``PrioritizedSampler.sample`` when the tree it
+scans holds no mass: ``PrioritizedSliceSampler`` zeroed every start (no trajectory holds a
+slice)."""
 
 
 def priority_problem(scenario: ReplayScenario) -> Unsupported | None:
     """Why this row cannot run ``scenario``'s prioritized draws (None if it can)."""
     sampling = scenario.sampling
-    if sampling.window_length != 1:
+    if sampling.window_length > 1 and sampling.boundary != "forbid":
         return Unsupported(
-            f"windows of {sampling.window_length} items under priorities: TorchRL 0.14.1's "
-            "PrioritizedSliceSampler (data/replay_buffers/samplers/prioritized_slice.py) draws "
-            "slice starts from PrioritizedSampler's trees; the row driving it is not written "
-            "yet (this row drives PrioritizedSampler, single items)",
-            f"{_SOURCE}/data/replay_buffers/samplers/prioritized_slice.py",
+            f"windows of {sampling.window_length} items under the boundary policy "
+            f"{sampling.boundary!r}: TorchRL 0.14.1's PrioritizedSliceSampler draws slices "
+            "within one trajectory (the trajectory ids it reads) and has no option to cross "
+            "episode boundaries (data/replay_buffers/samplers/prioritized_slice.py, sample)",
+            _SLICE_PY,
         )
     return None
 
@@ -122,6 +143,72 @@ def _draw(
     return Sampled(draw, tuple((item,) for item in items)), computed, info["index"], items
 
 
+@dataclass
+class _Scan:
+    """What ``PrioritizedSampler.sample`` read when ``PrioritizedSliceSampler.sample`` called
+    it: every written leaf (the starts that cannot begin a slice zeroed by TorchRL) and the
+    total it scanned."""
+
+    leaves: list[float] | None = None
+    total: float = 0.0
+
+
+@contextmanager
+def _scanning(sampler: Any) -> Iterator[_Scan]:
+    """Reads ``sampler``'s sum tree where ``PrioritizedSliceSampler.sample`` hands it to
+    ``PrioritizedSampler.sample`` (prioritized_slice.py: after zeroing the leaves of every
+    start too close to its trajectory's end, before restoring them)."""
+    from torchrl.data import PrioritizedSampler
+
+    scan = _Scan()
+    original = PrioritizedSampler.sample
+
+    def reading(self: Any, storage: Any, batch_size: int) -> Any:
+        if self is sampler:
+            scan.leaves = [float(self._sum_tree[i]) for i in range(len(storage))]
+            scan.total = float(self._sum_tree.query(0, len(storage)))
+        return original(self, storage, batch_size)
+
+    PrioritizedSampler.sample = reading
+    try:
+        yield scan
+    finally:
+        PrioritizedSampler.sample = original
+
+
+def _slice_draw(
+    buffer: Any, sc: ReplayScenario, draw: int
+) -> tuple[list[tuple[Item, float]], Sampled, Prioritized, Any, list[Item]]:
+    """One ``PrioritizedSliceSampler`` draw of ``batch_size`` slices of ``W`` frames: the masses
+    its scan read (the positive leaves, each named by the frame at that leaf, the window's
+    first item), the windows, each window's probability (its start's leaf over the scanned
+    total) and weight (TorchRL repeats a slice's weight over its steps: the first), the start
+    indices to update, the starts' items."""
+    width = sc.sampling.window_length
+    items_at = _stored_items(buffer)
+    with _scanning(buffer.sampler) as scan:
+        try:
+            sample, info = buffer.sample(sc.batch_size * width, return_info=True)
+        except RuntimeError as exc:
+            if not any(stop in str(exc) for stop in (_NO_MASS, _EMPTY, _UNINITIALIZED)):
+                raise
+            sample = None
+    leaves = scan.leaves if scan.leaves is not None else [0.0] * len(items_at)
+    held = [(items_at[i], m) for i, m in enumerate(leaves) if m > 0]
+    if sample is None:
+        return held, Sampled(draw, ()), Prioritized(draw, (), ()), None, []
+    items = decode_items(sample.get("observation"))
+    windows = tuple(tuple(items[k : k + width]) for k in range(0, len(items), width))
+    starts = _flat(info["index"], buffer.storage.shape)[::width]
+    computed = Prioritized(
+        draw,
+        tuple(leaves[int(leaf)] / scan.total for leaf in starts),
+        tuple(float(w) for w in info["priority_weight"].reshape(-1)[::width]),
+    )
+    index = tuple(i[::width] for i in info["index"])
+    return held, Sampled(draw, windows), computed, index, [w[0] for w in windows]
+
+
 def run_prioritized(sc: ReplayScenario) -> Trace:
     """The prioritized replay row (see the module docstring)."""
     priority: PrioritySpec | None = sc.priority
@@ -129,18 +216,24 @@ def run_prioritized(sc: ReplayScenario) -> Trace:
     unsupported = priority_problem(sc)
     if unsupported is not None:
         raise unsupported
-    from torchrl.data import PrioritizedSampler
+    from torchrl.data import PrioritizedSampler, PrioritizedSliceSampler
 
     spec = sc.env
+    width = sc.sampling.window_length
     events: list[Event] = []
     view = _FrameRows()
     with _seeded(sc.seed):
-        sampler = PrioritizedSampler(
-            sc.capacity * spec.num_envs,
-            alpha=float(priority.alpha),
-            beta=float(priority.beta),
-            eps=0.0,
-        )
+        law = {"alpha": float(priority.alpha), "beta": float(priority.beta), "eps": 0.0}
+        if width == 1:
+            sampler: Any = PrioritizedSampler(sc.capacity * spec.num_envs, **law)
+        else:
+            sampler = PrioritizedSliceSampler(
+                sc.capacity * spec.num_envs,
+                slice_len=width,
+                traj_key=("collector", "traj_ids"),
+                strict_length=True,
+                **law,
+            )
         buffer = _buffer(sc.capacity, spec.num_envs, sampler, sc.seed, None)
         steps = sc.fill_steps + (sc.draws - 1) * priority.add_steps
         collector = None
@@ -160,17 +253,26 @@ def run_prioritized(sc: ReplayScenario) -> Trace:
         try:
             fill(sc.fill_steps)
             for draw in range(sc.draws):
-                held = held_masses(buffer)
-                events.append(
-                    Priorities(draw, *item_columns([w for w, _ in held]), tuple(m for _, m in held))
-                )
-                drawn = _draw(buffer, sc, draw)
-                if drawn is None:
-                    events.extend((Sampled(draw, ()), Prioritized(draw, (), ())))
+                starts: list[Item]
+                if width == 1:
+                    held = held_masses(buffer)
+                    drawn = _draw(buffer, sc, draw)
+                    if drawn is None:
+                        sampled, computed, index, starts = (
+                            Sampled(draw, ()),
+                            Prioritized(draw, (), ()),
+                            None,
+                            [],
+                        )
+                    else:
+                        sampled, computed, index, starts = drawn
                 else:
-                    sampled, computed, index, items = drawn
-                    events.extend((sampled, computed))
-                    new = torch.tensor([float(priority.priority(s, draw)) for s in items])
+                    held, sampled, computed, index, starts = _slice_draw(buffer, sc, draw)
+                masses = tuple(m for _, m in held)
+                events.append(Priorities(draw, *item_columns([w for w, _ in held]), masses))
+                events.extend((sampled, computed))
+                if starts:
+                    new = torch.tensor([float(priority.priority(s, draw)) for s in starts])
                     buffer.update_priority(index, new)
                 if draw < sc.draws - 1:
                     fill(priority.add_steps)
