@@ -251,8 +251,8 @@ def sweep_releases(session: nox.Session, adapter: str) -> None:
                 f"pip could not install {requirement} beside xpspec with torch 2.13.0: {why}",
             )
             continue
-        if package == "torchrl":  # its extension, built for this torch (as install() does);
-            # a release whose build fails is still run: its prioritized rows then fail with TorchRL's error
+        if package == "torchrl":  # its extension, built for this torch (as install() does); a
+            # release whose build fails still runs, its prioritized rows failing with TorchRL's error
             session.run("python", "tools/torchrl_extension.py", success_codes=[0, 1])
         report = f"reports/sweeps/{adapter}/{version}.jsonl"
         session.log(f"sweep({adapter}) {n}/{len(versions)}: running the suite on {version}")
