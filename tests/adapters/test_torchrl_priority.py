@@ -111,9 +111,9 @@ def test_a_draw_from_an_empty_storage_draws_nothing() -> None:
         _verify(name, scenario, trace)
 
 
-def test_recorded_masses_are_what_torchrls_update_stores(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Perturbation: with PrioritizedSampler.update_priority storing the priority without
-    TorchRL's exponent, the masses read from the sum tree change and the update check fails."""
+def _unexponentiate(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PrioritizedSampler.update_priority (PrioritizedSliceSampler's too) made to store the
+    priority without TorchRL's exponent."""
     original = PrioritizedSampler.update_priority
 
     def unexponentiated(self: Any, index: Any, priority: Any, **kwargs: Any) -> None:
@@ -124,8 +124,14 @@ def test_recorded_masses_are_what_torchrls_update_stores(monkeypatch: pytest.Mon
         finally:
             self._alpha = alpha
 
-    honest = ADAPTER.run_replay(NEW_ITEMS)
     monkeypatch.setattr(PrioritizedSampler, "update_priority", unexponentiated)
+
+
+def test_recorded_masses_are_what_torchrls_update_stores(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Perturbation: with PrioritizedSampler.update_priority storing the priority without
+    TorchRL's exponent, the masses read from the sum tree change and the update check fails."""
+    honest = ADAPTER.run_replay(NEW_ITEMS)
+    _unexponentiate(monkeypatch)
     perturbed = ADAPTER.run_replay(NEW_ITEMS)
     assert list(perturbed.of_kind("priorities")) != list(honest.of_kind("priorities"))
     with pytest.raises(CheckFailure):
@@ -176,3 +182,17 @@ def test_prioritized_slices_are_windows_within_an_episode_with_torchrls_masses()
                 assert [i.t for i in w] == [w[0].t, w[0].t + 1, w[0].t + 2]
     for name in ("priority-update-sampled", "priority-probabilities"):
         _verify(name, FORBID, trace)
+
+
+def test_recorded_slice_masses_are_what_torchrls_update_stores(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Perturbation of the slice path: with the update storing unexponentiated priorities, the
+    masses read where PrioritizedSliceSampler hands its tree to PrioritizedSampler.sample
+    change and the update check fails."""
+    honest = ADAPTER.run_replay(FORBID)
+    _unexponentiate(monkeypatch)
+    perturbed = ADAPTER.run_replay(FORBID)
+    assert list(perturbed.of_kind("priorities")) != list(honest.of_kind("priorities"))
+    with pytest.raises(CheckFailure):
+        _verify("priority-update-sampled", FORBID, perturbed)
