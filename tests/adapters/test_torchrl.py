@@ -62,11 +62,14 @@ def test_info_names_the_installed_versions() -> None:
         "hooks",
         "state",
         "nstep",
+        "loss-mask",
         "recurrent",
         "checkpoint",
         "stack",
         "offline",
         "async",
+        "priorities",
+        "importance-weights",
     }
     ADAPTER.smoke()
 
@@ -151,6 +154,37 @@ def test_per_mini_batch_counter_is_the_trainers_optimisation_count() -> None:
     )
     assert [u.counter for u in trace.of_kind("update")] == [1, 2, 3, 4]
     assert [e.counter for e in trace.of_kind("iteration")] == [0, 2]
+
+
+def _loss_mask_check(scenario: Any, trace: Trace) -> None:
+    from xpspec.conformance.checks.base import Context
+    from xpspec.conformance.checks.registry import ALL_CHECKS
+
+    check = next(c for c in ALL_CHECKS if c.name == "loss-mask")
+    check.verify(scenario, trace, Context(lambda s: trace, lambda s: trace))
+
+
+def test_the_loss_mask_is_what_torchrls_mask_batch_lets_through(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """SliceSampler(pad_output=True) marks its padding in ("collector", "mask") and the
+    Trainer's mask_batch op drops it before the loss: the padded positions of a window have
+    loss mask 0 (timestep.loss-mask-last). Perturbation: with mask_batch keeping every
+    position, the padding reaches the loss and the check fails."""
+    from xpspec.adapters import torchrl as adapter_module
+    from xpspec.conformance.catalog import CATALOG
+    from xpspec.conformance.checks.base import CheckFailure
+
+    scenario = CATALOG["pad-boundaries"]
+    trace = ADAPTER.run_trainer(scenario)  # type: ignore[arg-type]
+    updates = list(trace.of_kind("update"))
+    padded = [(w, m) for u in updates for w, m in zip(u.windows, u.loss_mask) if None in w]
+    assert padded and all(m == tuple(0 if item is None else 1 for item in w) for w, m in padded)
+    _loss_mask_check(scenario, trace)
+    monkeypatch.setattr(adapter_module, "mask_batch", lambda batch: batch)
+    perturbed = ADAPTER.run_trainer(scenario)  # type: ignore[arg-type]
+    with pytest.raises(CheckFailure, match="loss mask"):
+        _loss_mask_check(scenario, perturbed)
 
 
 def test_slice_sampler_without_a_slice_stops_the_run() -> None:

@@ -352,20 +352,93 @@ def test_a_restored_collector_has_lost_its_partial_trajectories() -> None:
     second.shutdown()
 
 
-def test_the_prioritized_sampler_cannot_be_built_with_this_torch() -> None:
-    """TorchRL 0.14.1's PrioritizedSampler keeps its priorities in segment trees of the C++
-    extension ``torchrl._torchrl`` (data/replay_buffers/samplers/prioritized.py), which does not
-    load with torch 2.13.0 (an undefined symbol): the sampler module falls back to ``None`` for
-    its trees and the sampler cannot be built. Cited by the ``[[absent]]`` entries of
-    ``priorities`` and ``importance-weights`` in xpspec/adapters/torchrl.expectations.toml."""
-    from torchrl.data.replay_buffers.samplers import PrioritizedSampler, prioritized
+# -- prioritized slices (PrioritizedSliceSampler; its trees are the extension built for this torch)
+def _slices(capacity: int, ndim: int = 1, **kwargs: Any) -> tuple[Any, ReplayBuffer]:
+    from torchrl.data import PrioritizedSliceSampler
 
-    assert torch.__version__.split("+")[0] == "2.13.0"
-    with pytest.raises(ImportError, match="undefined symbol"):
-        import torchrl._torchrl  # noqa: F401
-    assert prioritized.SumSegmentTreeFp32 is None
-    with pytest.raises(RuntimeError, match="SumSegmentTreeFp32 is not available"):
-        PrioritizedSampler(max_capacity=4, alpha=0.6, beta=0.4)
+    sampler = PrioritizedSliceSampler(
+        max_capacity=capacity, alpha=1.0, beta=1.0, eps=0.0, slice_len=2, traj_key="traj", **kwargs
+    )
+    buffer = ReplayBuffer(
+        storage=LazyTensorStorage(capacity, ndim=ndim),
+        sampler=sampler,
+        generator=torch.Generator().manual_seed(0),
+    )
+    return sampler, buffer
+
+
+def _frames(obs: list[int], traj: list[int]) -> TensorDict:
+    return TensorDict(obs=torch.tensor(obs), traj=torch.tensor(traj), batch_size=[len(obs)])
+
+
+def test_prioritized_slices_of_a_full_two_dim_storage_cross_its_write_cursor() -> None:
+    """Two envs, one trajectory each, written one vector step at a time into
+    LazyTensorStorage(6, ndim=2) (a ring of 3 steps per env): after the 4th step overwrote
+    the 1st, PrioritizedSliceSampler draws the slice (3, 1), the newest step followed by the
+    oldest, and never (1, 2); SliceSampler over the same storage draws (1, 2) and (2, 3)
+    only. Cited by the finding on replay.window-validity and priority.eviction."""
+    from torchrl.data import SliceSampler
+
+    def drawn(sampler: Any) -> set[tuple[int, int]]:
+        buffer = ReplayBuffer(
+            storage=LazyTensorStorage(6, ndim=2),
+            sampler=sampler,
+            generator=torch.Generator().manual_seed(0),
+        )
+        for t in range(4):
+            step = TensorDict(
+                obs=torch.tensor([[t], [10 + t]]), traj=torch.tensor([[0], [1]]), batch_size=[2, 1]
+            )
+            buffer.extend(step)
+        pairs = buffer.sample(400).get("obs").view(-1, 2).tolist()
+        return {(a, b) for a, b in pairs}
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # numpy's copy= keyword
+        assert drawn(SliceSampler(slice_len=2, traj_key="traj")) == {
+            (1, 2),
+            (2, 3),
+            (11, 12),
+            (12, 13),
+        }
+        prioritized = drawn(_slices(6, ndim=2)[0])
+    assert (3, 1) in prioritized and (13, 11) in prioritized
+    assert (1, 2) not in prioritized
+
+
+def test_a_slice_start_keeps_the_mass_it_was_written_with_and_ends_count_in_p_min() -> None:
+    """A step gets its mass when it is written (the largest priority given so far), not when a
+    whole slice starting at it is stored: step 2, written before the priority 4 was given,
+    still holds 1 once step 3 makes its slice whole (priority.new-at-max). The weights divide
+    by p_min from the min tree over every written step, which PrioritizedSliceSampler.sample
+    does not zero ('no need to update self._min_tree', samplers/prioritized_slice.py): with
+    the two valid starts of equal mass 4, each weight is (4 / 1) ** -1, p_min the mass of the
+    trajectory's last step, which cannot start a slice (priority.importance-weights)."""
+    sampler, buffer = _slices(8)
+    buffer.extend(_frames([0, 1, 2], [0, 0, 0]))
+    buffer.update_priority(torch.tensor([0, 1]), torch.tensor([4.0, 4.0]))
+    sample, info = buffer.sample(8, return_info=True)
+    assert set(sample.get("obs").tolist()) == {0, 1, 2}
+    assert info["priority_weight"].tolist() == pytest.approx([0.25] * 8)
+    buffer.extend(_frames([3], [0]))
+    assert float(sampler._max_priority[0]) == 4.0
+    assert sampler._sum_tree[2] == 1.0
+
+
+def test_a_failed_prioritized_slice_sample_leaves_the_trajectory_ends_zeroed() -> None:
+    """PrioritizedSliceSampler.sample zeroes the mass of every step too near its trajectory's
+    end, samples, then restores them; when no step can start a slice the inner sample raises
+    RuntimeError('non-positive p_sum') before the restore (samplers/prioritized_slice.py,
+    sample), so the zeroed masses stay 0: once the trajectory holds a slice, its start has
+    no mass and every later sample raises too (priority.new-at-max, priority.eviction)."""
+    sampler, buffer = _slices(4)
+    buffer.extend(_frames([0], [0]))
+    with pytest.raises(RuntimeError, match="non-positive p_sum"):
+        buffer.sample(2)
+    assert sampler._sum_tree[0] == 0.0
+    buffer.extend(_frames([1], [0]))
+    with pytest.raises(RuntimeError, match="non-positive p_sum"):
+        buffer.sample(2)
 
 
 # -- asynchronous actors (async.version-recorded) ---------------------------------------------

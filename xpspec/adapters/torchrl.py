@@ -36,7 +36,13 @@ the counter is the collector's batch count (per iteration) or the Trainer's ``_o
 (per mini-batch). Windows of one item use ``RandomSampler``; longer ones ``SliceSampler`` over
 ``("collector", "traj_ids")``, ``strict_length`` unless the boundary policy is ``pad``
 (``pad_output``). When no stored trajectory holds a slice, ``SliceSampler`` raises and
-``Trainer.train`` stops: the trace ends there (header ``stopped``).
+``Trainer.train`` stops: the trace ends there (header ``stopped``). The loss mask
+(capability ``loss-mask``) is TorchRL's: the sampler's info is written into the sample as
+``TensorDictReplayBuffer.sample`` writes it, so ``pad_output``'s ``("collector", "mask")``
+(False at the positions it padded) reaches the Trainer, whose ``mask_batch`` op
+(``process_optim_batch``, ``trainers/trainers.py``) drops the masked positions before the
+loss; a position's mask is 1 where it reached the loss. Frames are never LAST rows, so
+nothing else is masked.
 
 **Preprocessing** (``run_trainer`` with a preprocessor), written as a TorchRL user writes it.
 The trainer's stores are read back from the storage at the indices ``extend`` returns, each
@@ -89,6 +95,11 @@ mode, in :mod:`xpspec.adapters.torchrl_recurrent`.
 **Offline and hybrid replay** (``run_offline``): ``OfflineToOnlineReplayBuffer`` over an
 offline ``ReplayBuffer`` of the dataset, filled online by the collector, in
 :mod:`xpspec.adapters.torchrl_offline`.
+
+**Prioritized replay** (``run_replay`` with a priority spec): ``PrioritizedSampler`` over the
+replay row's storage, its sum tree read before every draw, in
+:mod:`xpspec.adapters.torchrl_priority` (the segment trees are TorchRL's C++ extension, built
+against the installed torch by ``tools/torchrl_extension.py``).
 """
 
 from __future__ import annotations
@@ -130,6 +141,7 @@ with warnings.catch_warnings():  # TorchRL's import warns of its own deprecated 
         from torchrl.envs.gym_like import default_info_dict_reader
         from torchrl.objectives.value import GAE, TD0Estimator
         from torchrl.trainers import ReplayBufferTrainer, Trainer
+        from torchrl.trainers.trainers import mask_batch
     except ImportError as exc:  # pragma: no cover - exercised only without the framework
         raise ImportError(
             "xpspec.adapters.torchrl drives TorchRL 0.14.1 with tensordict 0.14.3, which are not "
@@ -211,6 +223,9 @@ trajectory ids from a buffer nothing was written to."""
 _STOPS = (_NO_SLICE, _EMPTY, _EMPTY_WRITE, _UNINITIALIZED)
 _TASK_ID = "task_id"
 _MASK = ("collector", "mask")
+_POSITION = ("xpspec", "position")
+"""The recorder's tag of each sampled position (its place in the sampled batch), read in the
+loss to see which positions TorchRL's ``mask_batch`` let through."""
 
 
 # -- quiet, seeded execution ----------------------------------------------------------------------
@@ -584,6 +599,7 @@ class _TrainerRecorder:
         self.stored = 0
         self.trained = False
         self.weight = torch.nn.Parameter(torch.zeros(()))
+        self.sample: TensorDictBase | None = None
         self.collector: Collector | None = None
         self.trainer: Trainer | None = None
 
@@ -603,6 +619,7 @@ class _TrainerRecorder:
     def attach(self, collector: Collector, trainer: Trainer, buffer: Any) -> None:
         self.collector, self.trainer = collector, trainer
         rollout, extend, optim_steps = collector.rollout, buffer.extend, trainer.optim_steps
+        sample = buffer.sample
 
         def recorded_rollout() -> TensorDictBase:
             self.iteration += 1
@@ -641,8 +658,22 @@ class _TrainerRecorder:
             finally:
                 self.calls += 1
 
+        def recorded_sample(*args: Any, **kwargs: Any) -> TensorDictBase:
+            """The sample with the sampler's info written into it, as
+            ``TensorDictReplayBuffer.sample`` writes it (``data/replay_buffers/replay_buffers/
+            tensordict.py``): ``SliceSampler(pad_output=True)`` marks real positions in
+            ``("collector", "mask")``. Each position is tagged so the loss can tell which
+            positions reached it."""
+            data, info = sample(*args, return_info=True, **kwargs)
+            if _MASK in info:
+                data.set(_MASK, info[_MASK])
+            data.set(_POSITION, torch.arange(data.numel()).reshape(data.shape))
+            self.sample = data
+            return data
+
         collector.rollout = recorded_rollout
         buffer.extend = recorded_extend
+        buffer.sample = recorded_sample
         trainer.optim_steps = recorded_optim_steps
         trainer.register_op("post_optim", self._after_update)
         trainer.register_op("post_steps", self._after_iteration)
@@ -677,9 +708,18 @@ class _TrainerRecorder:
         self.stored += len(rows)
 
     def loss(self, batch: TensorDictBase) -> TensorDictBase:
-        """The trivial loss: records the sampled windows and returns a zero loss."""
-        windows = _windows(batch, self.length, self.sc.sampling.boundary == "pad")
-        mask = tuple(tuple(0 if item is None else 1 for item in w) for w in windows)
+        """The trivial loss: records the sampled windows (padding found from the items, see
+        :func:`_windows`) and, as the loss mask, which sampled positions reached the loss
+        after TorchRL's ``mask_batch`` (a ``process_optim_batch`` op) dropped the positions
+        its sampler marked as padding; returns a zero loss."""
+        assert self.sample is not None
+        sampled, self.sample = self.sample, None
+        windows = _windows(sampled, self.length, self.sc.sampling.boundary == "pad")
+        reached = set(ints(batch.get(_POSITION)))
+        mask = tuple(
+            tuple(1 if w * self.length + j in reached else 0 for j in range(len(window)))
+            for w, window in enumerate(windows)
+        )
         self.events.append(
             Update(self.iteration, self.calls, self.updates, self.counter(), windows, mask)
         )
@@ -776,6 +816,9 @@ def _build_trainer(
         **trainer_kwargs,
     )
     ReplayBufferTrainer(buffer, batch_size=batch, flatten_tensordicts=masked).register(trainer)
+    # After ReplayBufferTrainer.sample: the loss gets the sampled positions the sampler did not
+    # mark as padding (trainers/trainers.py, mask_batch).
+    trainer.register_op("process_optim_batch", mask_batch)
     recorder.attach(collector, trainer, buffer)
     return collector, trainer, buffer
 
@@ -1062,7 +1105,8 @@ def _version(package: str) -> str:
 
 class TorchRLAdapter:
     """TorchRL 0.14.1 behind the xpspec protocol (capabilities env, trainer, replay,
-    learner, relabel, recurrent, checkpoint, stack, offline, async and the observables above)."""
+    learner, relabel, recurrent, checkpoint, stack, offline, async, prioritized replay and the
+    observables above)."""
 
     def info(self) -> AdapterInfo:
         return AdapterInfo(
@@ -1081,11 +1125,14 @@ class TorchRLAdapter:
                 "hooks",
                 "state",
                 "nstep",
+                "loss-mask",  # the positions TorchRL's mask_batch lets reach the loss
                 "recurrent",
                 "checkpoint",
                 "stack",
                 "offline",
                 "async",
+                "priorities",  # PrioritizedSampler: its sum tree's leaves (torchrl_priority)
+                "importance-weights",  # the priority_weight PrioritizedSampler.sample returns
             ),
             issue_tracker="https://github.com/pytorch/rl/issues",
             notes=(
@@ -1121,7 +1168,12 @@ class TorchRLAdapter:
 
     def run_replay(self, scenario: ReplayScenario) -> Trace:
         """The fill is ``fill_steps`` collector batches of one vector step, each extended into
-        the ``ndim=2`` storage; draws use :func:`_sampler`."""
+        the ``ndim=2`` storage; draws use :func:`_sampler`. A scenario with a priority spec
+        runs ``PrioritizedSampler`` (:mod:`xpspec.adapters.torchrl_priority`)."""
+        if scenario.priority is not None:
+            from xpspec.adapters.torchrl_priority import run_prioritized
+
+            return run_prioritized(scenario)
         return _run_replay(scenario)
 
     def run_learner(self, scenario: LearnerScenario) -> Trace:
