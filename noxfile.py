@@ -298,7 +298,7 @@ def lint(session: nox.Session) -> None:
     install(session, "lint")
     session.run("ruff", "format", "--check", ".")
     session.run("ruff", "check", ".")
-    session.run("mypy", "xpspec", "mutation")
+    session.run("mypy", "xpspec", "mutation", "tools")
 
 
 @nox.session(python="3.11", default=False)
