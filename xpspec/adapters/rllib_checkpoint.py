@@ -41,6 +41,7 @@ resume are read from the restored env runner's chunks.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import pathlib
 import pickle
 import tempfile
@@ -106,7 +107,12 @@ class WorldEnv:
             vector = self.factory(config)
             WorldEnv.worlds[self.key] = list(vector.envs)
             return vector
-        return gymnasium.vector.SyncVectorEnv([lambda env=env: env for env in envs])
+        return gymnasium.vector.SyncVectorEnv([functools.partial(_same, env) for env in envs])
+
+
+def _same(env: Any) -> Any:
+    """An env constructor that hands back an env that already exists."""
+    return env
 
 
 def run_checkpointed(sc: TrainerScenario) -> Trace:
