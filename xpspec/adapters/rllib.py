@@ -95,6 +95,10 @@ what that copy holds before and after the call (``caller_episode``).
 - ``run_stack``: RLlib's frame-stacking connector pieces, ``FrameStackingEnvToModule`` in the
   env runner and ``FrameStackingLearner`` on sampled transitions
   (:mod:`xpspec.adapters.rllib_stack`).
+- ``run_trainer`` with a checkpoint spec: ``Algorithm.save_to_path`` after iteration ``k``,
+  the buffer's own ``get_state`` pickled beside it (RLlib's checkpoint holds no buffer on the
+  new API stack), ``Algorithm.stop``, then ``Algorithm.from_checkpoint`` and the buffer's
+  ``set_state``, over the same toy envs (:mod:`xpspec.adapters.rllib_checkpoint`).
 - ``run_recurrent``: a stateful counting RLModule (``STATE_IN`` / ``STATE_OUT``,
   ``max_seq_len``) through PPO's rollout chunks and learner connector, or, for a burn-in,
   DQN's replayed sequences with ``burn_in_len`` (:mod:`xpspec.adapters.rllib_recurrent`).
@@ -705,7 +709,7 @@ def _version(package: str) -> str:
 
 class RLlibAdapter:
     """RLlib 2.60.0 behind the xpspec protocol (capabilities env, trainer, replay, learner,
-    recurrent, priorities, stack)."""
+    recurrent, priorities, stack, checkpoint)."""
 
     fresh_process_per_operation = True
     """A trainer run starts and shuts down a Ray instance in its own process."""
@@ -735,6 +739,7 @@ class RLlibAdapter:
                 "priorities",
                 "importance-weights",
                 "stack",
+                "checkpoint",
             ),
             issue_tracker="https://github.com/ray-project/ray/issues",
             notes=(
@@ -759,7 +764,13 @@ class RLlibAdapter:
         return _run_env(scenario)
 
     def run_trainer(self, scenario: TrainerScenario) -> Trace:
-        """``Algorithm.train()`` of a DQN on a local Ray instance (:mod:`xpspec.adapters.rllib_trainer`)."""
+        """``Algorithm.train()`` of a DQN on a local Ray instance (:mod:`xpspec.adapters.rllib_trainer`);
+        with a checkpoint spec, saved with ``save_to_path`` and resumed with
+        ``Algorithm.from_checkpoint`` (:mod:`xpspec.adapters.rllib_checkpoint`)."""
+        if scenario.checkpoint is not None:
+            from xpspec.adapters.rllib_checkpoint import run_checkpointed
+
+            return run_checkpointed(scenario)
         from xpspec.adapters.rllib_trainer import run_trainer
 
         return run_trainer(scenario)
