@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from fractions import Fraction
 from itertools import zip_longest
+from typing import cast
 
 from xpspec.conformance.checks.base import CheckFailure, Context
 from xpspec.conformance.checks.item_index import ItemBytes, shared_index
@@ -29,7 +30,7 @@ from xpspec.protocol.preprocessors import (
 from xpspec.protocol.scenario import Scenario, TrainerScenario
 from xpspec.protocol.shared_pass import Same, once
 from xpspec.protocol.step_type import StepType
-from xpspec.protocol.trace import EnvStep, Event, Item, Store, Trace
+from xpspec.protocol.trace import EnvStep, Event, Item, RunEnd, Store, Trace
 
 __all__ = [
     "check_conservation",
@@ -73,10 +74,14 @@ class _Fates:
             "hold": self.held,
         }
         self._early: set[Item] = set()  # accounted for while not (yet) unrolled
+        self.ends: list[RunEnd] = []
+        """The ``run_end`` events, in order (pending-at-end reads them; a trace has one)."""
         for e in trace.events:
             table = tables.get(e.kind)
             if table is None:
                 continue
+            if e.kind == "run_end":
+                self.ends.append(cast(RunEnd, e))
             accounting = e.kind in ("store", "exclude", "run_end")
             for item in items_of(e):  # type: ignore[arg-type]
                 table.bump(item)
@@ -490,7 +495,7 @@ def check_pending_at_end(scenario: Scenario, trace: Trace, ctx: Context) -> None
         left -= fates.count(fates.excluded, item)
         if left > 0 and not fates.lost(item, first)[0]:  # lost: conservation's concern
             held_open[item] = left
-    ends = list(trace.of_kind("run_end"))
+    ends = fates.ends  # read in the pass that built the fates
     if len(ends) != 1:
         raise CheckFailure("run end events", 1, len(ends))
     pending = Counter(item for e in ends for item in items_of(e))

@@ -23,6 +23,7 @@ __all__ = [
     "Columnar",
     "InIteration",
     "buffer_shape",
+    "call_statuses",
     "calls_per_iteration",
     "calls_with_state",
     "env_items",
@@ -82,6 +83,7 @@ class _Counts:
     non_first: dict[int, int]  # of them, those not FIRST
     calls: dict[int, int]  # train_call events per iteration
     stored: dict[int, int]  # items stored per iteration before its end
+    statuses: tuple[str, ...]  # every train_call's status, in trace order
 
 
 _COUNTS: dict[int, tuple[weakref.ref[Trace], _Counts]] = {}
@@ -110,6 +112,8 @@ def _count(trace: Trace) -> _Counts:
     calls: dict[int, int] = defaultdict(int)
     stored: dict[int, int] = defaultdict(int)
     closed: set[int] = set()
+    statuses: list[str] = []
+    names: dict[str, str] = {}  # one string object per distinct status, however many calls
     events: Iterable[Any] = trace.events
     for e in events:
         kind = e.kind
@@ -121,11 +125,20 @@ def _count(trace: Trace) -> _Counts:
             non_first[e.iteration] += sum(1 for t in e.step_type if t != StepType.FIRST)
         elif kind == "train_call":
             calls[e.iteration] += 1
+            statuses.append(names.setdefault(e.status, e.status))
         elif kind == "iteration_end":
             closed.add(e.iteration)
         elif kind == "store" and e.iteration not in closed:
             stored[e.iteration] += len(e.env)
-    return _Counts(tuple(its), dict(steps), dict(items), dict(non_first), dict(calls), dict(stored))
+    return _Counts(
+        tuple(its),
+        dict(steps),
+        dict(items),
+        dict(non_first),
+        dict(calls),
+        dict(stored),
+        tuple(statuses),
+    )
 
 
 def _forget(key: int) -> Callable[[object], None]:
@@ -368,6 +381,12 @@ def steps_per_iteration(trace: Trace) -> list[int]:
 def calls_per_iteration(trace: Trace) -> list[int]:
     counts = _counts(trace)
     return [counts.calls.get(i, 0) for i in counts.iterations]
+
+
+def call_statuses(trace: Trace) -> list[str]:
+    """The status of every ``train_call`` of ``trace``, in trace order (counted in the pass
+    that counts the per-iteration views)."""
+    return list(_counts(trace).statuses)
 
 
 def stored_per_iteration(trace: Trace) -> list[int]:
