@@ -508,7 +508,11 @@ def _check(args: argparse.Namespace) -> int:
         )
         try:
             checks = run_together(
-                session, scenario, _checks_of(scenario), [lambda: validate_trace(scenario, trace)]
+                session,
+                scenario,
+                _checks_of(scenario),
+                [lambda: validate_trace(scenario, trace)],
+                reruns_answered=True,  # a given trace runs nothing again
             )
         except ValueError as exc:
             raise ValueError(f"{args.trace}: malformed trace: {exc}") from None
