@@ -18,10 +18,10 @@ from xpspec.conformance.checks.base import Check, CheckFailure, Context
 from xpspec.conformance.checks.item_index import ItemBytes, ItemIndex, Plans
 from xpspec.conformance.engine import Session
 from xpspec.conformance.fused import run_together
-from xpspec.conformance.given_trace import FileReference, GivenTrace
+from xpspec.conformance.given_trace import FileReference, GivenTrace, RunTrace
 from xpspec.protocol.scenario import TrainerScenario
 from xpspec.protocol.trace import EVENT_KINDS, Trace
-from xpspec.protocol.trace_file import SpoolTrace, TraceFile, TraceWriter
+from xpspec.protocol.trace_file import SpoolTrace, SpoolWriter, TraceFile, TraceWriter
 from xpspec.refimpl.adapter import RefimplAdapter
 from xpspec.refimpl.trainer import trace_header, train
 
@@ -77,21 +77,32 @@ def _typed(value: Any) -> Any:
 
 
 @pytest.mark.parametrize("name", TRAINER)
-def test_the_reference_run_kept_pickled_holds_the_events_its_json_lines_decode_to(
+def test_the_reference_run_handed_over_holds_the_events_its_json_lines_decode_to(
     name: str, tmp_path: Path
 ) -> None:
+    """The reference of ``xpspec check`` is a run of the trainer handing its events over as it
+    goes (``RunTrace``), and kept pickled elsewhere (``SpoolTrace``): on every pass, the
+    events its JSON Lines decode to, types included, and its header."""
     sc = CATALOG[name]
     assert isinstance(sc, TrainerScenario)
     path = tmp_path / "t.jsonl"
     with TraceWriter(path, trace_header(sc.seed)) as writer:
         train(sc.env, sc.trainer, sc.preprocess, sc.sampling, sc.seed, sink=writer)
     decoded = TraceFile(path)
-    kept = FileReference(tmp_path).run_trainer(sc)
-    assert isinstance(kept, SpoolTrace)
-    assert kept.header == decoded.header
-    assert [_typed(e) for e in kept.events] == [_typed(e) for e in decoded.events]
-    for kind in ("store", "train_call"):
-        assert [_typed(e) for e in kept.of_kind(kind)] == [_typed(e) for e in decoded.of_kind(kind)]
+    want = [_typed(e) for e in decoded.events]
+    handed = FileReference(tmp_path).run_trainer(sc)
+    assert isinstance(handed, RunTrace)
+    spool = tmp_path / "t.pickle"
+    with SpoolWriter(spool) as keep:
+        train(sc.env, sc.trainer, sc.preprocess, sc.sampling, sc.seed, sink=keep)
+    kept = SpoolTrace(spool, trace_header(sc.seed))
+    for trace in (handed, kept):
+        assert trace.header == decoded.header
+        assert [_typed(e) for e in trace.events] == want
+        assert [_typed(e) for e in trace.events] == want  # a second pass: a second run
+        for kind in ("store", "train_call"):
+            got = [_typed(e) for e in trace.of_kind(kind)]
+            assert got == [_typed(e) for e in decoded.of_kind(kind)]
 
 
 @pytest.mark.parametrize("name", SOME)
