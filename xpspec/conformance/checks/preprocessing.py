@@ -85,7 +85,7 @@ class _Fates:
             accounting = e.kind in ("store", "exclude", "run_end")
             for item in items_of(e):  # type: ignore[arg-type]
                 table.bump(item)
-                if accounting and item not in self.unrolled:
+                if accounting and self.unrolled.get(item) is None:
                     self._early.add(item)
             if e.kind == "env_step":
                 for item, step in zip(items_of(e), e.step_type):
@@ -96,13 +96,17 @@ class _Fates:
         return table.get(item) or 0
 
     def accounted(self, item: Item) -> int:
-        return sum(self.count(t, item) for t in (self.stored, self.excluded, self.pending))
+        return (
+            (self.stored.get(item) or 0)
+            + (self.excluded.get(item) or 0)
+            + (self.pending.get(item) or 0)
+        )
 
     def unrolled_items(self) -> Iterator[tuple[Item, int]]:
         """Each unrolled item once, with the iteration that first unrolled it, in that order."""
         seen = ItemBytes(self.index)
         for it, item, _, _ in env_items(self.trace):
-            if item not in seen:
+            if seen.get(item) is None:
                 seen[item] = 0
                 yield item, it
 

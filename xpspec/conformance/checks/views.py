@@ -230,15 +230,16 @@ class BufferModel:
     def add(self, event: Store) -> None:
         stored, start, capacity = self.stored, self.start, self.capacity
         oldest, copies, step_type = self._oldest, self._copies, self.step_type
-        for item, st in zip(zip(event.env, event.episode, event.t), event.step_type):
-            env = item[0]
+        for env, episode, t, st in zip(event.env, event.episode, event.t, event.step_type):
+            item = (env, episode, t)
             live = stored[env]
+            n = len(live)
             if item not in oldest:
-                oldest[item] = start[env] + len(live)
+                oldest[item] = start[env] + n
             copies[item] += 1
             live.append(item)
             step_type[item] = st
-            if len(live) > capacity:
+            if n >= capacity:  # one more than it holds
                 self._drop(env)
 
     def _drop(self, env: int) -> Item:
@@ -246,8 +247,9 @@ class BufferModel:
         live = self.stored[env]
         item = live.popleft()
         self.start[env] += 1
-        self._copies[item] -= 1
-        if self._copies[item]:
+        copies = self._copies[item] - 1
+        if copies:
+            self._copies[item] = copies
             at = next(i for i, x in enumerate(live) if x == item)
             self._oldest[item] = self.start[env] + at
         else:
