@@ -14,12 +14,14 @@ import pytest
 
 from xpspec.conformance.catalog import CATALOG
 from xpspec.conformance.checks import ALL_CHECKS
-from xpspec.conformance.checks.base import CheckFailure, Context
+from xpspec.conformance.checks.base import Check, CheckFailure, Context
 from xpspec.conformance.checks.item_index import ItemBytes, ItemIndex, Plans
-from xpspec.conformance.given_trace import FileReference
+from xpspec.conformance.engine import Session
+from xpspec.conformance.fused import run_together
+from xpspec.conformance.given_trace import FileReference, GivenTrace, RunTrace
 from xpspec.protocol.scenario import TrainerScenario
 from xpspec.protocol.trace import EVENT_KINDS, Trace
-from xpspec.protocol.trace_file import SpoolTrace, TraceFile, TraceWriter
+from xpspec.protocol.trace_file import SpoolTrace, SpoolWriter, TraceFile, TraceWriter
 from xpspec.refimpl.adapter import RefimplAdapter
 from xpspec.refimpl.trainer import trace_header, train
 
@@ -75,21 +77,32 @@ def _typed(value: Any) -> Any:
 
 
 @pytest.mark.parametrize("name", TRAINER)
-def test_the_reference_run_kept_pickled_holds_the_events_its_json_lines_decode_to(
+def test_the_reference_run_handed_over_holds_the_events_its_json_lines_decode_to(
     name: str, tmp_path: Path
 ) -> None:
+    """The reference of ``xpspec check`` is a run of the trainer handing its events over as it
+    goes (``RunTrace``), and kept pickled elsewhere (``SpoolTrace``): on every pass, the
+    events its JSON Lines decode to, types included, and its header."""
     sc = CATALOG[name]
     assert isinstance(sc, TrainerScenario)
     path = tmp_path / "t.jsonl"
     with TraceWriter(path, trace_header(sc.seed)) as writer:
         train(sc.env, sc.trainer, sc.preprocess, sc.sampling, sc.seed, sink=writer)
     decoded = TraceFile(path)
-    kept = FileReference(tmp_path).run_trainer(sc)
-    assert isinstance(kept, SpoolTrace)
-    assert kept.header == decoded.header
-    assert [_typed(e) for e in kept.events] == [_typed(e) for e in decoded.events]
-    for kind in ("store", "train_call"):
-        assert [_typed(e) for e in kept.of_kind(kind)] == [_typed(e) for e in decoded.of_kind(kind)]
+    want = [_typed(e) for e in decoded.events]
+    handed = FileReference(tmp_path).run_trainer(sc)
+    assert isinstance(handed, RunTrace)
+    spool = tmp_path / "t.pickle"
+    with SpoolWriter(spool) as keep:
+        train(sc.env, sc.trainer, sc.preprocess, sc.sampling, sc.seed, sink=keep)
+    kept = SpoolTrace(spool, trace_header(sc.seed))
+    for trace in (handed, kept):
+        assert trace.header == decoded.header
+        assert [_typed(e) for e in trace.events] == want
+        assert [_typed(e) for e in trace.events] == want  # a second pass: a second run
+        for kind in ("store", "train_call"):
+            got = [_typed(e) for e in trace.of_kind(kind)]
+            assert got == [_typed(e) for e in decoded.of_kind(kind)]
 
 
 @pytest.mark.parametrize("name", SOME)
@@ -159,3 +172,46 @@ def test_plans_answer_as_the_env_does_in_any_order() -> None:
     asked = [(e, k) for k in (0, 3, 1, 90, 2, 0, 70, 3) for e in (0, 1)] * 2
     asked += [(0, k) for k in range(200)] + [(0, 5), (0, 150)]  # past the plans remembered
     assert all(plans(e, k) == sc.env.episode(sc.seed, e, k) for e, k in asked)
+
+
+def _outcomes(session: Session, scenario: TrainerScenario, checks: list[Check]) -> list[Any]:
+    return [
+        dataclasses.replace(session.evaluate(c, "given", scenario), seconds=0.0) for c in checks
+    ]
+
+
+@pytest.mark.parametrize("broken", [False, True])
+def test_checks_run_together_give_the_outcomes_of_checks_run_alone(
+    broken: bool, tmp_path: Path
+) -> None:
+    """``xpspec check``'s group: a check asking for a rerun (identity-is-plain, of the same
+    run with train accounting ``plain``) runs in it, and its verdict, replayed through the
+    engine, is the one the check gives alone; so are the others'."""
+    sc = next(
+        s
+        for s in (CATALOG[n] for n in TRAINER)
+        if isinstance(s, TrainerScenario)
+        and s.trainer.train_accounting != "plain"
+        and any(c.name == "identity-is-plain" and c.applies(s) for c in ALL_CHECKS)
+    )
+    trace = RefimplAdapter().run_trainer(sc)
+    if broken:  # every other store dropped
+        stores = [e for e in trace.events if e.kind == "store"][::2]
+        trace = Trace(tuple(e for e in trace.events if e.kind != "store" or e in stores), {})
+    path = tmp_path / "t.jsonl"
+    path.write_text(trace.to_jsonl(), encoding="utf-8")
+    checks = [c for c in ALL_CHECKS if c.capability == "trainer" and c.applies(sc)]
+
+    def session() -> Session:
+        given = GivenTrace(sc, TraceFile(path), str(path), validated=True)
+        return Session(given, str(path), reproduce="", reference=FileReference(tmp_path))
+
+    alone = _outcomes(session(), sc, checks)
+    together = session()
+    replaying = run_together(together, sc, checks, reruns_answered=True)
+    assert _outcomes(together, sc, replaying) == alone
+    ran_together = {c.name for c, r in zip(checks, replaying, strict=True) if r is not c}
+    assert "identity-is-plain" in ran_together
+    assert ran_together == {c.name for c in checks} - {"deterministic-trainer"}
+    if broken:
+        assert any(o.status == "fail" for o in alone)

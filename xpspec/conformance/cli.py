@@ -485,10 +485,12 @@ def _check(args: argparse.Namespace) -> int:
     (:class:`~xpspec.conformance.given_trace.GivenTrace`), with the same outcomes, blame
     (:mod:`xpspec.conformance.blame`) and exit codes. A check that needs another run of the
     implementation is not applicable. The trace stays in its file and is read pass by pass
-    (:class:`~xpspec.protocol.trace_file.TraceFile`), and so is the reference trainer's run
-    when it is the reference: a long trace is checked in the memory of the checks' own
-    state. The checks (and the trace's validation) run together, sharing their passes over
-    both files (:func:`~xpspec.conformance.fused.run_together`)."""
+    (:class:`~xpspec.protocol.trace_file.TraceFile`); the reference trainer's run, when it is
+    the reference, hands its events over as it makes them, a run per pass
+    (:class:`~xpspec.conformance.given_trace.RunTrace`): a long trace is checked in the memory
+    of the checks' own state. The checks (and the trace's validation) run together, sharing
+    their passes over the trace and the reference run
+    (:func:`~xpspec.conformance.fused.run_together`)."""
     import tempfile
 
     from xpspec.conformance.engine import Session
@@ -508,7 +510,11 @@ def _check(args: argparse.Namespace) -> int:
         )
         try:
             checks = run_together(
-                session, scenario, _checks_of(scenario), [lambda: validate_trace(scenario, trace)]
+                session,
+                scenario,
+                _checks_of(scenario),
+                [lambda: validate_trace(scenario, trace)],
+                reruns_answered=True,  # a given trace runs nothing again
             )
         except ValueError as exc:
             raise ValueError(f"{args.trace}: malformed trace: {exc}") from None

@@ -9,7 +9,11 @@ asked for, and the checks are handed back with a ``verify`` that asks for the sa
 and raises the same thing for that trace: the engine then evaluates them one by one as ever
 (outcomes, expectations, blame and messages unchanged). Any other call (another trace, a
 second call) runs the check itself. A check that asks for another run of the implementation
-(``rerun``, ``fresh``) is not run together: it runs, unchanged, when the engine evaluates it.
+(``rerun``, ``fresh``) is not run together: it runs, unchanged, when the engine evaluates it;
+except, when the adapter answers a ``rerun`` without running anything (a given trace, which
+answers another scenario with ``Unsupported`` and its own with the trace the session holds),
+a check's ``rerun`` is answered in the group, through the session (which keeps the answer),
+and asked for again when its verdict is replayed.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from __future__ import annotations
 import gc
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, replace
 
 from xpspec.conformance.checks.base import Check, Context
@@ -36,10 +40,11 @@ class _Alone(Exception):
 
 @dataclass(frozen=True)
 class _Verdict:
-    """What ``verify`` raised (``None``: it returned) and the references it asked for."""
+    """What ``verify`` raised (``None``: it returned) and the runs it asked for, in order:
+    ``("reference", scenario)`` or ``("rerun", scenario)``."""
 
     raised: BaseException | None
-    references: tuple[Scenario, ...]
+    asked: tuple[tuple[str, Scenario], ...]
 
 
 def run_together(
@@ -47,11 +52,13 @@ def run_together(
     scenario: Scenario,
     checks: Sequence[Check],
     alongside: Sequence[Callable[[], None]] = (),
+    reruns_answered: bool = False,
 ) -> list[Check]:
     """``checks`` verified together on the trace ``session`` holds for ``scenario``, handed
     back as checks that replay their verdicts (module docstring); ``alongside`` runs in the
     same group (a validation of the trace), and the first error it raised is raised after the
-    group ends."""
+    group ends. ``reruns_answered``: the session's adapter answers a ``rerun`` without
+    running anything, so a check asking for one still runs together."""
     try:
         trace = session.run(scenario)
     except Exception:  # the engine reports it for each check
@@ -63,20 +70,27 @@ def run_together(
         if trace is not None
         and all(n in session.info.capabilities for n in capabilities_needed(c, scenario))
     ]
-    asked: list[list[Scenario]] = [[] for _ in together]
+    asked: list[list[tuple[str, Scenario]]] = [[] for _ in together]
 
-    def job(check: Check, references: list[Scenario]) -> Callable[[], None]:
+    def job(check: Check, runs: list[tuple[str, Scenario]]) -> Callable[[], None]:
         def reference(s: Scenario) -> Trace:
             with lock:  # one reference run of a scenario, whichever check asks first
-                references.append(s)
+                runs.append(("reference", s))
                 return session.reference(s)
+
+        def rerun(s: Scenario) -> Trace:
+            if not reruns_answered:
+                raise _Alone
+            with lock:  # the session keeps the answer: the replay is handed the same
+                runs.append(("rerun", s))
+                return session.run(s)
 
         def alone(s: Scenario) -> Trace:
             raise _Alone
 
         def verify() -> None:
             assert trace is not None
-            check.verify(scenario, trace, Context(reference, alone, alone))
+            check.verify(scenario, trace, Context(reference, rerun, alone))
 
         return verify
 
@@ -115,8 +129,9 @@ def _fewer_collections() -> Iterator[None]:
 
 
 def _replaying(check: Check, scenario: Scenario, trace: Trace | None, verdict: _Verdict) -> Check:
-    """``check`` whose first ``verify`` of ``trace`` asks for the references ``verdict`` names
-    and raises what it raised; every other call is the check's own."""
+    """``check`` whose first ``verify`` of ``trace`` asks for the runs ``verdict`` names (a
+    rerun's answer, the session's kept one, is what the check was handed: what it did with it
+    is in the verdict) and raises what it raised; every other call is the check's own."""
     original = check.verify
     spent = threading.Event()
 
@@ -124,8 +139,12 @@ def _replaying(check: Check, scenario: Scenario, trace: Trace | None, verdict: _
         if spent.is_set() or t is not trace or s != scenario:
             return original(s, t, context)
         spent.set()
-        for other in verdict.references:
-            context.reference(other)
+        for how, other in verdict.asked:
+            if how == "reference":
+                context.reference(other)
+                continue
+            with suppress(Exception):  # the check met the same answer in the group
+                context.rerun(other)
         if verdict.raised is not None:
             raise verdict.raised
 

@@ -9,11 +9,12 @@ over a trace's events (``for e in trace.events``, :meth:`~xpspec.protocol.trace.
 while the trace is in use. Passes made by the jobs of a
 :class:`~xpspec.protocol.shared_pass.LockStep` are shared between them.
 
-:class:`SpoolTrace` is a trace this process writes and reads back itself (the reference
-trainer's run that ``xpspec check`` compares a given trace with): its events are kept in their
-own objects, pickled iteration by iteration (:class:`SpoolWriter`), rather than written as
-JSON and decoded again, which adds a fifth or more to the run that produces them. It is read
-pass by pass as a trace file is, and its events are the very objects the run handed over.
+:class:`SpoolTrace` is a trace this process writes and reads back itself (a run kept for
+later passes): its events are kept in their own objects, pickled iteration by iteration
+(:class:`SpoolWriter`), rather than written as JSON and decoded again, which adds a fifth or
+more to the run that produces them. It is read pass by pass as a trace file is, and its
+events are equal to the objects the run handed over. (``xpspec check`` keeps no reference
+run: a pass over it runs the reference trainer again, handing its events over as it goes.)
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from typing import Any
 
 from xpspec.conformance.checks.base import CheckFailure, Context
 from xpspec.conformance.checks.views import (
+    call_statuses,
     calls_per_iteration,
     items_of,
     iterations,
@@ -23,11 +24,12 @@ __all__ = ["check_exact_schedule", "check_exact_stores"]
 
 def _schedule(trace: Trace) -> dict[str, list[Any]]:
     """What exact-schedule compares: vector steps and train calls per iteration, and the status
-    of every call."""
+    of every call (all three counted in one pass over the trace, shared with the other
+    per-iteration views)."""
     return {
         "unroll": steps_per_iteration(trace),
         "calls": calls_per_iteration(trace),
-        "status": [e.status for e in trace.of_kind("train_call")],
+        "status": call_statuses(trace),
     }
 
 

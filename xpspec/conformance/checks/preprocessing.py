@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from fractions import Fraction
 from itertools import zip_longest
+from typing import cast
 
 from xpspec.conformance.checks.base import CheckFailure, Context
 from xpspec.conformance.checks.item_index import ItemBytes, shared_index
@@ -29,7 +30,7 @@ from xpspec.protocol.preprocessors import (
 from xpspec.protocol.scenario import Scenario, TrainerScenario
 from xpspec.protocol.shared_pass import Same, once
 from xpspec.protocol.step_type import StepType
-from xpspec.protocol.trace import EnvStep, Event, Item, Store, Trace
+from xpspec.protocol.trace import EnvStep, Event, Item, RunEnd, Store, Trace
 
 __all__ = [
     "check_conservation",
@@ -73,14 +74,18 @@ class _Fates:
             "hold": self.held,
         }
         self._early: set[Item] = set()  # accounted for while not (yet) unrolled
+        self.ends: list[RunEnd] = []
+        """The ``run_end`` events, in order (pending-at-end reads them; a trace has one)."""
         for e in trace.events:
             table = tables.get(e.kind)
             if table is None:
                 continue
+            if e.kind == "run_end":
+                self.ends.append(cast(RunEnd, e))
             accounting = e.kind in ("store", "exclude", "run_end")
             for item in items_of(e):  # type: ignore[arg-type]
                 table.bump(item)
-                if accounting and item not in self.unrolled:
+                if accounting and self.unrolled.get(item) is None:
                     self._early.add(item)
             if e.kind == "env_step":
                 for item, step in zip(items_of(e), e.step_type):
@@ -91,13 +96,17 @@ class _Fates:
         return table.get(item) or 0
 
     def accounted(self, item: Item) -> int:
-        return sum(self.count(t, item) for t in (self.stored, self.excluded, self.pending))
+        return (
+            (self.stored.get(item) or 0)
+            + (self.excluded.get(item) or 0)
+            + (self.pending.get(item) or 0)
+        )
 
     def unrolled_items(self) -> Iterator[tuple[Item, int]]:
         """Each unrolled item once, with the iteration that first unrolled it, in that order."""
         seen = ItemBytes(self.index)
         for it, item, _, _ in env_items(self.trace):
-            if item not in seen:
+            if seen.get(item) is None:
                 seen[item] = 0
                 yield item, it
 
@@ -490,7 +499,7 @@ def check_pending_at_end(scenario: Scenario, trace: Trace, ctx: Context) -> None
         left -= fates.count(fates.excluded, item)
         if left > 0 and not fates.lost(item, first)[0]:  # lost: conservation's concern
             held_open[item] = left
-    ends = list(trace.of_kind("run_end"))
+    ends = fates.ends  # read in the pass that built the fates
     if len(ends) != 1:
         raise CheckFailure("run end events", 1, len(ends))
     pending = Counter(item for e in ends for item in items_of(e))

@@ -18,7 +18,6 @@ from xpspec.conformance.checks.views import (
     calls_per_iteration,
     calls_with_state,
     iterations,
-    per_iteration,
     steps_per_iteration,
     stored_per_iteration,
     trainer_scenario,
@@ -272,9 +271,18 @@ def check_after_train_iter(scenario: Scenario, trace: Trace, ctx: Context) -> No
     """train.after-train-iter: one ``after_train_iter`` in every iteration that unrolled, none
     in the others (none before the first store under ``alf-lazy-buffer``)."""
     lazy = trainer_scenario(scenario).trainer.replay_creation == "lazy"
-    unrolled = per_iteration(trace, trace.of_kind("env_step"))
-    stored = per_iteration(trace, trace.of_kind("store"), lambda e: len(e.env))
-    hooks = per_iteration(trace, trace.of_kind("hook"), lambda e: e.name == "after_train_iter")
+    unrolled: dict[int, int] = defaultdict(int)  # env_step events per iteration
+    stored: dict[int, int] = defaultdict(int)  # items stored per iteration
+    hooks: dict[int, int] = defaultdict(int)  # after_train_iter calls per iteration
+    events: Iterable[Any] = trace.events
+    for e in events:  # one pass, by kind
+        kind = e.kind
+        if kind == "env_step":
+            unrolled[e.iteration] += 1
+        elif kind == "store":
+            stored[e.iteration] += len(e.env)
+        elif kind == "hook" and e.name == "after_train_iter":
+            hooks[e.iteration] += 1
     stored_so_far = 0
     for it in iterations(trace):
         stored_so_far += stored.get(it, 0)

@@ -23,6 +23,7 @@ __all__ = [
     "Columnar",
     "InIteration",
     "buffer_shape",
+    "call_statuses",
     "calls_per_iteration",
     "calls_with_state",
     "env_items",
@@ -82,6 +83,7 @@ class _Counts:
     non_first: dict[int, int]  # of them, those not FIRST
     calls: dict[int, int]  # train_call events per iteration
     stored: dict[int, int]  # items stored per iteration before its end
+    statuses: tuple[str, ...]  # every train_call's status, in trace order
 
 
 _COUNTS: dict[int, tuple[weakref.ref[Trace], _Counts]] = {}
@@ -110,6 +112,8 @@ def _count(trace: Trace) -> _Counts:
     calls: dict[int, int] = defaultdict(int)
     stored: dict[int, int] = defaultdict(int)
     closed: set[int] = set()
+    statuses: list[str] = []
+    names: dict[str, str] = {}  # one string object per distinct status, however many calls
     events: Iterable[Any] = trace.events
     for e in events:
         kind = e.kind
@@ -121,11 +125,20 @@ def _count(trace: Trace) -> _Counts:
             non_first[e.iteration] += sum(1 for t in e.step_type if t != StepType.FIRST)
         elif kind == "train_call":
             calls[e.iteration] += 1
+            statuses.append(names.setdefault(e.status, e.status))
         elif kind == "iteration_end":
             closed.add(e.iteration)
         elif kind == "store" and e.iteration not in closed:
             stored[e.iteration] += len(e.env)
-    return _Counts(tuple(its), dict(steps), dict(items), dict(non_first), dict(calls), dict(stored))
+    return _Counts(
+        tuple(its),
+        dict(steps),
+        dict(items),
+        dict(non_first),
+        dict(calls),
+        dict(stored),
+        tuple(statuses),
+    )
 
 
 def _forget(key: int) -> Callable[[object], None]:
@@ -217,15 +230,16 @@ class BufferModel:
     def add(self, event: Store) -> None:
         stored, start, capacity = self.stored, self.start, self.capacity
         oldest, copies, step_type = self._oldest, self._copies, self.step_type
-        for item, st in zip(zip(event.env, event.episode, event.t), event.step_type):
-            env = item[0]
+        for env, episode, t, st in zip(event.env, event.episode, event.t, event.step_type):
+            item = (env, episode, t)
             live = stored[env]
+            n = len(live)
             if item not in oldest:
-                oldest[item] = start[env] + len(live)
+                oldest[item] = start[env] + n
             copies[item] += 1
             live.append(item)
             step_type[item] = st
-            if len(live) > capacity:
+            if n >= capacity:  # one more than it holds
                 self._drop(env)
 
     def _drop(self, env: int) -> Item:
@@ -233,8 +247,9 @@ class BufferModel:
         live = self.stored[env]
         item = live.popleft()
         self.start[env] += 1
-        self._copies[item] -= 1
-        if self._copies[item]:
+        copies = self._copies[item] - 1
+        if copies:
+            self._copies[item] = copies
             at = next(i for i, x in enumerate(live) if x == item)
             self._oldest[item] = self.start[env] + at
         else:
@@ -368,6 +383,12 @@ def steps_per_iteration(trace: Trace) -> list[int]:
 def calls_per_iteration(trace: Trace) -> list[int]:
     counts = _counts(trace)
     return [counts.calls.get(i, 0) for i in counts.iterations]
+
+
+def call_statuses(trace: Trace) -> list[str]:
+    """The status of every ``train_call`` of ``trace``, in trace order (counted in the pass
+    that counts the per-iteration views)."""
+    return list(_counts(trace).statuses)
 
 
 def stored_per_iteration(trace: Trace) -> list[int]:
