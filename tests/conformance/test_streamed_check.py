@@ -21,7 +21,7 @@ from xpspec.conformance.fused import run_together
 from xpspec.conformance.given_trace import FileReference, GivenTrace, RunTrace
 from xpspec.protocol.scenario import TrainerScenario
 from xpspec.protocol.trace import EVENT_KINDS, Trace
-from xpspec.protocol.trace_file import SpoolTrace, SpoolWriter, TraceFile, TraceWriter
+from xpspec.protocol.trace_file import TraceFile, TraceWriter
 from xpspec.refimpl.adapter import RefimplAdapter
 from xpspec.refimpl.trainer import trace_header, train
 
@@ -57,7 +57,7 @@ def test_a_run_written_as_it_goes_is_the_whole_trace_byte_for_byte(
         streamed = train(sc.env, sc.trainer, sc.preprocess, sc.sampling, sc.seed, sink=writer)
     assert streamed.trace.events == ()
     assert path.read_text(encoding="utf-8") == whole.trace.to_jsonl()
-    assert FileReference(tmp_path).run_trainer(sc).to_jsonl() == whole.trace.to_jsonl()
+    assert FileReference().run_trainer(sc).to_jsonl() == whole.trace.to_jsonl()
 
 
 def _typed(value: Any) -> Any:
@@ -81,8 +81,8 @@ def test_the_reference_run_handed_over_holds_the_events_its_json_lines_decode_to
     name: str, tmp_path: Path
 ) -> None:
     """The reference of ``xpspec check`` is a run of the trainer handing its events over as it
-    goes (``RunTrace``), and kept pickled elsewhere (``SpoolTrace``): on every pass, the
-    events its JSON Lines decode to, types included, and its header."""
+    goes (``RunTrace``): on every pass, the events its JSON Lines decode to, types included,
+    and its header."""
     sc = CATALOG[name]
     assert isinstance(sc, TrainerScenario)
     path = tmp_path / "t.jsonl"
@@ -90,19 +90,14 @@ def test_the_reference_run_handed_over_holds_the_events_its_json_lines_decode_to
         train(sc.env, sc.trainer, sc.preprocess, sc.sampling, sc.seed, sink=writer)
     decoded = TraceFile(path)
     want = [_typed(e) for e in decoded.events]
-    handed = FileReference(tmp_path).run_trainer(sc)
+    handed = FileReference().run_trainer(sc)
     assert isinstance(handed, RunTrace)
-    spool = tmp_path / "t.pickle"
-    with SpoolWriter(spool) as keep:
-        train(sc.env, sc.trainer, sc.preprocess, sc.sampling, sc.seed, sink=keep)
-    kept = SpoolTrace(spool, trace_header(sc.seed))
-    for trace in (handed, kept):
-        assert trace.header == decoded.header
-        assert [_typed(e) for e in trace.events] == want
-        assert [_typed(e) for e in trace.events] == want  # a second pass: a second run
-        for kind in ("store", "train_call"):
-            got = [_typed(e) for e in trace.of_kind(kind)]
-            assert got == [_typed(e) for e in decoded.of_kind(kind)]
+    assert handed.header == decoded.header
+    assert [_typed(e) for e in handed.events] == want
+    assert [_typed(e) for e in handed.events] == want  # a second pass: a second run
+    for kind in ("store", "train_call"):
+        got = [_typed(e) for e in handed.of_kind(kind)]
+        assert got == [_typed(e) for e in decoded.of_kind(kind)]
 
 
 @pytest.mark.parametrize("name", SOME)
@@ -204,7 +199,7 @@ def test_checks_run_together_give_the_outcomes_of_checks_run_alone(
 
     def session() -> Session:
         given = GivenTrace(sc, TraceFile(path), str(path), validated=True)
-        return Session(given, str(path), reproduce="", reference=FileReference(tmp_path))
+        return Session(given, str(path), reproduce="", reference=FileReference())
 
     alone = _outcomes(session(), sc, checks)
     together = session()

@@ -491,8 +491,6 @@ def _check(args: argparse.Namespace) -> int:
     of the checks' own state. The checks (and the trace's validation) run together, sharing
     their passes over the trace and the reference run
     (:func:`~xpspec.conformance.fused.run_together`)."""
-    import tempfile
-
     from xpspec.conformance.engine import Session
     from xpspec.conformance.fused import run_together
     from xpspec.conformance.given_trace import FileReference, GivenTrace
@@ -500,29 +498,28 @@ def _check(args: argparse.Namespace) -> int:
 
     scenario = _read_scenario(args.scenario)
     trace = _trace_file(args.trace)
-    with tempfile.TemporaryDirectory(prefix="xpspec-check-") as tmp:
-        session = Session(
-            GivenTrace(scenario, trace, args.trace, validated=True),
-            args.trace,
-            reproduce="",
-            reference=FileReference(Path(tmp)),
-            vectors=True,
+    session = Session(
+        GivenTrace(scenario, trace, args.trace, validated=True),
+        args.trace,
+        reproduce="",
+        reference=FileReference(),
+        vectors=True,
+    )
+    try:
+        checks = run_together(
+            session,
+            scenario,
+            _checks_of(scenario),
+            [lambda: validate_trace(scenario, trace)],
+            reruns_answered=True,  # a given trace runs nothing again
         )
-        try:
-            checks = run_together(
-                session,
-                scenario,
-                _checks_of(scenario),
-                [lambda: validate_trace(scenario, trace)],
-                reruns_answered=True,  # a given trace runs nothing again
-            )
-        except ValueError as exc:
-            raise ValueError(f"{args.trace}: malformed trace: {exc}") from None
-        outcomes = []
-        for check in checks:
-            outcome = session.evaluate(check, args.scenario, scenario)
-            print(_check_line(outcome, args.strict), flush=True)
-            outcomes.append(outcome)
+    except ValueError as exc:
+        raise ValueError(f"{args.trace}: malformed trace: {exc}") from None
+    outcomes = []
+    for check in checks:
+        outcome = session.evaluate(check, args.scenario, scenario)
+        print(_check_line(outcome, args.strict), flush=True)
+        outcomes.append(outcome)
     failed = any(o.status == "fail" and (args.strict or o.level != "SHOULD") for o in outcomes)
     broke = any(o.status in ADAPTER_FAILURES for o in outcomes)
     return ExitCode.FINDINGS if failed or broke else ExitCode.OK

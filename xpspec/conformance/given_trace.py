@@ -114,11 +114,9 @@ class FileReference(RefimplAdapter):
     handed over by a run of the reference trainer as it goes (:class:`RunTrace`): the
     reference of a long given trace is as long, and is compared with it pass by pass, never
     held whole, and never written and read back. Other kinds of scenario are answered as
-    :class:`~xpspec.refimpl.adapter.RefimplAdapter` answers them. ``directory``: where a
-    reference is kept when one must be (none is, now)."""
+    :class:`~xpspec.refimpl.adapter.RefimplAdapter` answers them."""
 
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
+    def __init__(self) -> None:
         self._runs = 0
 
     def run_trainer(self, scenario: TrainerScenario) -> Trace:

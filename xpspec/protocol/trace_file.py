@@ -9,18 +9,14 @@ over a trace's events (``for e in trace.events``, :meth:`~xpspec.protocol.trace.
 while the trace is in use. Passes made by the jobs of a
 :class:`~xpspec.protocol.shared_pass.LockStep` are shared between them.
 
-:class:`SpoolTrace` is a trace this process writes and reads back itself (a run kept for
-later passes): its events are kept in their own objects, pickled iteration by iteration
-(:class:`SpoolWriter`), rather than written as JSON and decoded again, which adds a fifth or
-more to the run that produces them. It is read pass by pass as a trace file is, and its
-events are equal to the objects the run handed over. (``xpspec check`` keeps no reference
-run: a pass over it runs the reference trainer again, handing its events over as it goes.)
+(``xpspec check`` keeps no reference run in a file: a pass over the reference runs the
+reference trainer again, handing its events over as it goes:
+:class:`xpspec.conformance.given_trace.RunTrace`.)
 """
 
 from __future__ import annotations
 
 import json
-import pickle
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -30,7 +26,7 @@ from xpspec.protocol.event_reader import read_jsonl
 from xpspec.protocol.shared_pass import current
 from xpspec.protocol.trace import TRACE_FORMAT, Event, Trace
 
-__all__ = ["EventFile", "SpoolTrace", "SpoolWriter", "SpooledEvents", "TraceFile", "TraceWriter"]
+__all__ = ["EventFile", "TraceFile", "TraceWriter"]
 
 
 class EventFile:
@@ -128,83 +124,3 @@ class TraceWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-class SpoolWriter:
-    """Keeps the events handed to it (``writer(events)``, an iteration's at a time) in the
-    file ``path``, pickled as they come: the events of a :class:`SpoolTrace`, for this process
-    alone (never a trace file to exchange: that is :class:`TraceWriter`'s). Use it as a
-    context manager."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._out = path.open("wb")
-
-    def __call__(self, events: Iterable[Event]) -> None:
-        pickle.dump(list(events), self._out, protocol=pickle.HIGHEST_PROTOCOL)
-
-    def close(self) -> None:
-        self._out.close()
-
-    def __enter__(self) -> SpoolWriter:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-class SpooledEvents:
-    """The events :class:`SpoolWriter` kept in ``path``, read from it on each iteration."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def __iter__(self) -> Iterator[Event]:
-        group = current()
-        return self._read() if group is None else group.events(self)
-
-    def open(self) -> tuple[IO[bytes], Iterator[Event]]:
-        """The file opened, and its events as they are read."""
-        spool = self.path.open("rb")
-        return spool, _unpickled(spool)
-
-    def _read(self) -> Iterator[Event]:
-        spool, events = self.open()
-        with spool:
-            yield from events
-
-    def of_kind(self, kind: str) -> Iterator[Event]:
-        """The events of one kind, in order."""
-        return (e for e in self if e.kind == kind)
-
-    def __repr__(self) -> str:
-        return f"SpooledEvents({str(self.path)!r})"
-
-
-def _unpickled(spool: IO[bytes]) -> Iterator[Event]:
-    """The events of the lists pickled one after the other in ``spool``."""
-    while True:
-        try:  # an unpickler of its own for each list, as each was pickled on its own
-            events: list[Event] = pickle.load(spool)
-        except EOFError:
-            return
-        yield from events
-
-
-class SpoolTrace(Trace):
-    """The trace whose events :class:`SpoolWriter` kept in ``path``, and whose header is
-    ``header`` (without ``format``, as :class:`TraceFile` reads it); iterated, as a
-    :class:`TraceFile` is, pass by pass."""
-
-    def __init__(self, path: Path, header: dict[str, Any]) -> None:
-        object.__setattr__(self, "events", SpooledEvents(path))
-        object.__setattr__(self, "header", dict(header))
-
-    def of_kind(self, kind: str) -> Iterator[Event]:  # type: ignore[override]
-        events: Any = self.events
-        return events.of_kind(kind)
-
-    @property
-    def path(self) -> Path:
-        events: Any = self.events
-        return Path(events.path)
