@@ -10,8 +10,8 @@ import pytest
 
 pytest.importorskip("d3rlpy")
 
-import gymnasium
 import d3rlpy
+import gymnasium
 from d3rlpy.algos import DQNConfig
 from d3rlpy.constants import ActionSpace
 from d3rlpy.dataset import FIFOBuffer, ReplayBuffer, Signature

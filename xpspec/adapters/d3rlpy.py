@@ -676,7 +676,8 @@ class D3rlpyAdapter:
 
     def run_trainer(self, scenario: TrainerScenario) -> Trace:
         """One ``fit_online`` run (see the module docstring for the mapping); with a checkpoint
-        spec, saved and loaded through d3rlpy's own API (:mod:`xpspec.adapters.d3rlpy_checkpoint`)."""
+        spec, saved and loaded through d3rlpy's own API
+        (:mod:`xpspec.adapters.d3rlpy_checkpoint`)."""
         config = _online_config(scenario)
         with _silenced(scenario.seed):
             if scenario.checkpoint is not None:
