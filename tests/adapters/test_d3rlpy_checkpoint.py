@@ -32,6 +32,7 @@ from xpspec.protocol.adapter import Unsupported
 from xpspec.protocol.checkpoint import CheckpointSpec
 from xpspec.protocol.config import TrainerConfig
 from xpspec.protocol.env_spec import EnvSpec
+from xpspec.protocol.preprocessors import EpisodeDelayed, ExcludeSteps, Identity, RewardTransform
 from xpspec.protocol.scenario import TrainerScenario
 from xpspec.protocol.schedule import FixedSchedule
 from xpspec.protocol.trace import EnvStep
@@ -139,3 +140,33 @@ def test_the_episode_held_at_the_checkpoint_is_lost() -> None:
 def test_several_envs_are_refused() -> None:
     with pytest.raises(Unsupported, match="no vector env"):
         D3rlpyAdapter().run_trainer(CATALOG["resume-plain"])
+
+
+@pytest.mark.parametrize(
+    "preprocess",
+    [
+        Identity(),
+        ExcludeSteps(3, 1),
+        RewardTransform(Fraction(2), Fraction(1)),
+        EpisodeDelayed(),
+    ],
+    ids=["identity", "exclude", "transform", "delayed"],
+)
+def test_a_full_fifo_is_restored_with_the_users_buffer_objects(preprocess: Any) -> None:
+    # Episodes of 3 steps into a FIFO of 5 transitions, saved after 8 loop steps: the oldest
+    # dumped episode was partly evicted, and ReplayBuffer.load re-appends all of it to the
+    # user's fresh buffer, whose limit evicts it again. The re-appends are the restore, not
+    # stores; the stores after the resume are recorded from the restored buffer.
+    scenario = TrainerScenario(
+        EnvSpec(1, (FixedSchedule(3),)),
+        TrainerConfig(unroll_length=Fraction(2), num_iterations=8, capacity=5),
+        preprocess,
+        checkpoint=CheckpointSpec(4),
+    )
+    trace = D3rlpyAdapter().run_trainer(scenario)
+    resume = resume_of(trace)
+    assert resume.saved and resume.restored == resume.saved
+    check_resume_buffer(scenario, trace, context_of(D3rlpyAdapter()))
+    index = list(trace.events).index(resume)
+    assert [e.kind for e in trace.events[index + 1 : index + 3]] == ["iteration", "env_step"]
+    assert any(e.kind == "store" for e in trace.events[index:])

@@ -55,8 +55,8 @@ class _Pause(Exception):
 def held_items(buffer: ReplayBuffer) -> tuple[Item, ...]:
     """The entries a ``ReplayBuffer``'s ``FIFOBuffer`` holds, oldest first, each named by its
     episode's observation (``dataset/buffers.py:FIFOBuffer.__getitem__``)."""
-    fifo = buffer.buffer
-    entries = (fifo[j] for j in range(len(fifo)))  # type: ignore[arg-type]
+    fifo: Any = buffer.buffer  # a FIFOBuffer, which BufferProtocol does not promise
+    entries = (fifo[j] for j in range(len(fifo)))
     return tuple(decode_item(np.asarray(ep.observations[i])) for ep, i in entries)
 
 
