@@ -42,7 +42,7 @@ def _stored(trace: Trace) -> list[tuple[tuple[int, int, int], int, float]]:
 def test_info_names_the_installed_version() -> None:
     info = ADAPTER.info()
     assert (info.name, info.framework_version) == ("d3rlpy", "2.8.0")
-    assert info.capabilities == ("trainer", "replay", "update-counter", "stack")
+    assert info.capabilities == ("trainer", "replay", "update-counter", "stack", "checkpoint")
     ADAPTER.smoke()
 
 

@@ -10,6 +10,7 @@ import pytest
 
 pytest.importorskip("d3rlpy")
 
+import d3rlpy
 import gymnasium
 from d3rlpy.algos import DQNConfig
 from d3rlpy.constants import ActionSpace
@@ -259,3 +260,102 @@ def test_a_step_without_an_entry_never_reaches_the_users_buffer() -> None:
         show_progress=False,
     )
     assert fifo.handed == [0, 1]
+
+
+# -- checkpoint and resume (xpspec/adapters/d3rlpy_checkpoint.py) --------------------------------
+class _Observed(_Counting):
+    """A ``_Counting`` env recording each observation a step acts on (the one returned last)."""
+
+    def __init__(self, length: int) -> None:
+        super().__init__(length)
+        self.acted_on: list[int] = []
+
+    def step(self, action: Any) -> Any:
+        self.acted_on.append(self.t)
+        return super().step(action)
+
+
+def test_fit_online_resets_the_env_and_counts_its_steps_from_one_again() -> None:
+    # A resumed job calls fit_online again: it takes no start step and no observation, so it
+    # resets the env (the episode in progress at t = 4 ends without a done) and its
+    # total_step counts from 1 again (algos/qlearning/base.py, fit_online).
+    env, algo, buffer = _Observed(10), _dqn(), _buffer(100)
+    steps: list[int] = []
+    for n_steps in (4, 3):
+        algo.fit_online(
+            env,
+            buffer,
+            n_steps=n_steps,
+            n_steps_per_epoch=n_steps,
+            logger_adapter=NoopAdapterFactory(),
+            show_progress=False,
+            callback=lambda a, epoch, step: steps.append(step),
+        )
+    assert env.acted_on == [0, 1, 2, 3, 0, 1, 2]
+    assert steps == [1, 2, 3, 4, 1, 2, 3]
+
+
+def test_the_warm_up_starts_over_in_a_resumed_fit_online() -> None:
+    # update_start_step = 3: the first call trains from its fourth step on; the second call,
+    # with a buffer holding more than a batch, trains only from its fourth step again.
+    algo, buffer = _dqn(), _buffer(100)
+    grad_steps: list[int] = []
+    for _ in range(2):
+        algo.fit_online(
+            _Counting(10),
+            buffer,
+            n_steps=5,
+            n_steps_per_epoch=5,
+            update_start_step=3,
+            logger_adapter=NoopAdapterFactory(),
+            show_progress=False,
+            callback=lambda a, epoch, step: grad_steps.append(a.grad_step),
+        )
+    assert grad_steps == [0, 0, 0, 1, 2, 2, 2, 2, 3, 4]
+
+
+def test_a_dump_holds_neither_the_step_awaiting_its_entry_nor_held_steps(
+    tmp_path: Any,
+) -> None:
+    # ReplayBuffer.dump writes its BufferProtocol's episodes (dataset/replay_buffer.py,
+    # dataset/io.py): the writer's active episode is dumped with the entries it has, not the
+    # observation whose entry awaits the next one, and under write_at_termination the steps
+    # the writer holds are not in the buffer at all. A buffer loaded from the dump has no
+    # writer state: the next append starts a new episode.
+    obs = [np.array([float(t)], np.float32) for t in range(6)]
+    plain = _buffer(100)
+    for o in obs[:3]:
+        plain.append(o, 0, 1.0)
+    delayed = _buffer(100, write_at_termination=True)
+    for o in obs[:2]:
+        delayed.append(o, 0, 1.0)
+    delayed.clip_episode(True)
+    for o in obs[:3]:
+        delayed.append(o, 0, 1.0)
+    restored = []
+    for buffer in (plain, delayed):
+        with (tmp_path / "buffer.h5").open("w+b") as f:
+            buffer.dump(f)
+        with (tmp_path / "buffer.h5").open("rb") as f:
+            restored.append(ReplayBuffer.load(f, FIFOBuffer(100)))
+    assert [b.transition_count for b in (plain, delayed)] == [2, 2]
+    assert [b.transition_count for b in restored] == [2, 2]
+    held = [b._writer._active_episode.size() for b in (plain, delayed, *restored)]
+    assert held == [3, 3, 0, 0]
+
+
+def test_load_learnable_does_not_restore_the_gradient_step(tmp_path: Any) -> None:
+    # save keeps the config and the networks (base.py, dump_learnable), not grad_step, which
+    # set_grad_step is documented to take back when training restarts in the middle.
+    algo = _dqn()
+    algo.fit_online(
+        _Counting(10),
+        _buffer(100),
+        n_steps=5,
+        n_steps_per_epoch=5,
+        logger_adapter=NoopAdapterFactory(),
+        show_progress=False,
+    )
+    algo.save(str(tmp_path / "algo.d3"))
+    loaded = d3rlpy.load_learnable(str(tmp_path / "algo.d3"), device="cpu:0")
+    assert (algo.grad_step, loaded.grad_step) == (3, 0)

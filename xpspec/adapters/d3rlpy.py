@@ -77,6 +77,10 @@ second entry (``dataset/buffers.py:FIFOBuffer.append``); the run then ends with 
 **Frame stacking.** ``run_stack`` drives d3rlpy's ``FrameStack`` env wrapper under ``collect``
 and a ``ReplayBuffer`` of last frames stacked at sample time by ``FrameStackTransitionPicker``
 (:mod:`xpspec.adapters.d3rlpy_stack`).
+
+**Checkpoint and resume** (``run_trainer`` with a checkpoint spec): ``save`` and
+``d3rlpy.load_learnable``, ``set_grad_step``, ``ReplayBuffer.dump`` and ``ReplayBuffer.load``,
+and a second ``fit_online`` call (:mod:`xpspec.adapters.d3rlpy_checkpoint`).
 """
 
 from __future__ import annotations
@@ -374,17 +378,36 @@ class _TrainerRun:
         self.release: list[tuple[Any, int, str | None]] | None = None
         self.algo = _algo(config.batch_size)
         self.env = _StepRecorder(ToyEnv(scenario.env, 0, scenario.seed), self._on_env_step)
-        p = config.preprocess
-        writer = None if p.reward is None else RewardTransformWriter(*p.reward)
-        fifo = self._fifo()
-        self.delayed = p.keep is not None
+        self.delayed = config.preprocess.keep is not None
+        self.buffer = self._replay_buffer(self._recording(self._new_fifo()), env=self.env)
+
+    def _replay_buffer(self, fifo: FilteringFIFO, **kwargs: Any) -> ReplayBuffer:
+        """The user's ``ReplayBuffer`` over ``fifo`` (``kwargs`` go to its constructor), its
+        writes (episode-delayed) and draws recorded."""
+        p = self.config.preprocess
+        writer = self._writer()
         if p.keep is None:
-            self.buffer = ReplayBuffer(fifo, writer_preprocessor=writer, env=self.env)
-        else:
-            self.buffer = OutcomeReplayBuffer(
-                fifo, p.keep, writer_preprocessor=writer, env=self.env
-            )
+            return self._install(ReplayBuffer(fifo, writer_preprocessor=writer, **kwargs))
+        return self._install(
+            OutcomeReplayBuffer(fifo, p.keep, writer_preprocessor=writer, **kwargs)
+        )
+
+    def _writer(self) -> RewardTransformWriter | None:
+        """The user's writer preprocess (a reward transform), if any."""
+        reward = self.config.preprocess.reward
+        return None if reward is None else RewardTransformWriter(*reward)
+
+    def _install(self, buffer: ReplayBuffer) -> ReplayBuffer:
+        """``buffer`` as the run's, its writes (episode-delayed) and draws recorded."""
+        self.buffer = buffer
+        if self.delayed:
             self._wrap_writes()
+        self._record_draws()
+        return buffer
+
+    def _record_draws(self) -> None:
+        """The buffer's ``sample_transition_batch`` records each train call's first draw and
+        every update's batch."""
         sample = self.buffer.sample_transition_batch
 
         def sample_batch(batch_size: int) -> Any:
@@ -408,14 +431,18 @@ class _TrainerRun:
             self.update_index += 1
             return batch
 
-        self.buffer.sample_transition_batch = sample_batch
+        _patch(self.buffer, "sample_transition_batch", sample_batch)
 
-    def _fifo(self) -> FilteringFIFO:
-        """The user's ``BufferProtocol``, its ``keep`` and ``drop`` wrapped to record each
-        entry d3rlpy's writer handed it."""
+    def _new_fifo(self) -> FilteringFIFO:
+        """The user's ``BufferProtocol``: a ``FilteringFIFO``, or an ``ExcludingFIFO`` with
+        the scenario's exclusion rule."""
         c = self.config
         rule = c.preprocess.exclusion
-        fifo = FilteringFIFO(c.limit) if rule is None else ExcludingFIFO(c.limit, rule)
+        return FilteringFIFO(c.limit) if rule is None else ExcludingFIFO(c.limit, rule)
+
+    def _recording(self, fifo: FilteringFIFO) -> FilteringFIFO:
+        """``fifo`` with its ``keep`` and ``drop`` wrapped to record each entry d3rlpy's
+        writer hands it."""
         keep, drop = fifo.keep, fifo.drop
 
         def kept(episode: Any, index: int) -> None:
@@ -534,13 +561,15 @@ class _TrainerRun:
         self.events.append(run_end(self.iteration, self.env_steps, policy, self._pending()))
         return Trace(tuple(self.events), header)
 
-    def _fit_online(self) -> None:
+    def _fit_online(self, n_steps: int | None = None) -> None:
+        """One ``fit_online`` call of ``n_steps`` loop steps (default: the scenario's)."""
         c = self.config
+        n = c.n_steps if n_steps is None else n_steps
         self.algo.fit_online(
             self.env,
             self.buffer,
-            n_steps=c.n_steps,
-            n_steps_per_epoch=c.n_steps,
+            n_steps=n,
+            n_steps_per_epoch=n,
             update_interval=c.update_interval,
             n_updates=c.n_updates,
             update_start_step=c.update_start_step,
@@ -631,7 +660,7 @@ class D3rlpyAdapter:
             framework="d3rlpy",
             framework_version=d3rlpy.__version__,
             protocol_version=PROTOCOL_VERSION,
-            capabilities=("trainer", "replay", "update-counter", "stack"),
+            capabilities=("trainer", "replay", "update-counter", "stack", "checkpoint"),
             issue_tracker="https://github.com/takuseno/d3rlpy/issues",
             notes="DQN with a tiny encoder; fit_online on one env; FIFOBuffer replay",
             extra_versions={
@@ -646,9 +675,15 @@ class D3rlpyAdapter:
         self.run_replay(ReplayScenario(EnvSpec(), capacity=4, fill_steps=3, batch_size=2))
 
     def run_trainer(self, scenario: TrainerScenario) -> Trace:
-        """One ``fit_online`` run (see the module docstring for the mapping)."""
+        """One ``fit_online`` run (see the module docstring for the mapping); with a checkpoint
+        spec, saved and loaded through d3rlpy's own API
+        (:mod:`xpspec.adapters.d3rlpy_checkpoint`)."""
         config = _online_config(scenario)
         with _silenced(scenario.seed):
+            if scenario.checkpoint is not None:
+                from xpspec.adapters.d3rlpy_checkpoint import CheckpointedRun
+
+                return CheckpointedRun(scenario, config).run()
             return _TrainerRun(scenario, config).run()
 
     def run_replay(self, scenario: ReplayScenario) -> Trace:
