@@ -89,6 +89,7 @@ def test_info_names_the_installed_versions() -> None:
         "counter",
         "update-counter",
         "hooks",
+        "state",
         "bootstrap",
         "caller-episodes",
         "nstep",

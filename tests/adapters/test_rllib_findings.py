@@ -220,3 +220,36 @@ def test_finding_a_restored_env_runner_starts_every_episode_anew(
     saved, restored = dqn_resumed["saved_next"], dqn_resumed["restored_next"]
     assert (saved.t_started, saved.is_done) == (4, False)
     assert restored.t_started == 0 and restored.id_ != saved.id_
+
+
+def test_finding_dqn_loss_breaks_on_sequences_of_one_step() -> None:
+    # DQN's default module with RLlib's own LSTM encoder (use_lstm) and max_seq_len 1, the
+    # sequences DQN's training_step samples for a stateful module (batch_length_T =
+    # max_seq_len, lookback 1): the learner connector adds a time rank of 1, and
+    # compute_loss_for_module squeezes q_next_best to [B] while TERMINATEDS is [B, 1], so the
+    # masked mean meets a [B, B] tensor and raises.
+    from ray.rllib.algorithms.dqn import DQNConfig
+    from ray.rllib.utils.metrics import NUM_ENV_STEPS_SAMPLED_LIFETIME
+    from ray.rllib.utils.replay_buffers.episode_replay_buffer import EpisodeReplayBuffer
+
+    config = (
+        DQNConfig()
+        .environment("CartPole-v1")
+        .env_runners(num_env_runners=0, rollout_fragment_length=16)
+        .rl_module(model_config={"use_lstm": True, "lstm_cell_size": 8, "max_seq_len": 1})
+        .training(train_batch_size_per_learner=8)
+    )
+    runner = SingleAgentEnvRunner(config=config)
+    try:
+        learner = config.build_learner(env=runner.env)
+        buffer = EpisodeReplayBuffer(capacity=1000)
+        buffer.add(runner.sample(num_timesteps=16))
+        sequences = buffer.sample(
+            num_items=8, n_step=1, batch_length_T=1, lookback=1, sample_episodes=True
+        )
+    finally:
+        runner.stop()
+    # The buffer counts a sequence of one transition as two timesteps.
+    assert [len(s) for s in sequences] == [1] * 4
+    with pytest.raises(IndexError, match="shape of the mask"):
+        learner.update(episodes=sequences, timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: 16})

@@ -86,7 +86,12 @@ what that copy holds before and after the call (``caller_episode``).
   each chunk added to the stored episode, and seeds RLlib's ``default_rng(seed=None)``);
   updates from the learner class of ``config.training(learner_class=...)`` (a
   ``DQNTorchLearner`` whose ``_update`` keeps its batch's observations: a window of one item
-  per sampled transition). A train call without an update is ``warmup``. A sampler that
+  per sampled transition). The module is the user's stateful counting module (observable
+  ``state``, :mod:`xpspec.adapters.rllib_state`): each time step's ``policy_state`` is the
+  count the env runner's module received with it, as ``AddStatesFromEpisodesToBatch`` fed
+  it; DQN then samples sequences of one transition, which its buffer counts as two
+  timesteps (``train_batch_size_per_learner = 2 * mini_batch_size``). A train call without
+  an update is ``warmup``. A sampler that
   raises on an empty buffer ends the run (header ``stopped``). RLlib holds no item back at
   the end (``pending`` empty).
 - ``run_replay`` with a priority spec: DQN's default buffer, ``PrioritizedEpisodeReplayBuffer``,
@@ -722,7 +727,8 @@ class RLlibAdapter:
             protocol_version=PROTOCOL_VERSION,
             # AddOneTsToEpisodesAndTruncate appends a real bootstrap timestep: "bootstrap";
             # Algorithm.iteration, the learner's WEIGHTS_SEQ_NO, after_gradient_based_update
-            # and on_train_result: "counter", "update-counter", "hooks".
+            # and on_train_result: "counter", "update-counter", "hooks"; the state RLlib
+            # feeds the trainer's stateful module when it acts: "state" (rllib_state).
             capabilities=(
                 "env",
                 "trainer",
@@ -731,6 +737,7 @@ class RLlibAdapter:
                 "counter",
                 "update-counter",
                 "hooks",
+                "state",
                 "bootstrap",
                 "caller-episodes",
                 "nstep",

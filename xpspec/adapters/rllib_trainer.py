@@ -41,6 +41,7 @@ with warnings.catch_warnings():  # RLlib's import warns of its own deprecated mo
     from ray.tune.registry import register_env
 
 from xpspec.adapters.rllib import _new_steps, _seeded, _steps, _ToyVectorEnv, _with_action
+from xpspec.adapters.rllib_state import StateRecording, sequence_timesteps, stateful_module
 from xpspec.kit.events import env_step, exclude, hold, run_end, store
 from xpspec.kit.exclusion import exclusion_reason, selects
 from xpspec.kit.items import decode_item, decode_items, single_item_windows
@@ -344,7 +345,9 @@ def _not_expressed(spec: PreprocessorSpec) -> tuple[str, str]:
 def _config(sc: TrainerScenario, u: int, hook: _SampleHook, recorder: _SampleRecorder) -> DQNConfig:
     cfg, b = sc.trainer, sc.env.num_envs
     batch = cfg.mini_batch_size or b
-    native = Fraction(batch, u * b)  # dqn.py:calculate_rr_weights, one local runner
+    module, model_config = stateful_module()  # a stateful module: observable "state"
+    timesteps = sequence_timesteps(batch)  # what RLlib counts for `batch` sequences of one step
+    native = Fraction(timesteps, u * b)  # dqn.py:calculate_rr_weights, one local runner
     intensity = float(native * cfg.num_updates_per_train_iter)
     config = (
         DQNConfig()
@@ -361,10 +364,11 @@ def _config(sc: TrainerScenario, u: int, hook: _SampleHook, recorder: _SampleRec
             batch_mode="truncate_episodes",
         )
         .training(
-            train_batch_size_per_learner=batch,
+            train_batch_size_per_learner=timesteps,
             num_steps_sampled_before_learning_starts=cfg.initial_collect_steps,
             training_intensity=intensity if cfg.num_updates_per_train_iter > 1 else None,
             n_step=1,
+            double_q=False,  # the acting-state module's forward_train has no QF_NEXT_PREDS
             replay_buffer_config={
                 "type": f"{__name__}.RecordingEpisodeReplayBuffer",
                 "capacity": cfg.capacity * b,
@@ -372,7 +376,7 @@ def _config(sc: TrainerScenario, u: int, hook: _SampleHook, recorder: _SampleRec
             },
             learner_class=RecordingDQNLearner,
         )
-        .rl_module(model_config={"fcnet_hiddens": [8], "head_fcnet_hiddens": [8]})
+        .rl_module(rl_module_spec=module, model_config=model_config)
         .reporting(
             min_time_s_per_iteration=0,
             min_sample_timesteps_per_iteration=0,
@@ -431,6 +435,7 @@ class _Run:
         self.recorder = recorder
         self.buffer: RecordingEpisodeReplayBuffer = algo.local_replay_buffer
         self.learner: RecordingDQNLearner = algo.learner_group._learner
+        self.states = StateRecording(algo)
         # The config is copied into the algorithm: its on_train_result callback writes into
         # the learner's log, so hook and update calls stay in the order RLlib makes them.
         (train_result,) = algo.config.callbacks_on_train_result
@@ -562,6 +567,6 @@ class _Run:
             [self.env_stream[e][n] for e in range(self.sc.env.num_envs)]
             for n in range(self.vector_steps, done)
         ]
-        self.events.extend(env_step(iteration, column) for column in rows)
+        self.events.extend(env_step(iteration, self.states.with_states(column)) for column in rows)
         self.env_steps += len(rows) * self.sc.env.num_envs
         self.vector_steps = done
