@@ -187,7 +187,7 @@ from xpspec.protocol.trace import (
 )
 from xpspec.refimpl.toy_envs.batched import ToyBatchEnv
 
-__all__ = ["ALFAdapter", "ALFRaised"]
+__all__ = ["ALFAdapter", "ALFRaised", "QUIET_TRAINER", "quiet_summaries"]
 
 _LINK = "https://github.com/HorizonRobotics/alf/tree/pytorch/alf"
 _LAST = int(StepType.LAST)
@@ -682,6 +682,23 @@ _STORED_FIELDS = (
 
 
 # -- trainer ---------------------------------------------------------------------------------
+QUIET_TRAINER: dict[str, Any] = {
+    "confirm_checkpoint_upon_crash": False,
+    "num_checkpoints": 1,
+    "summary_interval": 1_000_000_000,
+    "summarize_first_interval": False,
+    "evaluate": False,
+}
+"""``TrainerConfig`` settings of every row: no prompt on a crash, no summaries, no evaluation
+(none of them touches experience)."""
+
+
+def quiet_summaries(trainer_class: Any) -> None:
+    """Stop ``RLTrainer`` writing its configuration as a TensorBoard text once training starts:
+    it walks every attribute of the algorithm (0.25 s a run) for a summary, no experience."""
+    trainer_class._summarize_training_setting = lambda trainer: None
+
+
 class _TrainerRun:
     """One ``RLTrainer`` run of a trainer scenario, recorded at ALF's seams."""
 
@@ -727,16 +744,10 @@ class _TrainerRun:
             clear_replay_buffer=cfg.clear != "none",
             replay_buffer_length=cfg.capacity,
             mask_out_loss_for_last_step=cfg.mask_last,
-            confirm_checkpoint_upon_crash=False,
-            num_checkpoints=1,
-            summary_interval=1_000_000_000,
-            summarize_first_interval=False,
-            evaluate=False,
+            **QUIET_TRAINER,
             **extra,
         )
-        # RLTrainer writes the configuration as a TensorBoard text once training starts, after
-        # walking every attribute of the algorithm (0.25 s a run): a summary, no experience.
-        RLTrainer._summarize_training_setting = lambda trainer: None
+        quiet_summaries(RLTrainer)
         _wrap_after(ReplayBuffer, "add_batch", self._on_store)
         _wrap(ReplayBuffer, "get_batch", self._on_sample)
         _wrap(ReplayBuffer, "gather_all", self._on_sample)

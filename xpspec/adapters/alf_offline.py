@@ -49,7 +49,7 @@ from typing import Any
 
 import torch
 
-from xpspec.adapters.alf import _classes, _wrap, _wrap_after
+from xpspec.adapters.alf import QUIET_TRAINER, _classes, _wrap, _wrap_after, quiet_summaries
 from xpspec.adapters.alf_checkpoint import held_items
 from xpspec.kit.items import decode_items
 from xpspec.protocol.adapter import Unsupported
@@ -190,14 +190,9 @@ class _OfflineRun:
             offline_buffer_dir=dataset,
             rl_train_after_update_steps=after,
             rl_train_every_update_steps=every,
-            confirm_checkpoint_upon_crash=False,
-            num_checkpoints=1,
-            summary_interval=1_000_000_000,
-            summarize_first_interval=False,
-            evaluate=False,
+            **QUIET_TRAINER,
         )
-        # a TensorBoard text of the configuration (0.25 s a run): a summary, no experience
-        RLTrainer._summarize_training_setting = lambda trainer: None
+        quiet_summaries(RLTrainer)
         _wrap_after(ReplayBuffer, "add_batch", self._on_store)
         trainer = RLTrainer(TrainerConfig(root_dir=os.path.join(self.workdir, "root")))
         trainer.train()
