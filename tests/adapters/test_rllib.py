@@ -97,6 +97,7 @@ def test_info_names_the_installed_versions() -> None:
         "priorities",
         "importance-weights",
         "stack",
+        "async",
     }
     ADAPTER.smoke()
 

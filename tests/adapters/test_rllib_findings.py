@@ -168,7 +168,7 @@ def _impala(num_env_runners: int, fragment: int, learner_class: Any = None) -> A
         .debugging(seed=0)
     )
     if learner_class is not None:
-        config = config.training(learner_class=learner_class)
+        config = config.learners(learner_class=learner_class)
     return config.build_algo()
 
 

@@ -32,7 +32,7 @@ and RLlib's own weights sequence number. Sources are cited as ``file:function`` 
   every step's extra model outputs: the sequence number of the weights the runner last set
   (``set_state``, which the runner pulls from IMPALA's ``EnvRunnerStateServer`` at the top of
   each ``sample()``).
-- **Learner**: an ``IMPALATorchLearner`` (``config.training(learner_class=...)``) whose loss is
+- **Learner**: an ``IMPALATorchLearner`` (``config.learners(learner_class=...)``) whose loss is
   ``-version`` under ``SGD(lr=1)``: its own optimizer raises the version weight by exactly 1
   per update. Its ``_update`` records the items of the batch it trains on (the rows of the
   batch's ``LOSS_MASK``; the bootstrap row ``AddOneTsToEpisodesAndTruncate`` appends is masked
@@ -89,7 +89,7 @@ __all__ = ["run_async"]
 _SOURCE = "https://github.com/ray-project/ray/blob/b7f4259e944bf6959f721b106adc366ddfa0c356/rllib"
 _MODULE_ID = "default_policy"
 _ENV_NAME = "xpspec-toy-actors"
-_PATIENCE_S = 90.0
+_PATIENCE_S = 60.0
 """Seconds without a new arrival after which the env runners are taken as stuck."""
 
 
@@ -110,7 +110,7 @@ class _ActorEnv:
 
 
 # -- the toy versioned policy and its learner ---------------------------------------------------
-class _VersionedModule(TorchRLModule, ValueFunctionAPI):  # type: ignore[misc]
+class _VersionedModule(TorchRLModule, ValueFunctionAPI):
     """The toy versioned policy: action ``k`` has logit ``k * version * LOGIT_STEP``, the
     version being the module's one weight; values are 0 (IMPALA's learner asks for the
     ``ValueFunctionAPI``)."""
@@ -129,14 +129,13 @@ class _VersionedModule(TorchRLModule, ValueFunctionAPI):  # type: ignore[misc]
         return torch.zeros(obs.shape[:-1]) * self.version
 
 
-class _Record:
-    """What the learner thread records: the events of each update, in order."""
+_LOCK = threading.Lock()
+_TRAINED: list[tuple[int, list[Item]]] = []
+"""What IMPALA's learner thread records (the learner lives in the driver, ``num_learners=0``):
+each update's version and trained items, in order; the run takes them under ``_LOCK``."""
 
-    lock = threading.Lock()
-    trained: list[tuple[int, list[Item]]] = []
 
-
-class VersionLearner(IMPALATorchLearner):  # type: ignore[misc]
+class VersionLearner(IMPALATorchLearner):
     """IMPALA's torch learner with the toy loss ``-version`` under ``SGD(lr=1)``: each update
     raises the version weight by 1. Its ``_update`` records the trained rows."""
 
@@ -161,8 +160,8 @@ class VersionLearner(IMPALATorchLearner):  # type: ignore[misc]
         mask = rows.get(Columns.LOSS_MASK)
         keep = np.ones(len(obs), bool) if mask is None else np.asarray(mask).reshape(-1)
         items = [o for o, k in zip(decode_items(obs), keep) if k]
-        with _Record.lock:
-            _Record.trained.append((self._weights_seq_no - 1, items))
+        with _LOCK:
+            _TRAINED.append((self._weights_seq_no - 1, items))
         return super()._update(batch, **kwargs)
 
 
@@ -187,11 +186,10 @@ def _config(sc: AsyncScenario) -> IMPALAConfig:
         .rl_module(rl_module_spec=module)
         .training(
             train_batch_size_per_learner=sc.fragment_length,
-            learner_class=VersionLearner,
             lr=1.0,
             broadcast_interval=1,
         )
-        .learners(num_learners=0, num_aggregator_actors_per_learner=0)
+        .learners(num_learners=0, num_aggregator_actors_per_learner=0, learner_class=VersionLearner)
         .reporting(
             min_time_s_per_iteration=0,
             min_sample_timesteps_per_iteration=0,
@@ -201,7 +199,9 @@ def _config(sc: AsyncScenario) -> IMPALAConfig:
     )
 
 
-def _items(episodes: list[Any]) -> tuple[list[Item], list[int], list[int], list[tuple[float, ...]], list[float]]:
+def _items(
+    episodes: list[Any],
+) -> tuple[list[Item], list[int], list[int], list[tuple[float, ...]], list[float]]:
     """Per acted step of the fragment's chunks: item, action, WEIGHTS_SEQ_NO, logits, log-prob."""
     items: list[Item] = []
     actions: list[int] = []
@@ -217,7 +217,9 @@ def _items(episodes: list[Any]) -> tuple[list[Item], list[int], list[int], list[
         versions.extend(int(v) for v in np.asarray(out(WEIGHTS_SEQ_NO, slice(0, n))).reshape(-1))
         dist = np.asarray(out(Columns.ACTION_DIST_INPUTS, slice(0, n)), dtype=np.float64)
         logits.extend(tuple(float(x) for x in row) for row in dist.reshape(n, -1))
-        logps.extend(float(x) for x in np.asarray(out(Columns.ACTION_LOGP, slice(0, n))).reshape(-1))
+        logps.extend(
+            float(x) for x in np.asarray(out(Columns.ACTION_LOGP, slice(0, n))).reshape(-1)
+        )
     return items, actions, versions, logits, logps
 
 
@@ -267,8 +269,8 @@ class _Run:
             self.events.append(event)
 
     def _flush_trained(self) -> None:
-        with _Record.lock:
-            done, _Record.trained[:] = list(_Record.trained), []
+        with _LOCK:
+            done, _TRAINED[:] = list(_TRAINED), []
         self.events.extend(Trained(v, *item_columns(items)) for v, items in done)
 
     def run(self) -> Trace:
@@ -297,8 +299,8 @@ def run_async(sc: AsyncScenario) -> Trace:
             "WEIGHTS_SEQ_NO (algorithms/impala/impala.py, algorithms/appo/appo.py)",
             f"{_SOURCE}/algorithms/impala/impala.py",
         )
-    with _Record.lock:
-        _Record.trained.clear()
+    with _LOCK:
+        _TRAINED.clear()
     with _seeded(sc.seed):
         ray.init(
             num_cpus=sc.env.num_envs + 1,
