@@ -99,6 +99,7 @@ def test_info_names_the_installed_versions() -> None:
         "importance-weights",
         "stack",
         "checkpoint",
+        "async",
     }
     ADAPTER.smoke()
 

@@ -253,3 +253,89 @@ def test_finding_dqn_loss_breaks_on_sequences_of_one_step() -> None:
     assert [len(s) for s in sequences] == [1] * 4
     with pytest.raises(IndexError, match="shape of the mask"):
         learner.update(episodes=sequences, timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: 16})
+
+
+# -- asynchronous actors: IMPALA on a local Ray cluster ----------------------------------------
+def _impala(num_env_runners: int, fragment: int, learner_class: Any = None) -> Any:
+    from ray.rllib.algorithms.impala import IMPALAConfig
+
+    config = (
+        IMPALAConfig()
+        .environment("CartPole-v1")
+        .env_runners(num_env_runners=num_env_runners, rollout_fragment_length=fragment)
+        .training(train_batch_size_per_learner=fragment, broadcast_interval=1)
+        .learners(num_learners=0, num_aggregator_actors_per_learner=0)
+        .reporting(
+            min_time_s_per_iteration=0,
+            min_sample_timesteps_per_iteration=0,
+            min_train_timesteps_per_iteration=0,
+        )
+        .debugging(seed=0)
+    )
+    if learner_class is not None:
+        config = config.learners(learner_class=learner_class)
+    return config.build_algo()
+
+
+def test_finding_impala_env_runners_get_the_weights_of_the_update_before() -> None:
+    # IMPALA with the local env runner only: each train() samples one fragment of 8 steps and
+    # makes one update (train batch 8), broadcast_interval = 1. training_step asks the learner
+    # for its state only when its count of calls since the last sync reaches 1, and resets
+    # the count to 0 after incrementing it: it syncs every second call. The state
+    # IMPALALearner.update returns is taken from the learner's state queue before the update
+    # is made: the previous update's (none at the first). After 5 calls the learner has made
+    # 5 updates and the env runner holds the weights of the third.
+    import ray
+    import torch
+    from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
+
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        algo = _impala(0, 8)
+        try:
+            learner = algo.learner_group._learner
+            seq = []
+            for _ in range(5):
+                algo.train()
+                seq.append((learner._weights_seq_no, algo.env_runner.get_state()[WEIGHTS_SEQ_NO]))
+            assert seq == [(1, 0), (2, 1), (3, 1), (4, 3), (5, 3)]
+            ours = algo.env_runner.module.state_dict()
+            theirs = next(iter(learner.module.values())).state_dict()
+            assert any(not torch.equal(ours[k], theirs[k]) for k in ours if k in theirs)
+        finally:
+            algo.stop()
+    finally:
+        ray.shutdown()
+
+
+def test_finding_impala_counts_the_env_steps_of_a_fetch_before_its_updates() -> None:
+    # IMPALA with two remote env runners, fragments of 8 steps, one update per fragment. The
+    # first train() sends each runner its sample request; once both samples are ready, the
+    # next train() fetches both, counts their 16 steps, then updates on each fragment: the
+    # first update's timesteps already hold the second fragment's steps.
+    import time
+
+    import ray
+    from ray.rllib.algorithms.impala.torch.impala_torch_learner import IMPALATorchLearner
+    from ray.rllib.utils.metrics import NUM_ENV_STEPS_SAMPLED_LIFETIME
+
+    seen: list[int] = []
+
+    class CountingLearner(IMPALATorchLearner):  # type: ignore[misc]
+        def before_gradient_based_update(self, *, timesteps: dict[str, Any]) -> None:
+            seen.append(int(timesteps.get(NUM_ENV_STEPS_SAMPLED_LIFETIME, -1)))
+            super().before_gradient_based_update(timesteps=timesteps)
+
+    ray.init(num_cpus=3, include_dashboard=False, log_to_driver=False)
+    try:
+        algo = _impala(2, 8, CountingLearner)
+        try:
+            algo.train()
+            assert seen == []
+            time.sleep(10.0)
+            algo.train()
+            assert seen == [16, 16]
+        finally:
+            algo.stop()
+    finally:
+        ray.shutdown()

@@ -107,6 +107,9 @@ what that copy holds before and after the call (``caller_episode``).
 - ``run_recurrent``: a stateful counting RLModule (``STATE_IN`` / ``STATE_OUT``,
   ``max_seq_len``) through PPO's rollout chunks and learner connector, or, for a burn-in,
   DQN's replayed sequences with ``burn_in_len`` (:mod:`xpspec.adapters.rllib_recurrent`).
+- ``run_async``: IMPALA's own ``training_step`` with one remote env runner per actor on a local
+  Ray cluster, the toy versioned policy as an RLModule whose weight a toy loss raises by one
+  per update, each item's version RLlib's ``WEIGHTS_SEQ_NO`` (:mod:`xpspec.adapters.rllib_async`).
 - Hooks (observable ``hooks``), recorded where RLlib calls the user's code, in call order:
   ``after_update`` is the learner's ``after_gradient_based_update`` (the documented
   override point of ``core/learner/learner.py``, where DQN's own ``DQNLearner`` updates its
@@ -204,6 +207,7 @@ from xpspec.kit.quiet import seeded_quiet
 from xpspec.kit.steps import Step
 from xpspec.kit.value import toy_value
 from xpspec.protocol.adapter import PROTOCOL_VERSION, AdapterInfo, Unsupported
+from xpspec.protocol.asynchronous import AsyncScenario
 from xpspec.protocol.env_spec import EnvSpec
 from xpspec.protocol.scenario import (
     EnvScenario,
@@ -714,7 +718,7 @@ def _version(package: str) -> str:
 
 class RLlibAdapter:
     """RLlib 2.60.0 behind the xpspec protocol (capabilities env, trainer, replay, learner,
-    recurrent, priorities, stack, checkpoint)."""
+    recurrent, priorities, stack, checkpoint, async)."""
 
     fresh_process_per_operation = True
     """A trainer run starts and shuts down a Ray instance in its own process."""
@@ -747,6 +751,7 @@ class RLlibAdapter:
                 "importance-weights",
                 "stack",
                 "checkpoint",
+                "async",
             ),
             issue_tracker="https://github.com/ray-project/ray/issues",
             notes=(
@@ -810,3 +815,10 @@ class RLlibAdapter:
         from xpspec.adapters.rllib_recurrent import run_recurrent
 
         return run_recurrent(scenario)
+
+    def run_async(self, scenario: AsyncScenario) -> Trace:
+        """IMPALA's ``train()`` with one remote env runner per actor on a local Ray cluster,
+        versions read from RLlib's ``WEIGHTS_SEQ_NO`` (:mod:`xpspec.adapters.rllib_async`)."""
+        from xpspec.adapters.rllib_async import run_async
+
+        return run_async(scenario)
