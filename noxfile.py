@@ -153,10 +153,17 @@ def conformance(session: nox.Session, adapter: str) -> None:
         session.log(f"conformance({adapter}): {time.perf_counter() - start:.0f} s")
 
 
+OP_TIMEOUTS = {"rllib": 300}
+"""Seconds an operation may take, for adapters whose operations outlast the suite's default
+(120 s): RLlib's asynchronous row starts a local Ray cluster with a worker process per remote
+EnvRunner and builds IMPALA on it (53 to 97 s a run at a load of 16 to 20 on two cores)."""
+
+
 def suite_run(adapter: str, report: str) -> tuple[str, ...]:
     """The command that runs the suite against ``adapter``: the conformance and sweep
     sessions run the same."""
-    return ("xpspec", "run", "--adapter", adapter, "--report", report)
+    limit = ("--op-timeout", str(OP_TIMEOUTS[adapter])) if adapter in OP_TIMEOUTS else ()
+    return ("xpspec", "run", "--adapter", adapter, "--report", report, *limit)
 
 
 SWEEPS = "sweeps/versions.toml"
