@@ -40,6 +40,19 @@ reason = "grid anchored at the oldest item"
 scenarios = ["replay-period-absolute", "generated"]
 
 [[deviation]]
+clause = "replay.period-anchor"
+variant = "oldest-anchored"
+reason = "the same, outside env scenarios"
+scenarios = ["replay-period-absolute"]
+except_kinds = ["env"]
+
+[[deviation]]
+clause = "timestep.auto-reset"
+variant = "same-step"
+reason = "the same, outside env scenarios"
+except_kinds = ["env"]
+
+[[deviation]]
 clause = "train.warmup-gate"
 reason = "no variant: accepted on its reason"
 """
@@ -72,6 +85,20 @@ def test_a_profile_lists_the_declared_variants_their_knobs_and_scope(tmp_path: P
             "oldest-anchored",
             'sampling.anchor = "oldest"',
             "replay-period-absolute, generated",
+        ),
+        (
+            "mine",
+            "replay.period-anchor",
+            "oldest-anchored",
+            'sampling.anchor = "oldest"',
+            "replay-period-absolute (not env)",
+        ),
+        (
+            "mine",
+            "timestep.auto-reset",
+            "same-step",
+            'env.autoreset = "same-step"',
+            "every scenario but env ones",
         ),
         ("plain", "-", "-", "the spec's defaults", "every scenario"),
     ]

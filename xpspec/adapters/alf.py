@@ -187,7 +187,7 @@ from xpspec.protocol.trace import (
 )
 from xpspec.refimpl.toy_envs.batched import ToyBatchEnv
 
-__all__ = ["ALFAdapter", "ALFRaised", "QUIET_TRAINER", "quiet_summaries"]
+__all__ = ["QUIET_TRAINER", "ALFAdapter", "ALFRaised", "quiet_summaries"]
 
 _LINK = "https://github.com/HorizonRobotics/alf/tree/pytorch/alf"
 _LAST = int(StepType.LAST)

@@ -44,9 +44,18 @@ class ProfileRow:
 
 
 def _scope(deviation: Deviation) -> str:
-    kinds = f" ({', '.join(deviation.kinds)} only)" if deviation.kinds else ""
+    if deviation.kinds:
+        kinds = f" ({', '.join(deviation.kinds)} only)"
+    elif deviation.except_kinds:
+        kinds = f" (not {', '.join(deviation.except_kinds)})"
+    else:
+        kinds = ""
     if not deviation.scenarios:
-        return f"{', '.join(deviation.kinds)} scenarios" if kinds else "every scenario"
+        if deviation.kinds:
+            return f"{', '.join(deviation.kinds)} scenarios"
+        if deviation.except_kinds:
+            return f"every scenario but {', '.join(deviation.except_kinds)} ones"
+        return "every scenario"
     named = [s for s in deviation.scenarios if s != "generated"]
     generated = len(named) != len(deviation.scenarios)
     if len(named) <= _LISTED:
