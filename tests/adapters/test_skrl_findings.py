@@ -219,6 +219,50 @@ def _train_dqn(timesteps: int, memory_size: int = 8, **cfg: Any) -> tuple[DQN, l
     return _dqn_with(memory, [_Counter, _Counter], timesteps, **cfg)
 
 
+class _RecurrentQ(_Q):
+    """The linear Q-network declaring one RNN state per env as skrl's documented recurrent
+    models do (``get_specification``), recording the input keys of every forward."""
+
+    def __init__(self, env: Any) -> None:
+        super().__init__(env)
+        self.num_envs = env.num_envs
+        self.keys: list[set[str]] = []
+
+    def get_specification(self) -> dict[str, Any]:
+        return {"rnn": {"sequence_length": 1, "sizes": [(1, self.num_envs, 1)]}}
+
+    def compute(self, inputs: dict[str, Any], role: str = "") -> tuple[torch.Tensor, dict]:
+        self.keys.append(set(inputs))
+        return super().compute(inputs, role)
+
+
+def test_dqn_hands_its_q_network_no_recurrent_state() -> None:
+    """DQN.act passes its Q-network observations and states only (agents/torch/dqn/dqn.py),
+    and DQN keeps no RNN states: a Q-network declaring an RNN specification never receives an
+    ``rnn`` input under SequentialTrainer, so a recurrent state under DQN would be the
+    model's own, not one skrl feeds and resets (PPO_RNN does, agents/torch/ppo/ppo_rnn.py)."""
+    torch.manual_seed(0)
+    env = wrap_env(
+        gymnasium.vector.SyncVectorEnv([_Counter, _Counter]), wrapper="gymnasium", verbose=False
+    )
+    q = _RecurrentQ(env)
+    agent = DQN(
+        models={"q_network": q, "target_q_network": _RecurrentQ(env)},
+        memory=RandomMemory(memory_size=8, num_envs=2, device="cpu"),
+        observation_space=env.observation_space,
+        action_space=env.action_space,
+        device="cpu",
+        cfg=DQN_CFG(experiment={"write_interval": 0, "checkpoint_interval": 0}, batch_size=2),
+    )
+    cfg_trainer = {"timesteps": 4, "headless": True, "disable_progressbar": True}
+    SequentialTrainer(
+        env=env, agents=agent, cfg={**cfg_trainer, "close_environment_at_exit": False}
+    ).train()
+    assert len(q.keys) >= 4  # it acted at every timestep (and trained)
+    assert all("rnn" not in keys for keys in q.keys)
+    assert all("observations" in keys for keys in q.keys)
+
+
 def test_dqn_updates_after_the_first_timestep_then_every_update_interval() -> None:
     """DQN.post_interaction updates when timestep >= learning_starts and timestep %
     update_interval == 0 (agents/torch/dqn/dqn.py), the trainer counting timesteps from 0
