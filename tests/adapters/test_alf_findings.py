@@ -318,7 +318,7 @@ def test_a_restored_trainer_resets_the_env_it_is_handed(
 # -- env: a gym env through suite_gym.wrap_env (AlfGymWrapper) ---------------------------------
 
 
-class _Episodes(gym.Env):  # type: ignore[misc]
+class _Episodes(gym.Env):
     """A gym 0.15 env whose observation is ``[episode, t]``: every reset starts the next
     episode; episodes are 2 transitions, ending by truncation (gym's ``TimeLimit`` convention:
     ``done`` with ``info["TimeLimit.truncated"]``)."""

@@ -80,7 +80,7 @@ def _gym_space(space: Any) -> gym.spaces.Space:
     raise TypeError(f"toy env space: expected Box, Discrete or Dict, got {name}")
 
 
-class GymFace(gym.Env):  # type: ignore[misc]
+class GymFace(gym.Env):
     """A Gymnasium toy env in the gym 0.15 API ALF's ``AlfGymWrapper`` calls: the same
     observations, rewards and endings, ``done = terminated or truncated`` and
     ``info["TimeLimit.truncated"]`` set on a truncated episode's last step."""
