@@ -440,6 +440,7 @@ def conformance_alf(session: nox.Session) -> None:
             "-q",
             "tests/adapters/test_alf.py",
             "tests/adapters/test_alf_checkpoint.py",
+            "tests/adapters/test_alf_env.py",
             "tests/adapters/test_alf_findings.py",
             "tests/adapters/test_alf_offline.py",
             "tests/adapters/test_alf_priority.py",

@@ -81,6 +81,7 @@ def test_info_and_smoke(adapter: Any) -> None:
         "importance-weights",
         "checkpoint",
         "offline",
+        "env",
     } == set(info.capabilities)
     assert info.framework_version == "unknown" or len(info.framework_version) == 8
     adapter.smoke()

@@ -21,11 +21,15 @@ import pytest
 pytest.importorskip("alf")
 
 import alf
+import gym
+import gym.spaces
+import numpy as np
 import torch
 from alf.algorithms.config import TrainerConfig
 from alf.algorithms.ppo_algorithm import PPOAlgorithm
 from alf.algorithms.ppo_loss import PPOLoss
 from alf.data_structures import StepType, TimeStep
+from alf.environments import suite_gym
 from alf.networks import ActorDistributionNetwork, ValueNetwork
 
 ROWS = 5
@@ -309,3 +313,56 @@ def test_a_restored_trainer_resets_the_env_it_is_handed(
     with pytest.raises(_Stop):
         RLTrainer._train(trainer)  # a trainer restored at iteration 3 of 8
     assert resets == [1, 1]
+
+
+# -- env: a gym env through suite_gym.wrap_env (AlfGymWrapper) ---------------------------------
+
+
+class _Episodes(gym.Env):
+    """A gym 0.15 env whose observation is ``[episode, t]``: every reset starts the next
+    episode; episodes are 2 transitions, ending by truncation (gym's ``TimeLimit`` convention:
+    ``done`` with ``info["TimeLimit.truncated"]``)."""
+
+    observation_space = gym.spaces.Box(0.0, 100.0, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.episode, self.t = -1, 0
+
+    def _obs(self) -> np.ndarray:
+        return np.array([self.episode, self.t], dtype=np.float32)
+
+    def reset(self) -> np.ndarray:
+        self.calls.append("reset")
+        self.episode, self.t = self.episode + 1, 0
+        return self._obs()
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, dict[str, Any]]:
+        self.calls.append("step")
+        self.t += 1
+        done = self.t == 2
+        return self._obs(), 1.0, done, {"TimeLimit.truncated": True} if done else {}
+
+
+def test_wrapping_a_gym_env_resets_and_steps_it_before_the_first_time_step() -> None:
+    """AlfGymWrapper.__init__ calls reset, step, reset on the gym env for a zero env info
+    (_obtain_zero_info): the first time step an unroll gets is the gym env's third reset."""
+    gym_env = _Episodes()
+    env = suite_gym.wrap_env(gym_env)
+    assert gym_env.calls == ["reset", "step", "reset"]
+    first = env.reset()
+    assert first.step_type == StepType.FIRST
+    assert first.observation.tolist() == [2.0, 0.0]
+
+
+def test_a_truncated_gym_episode_ends_with_discount_zero() -> None:
+    """AlfGymWrapper._step pops info["TimeLimit.truncated"] and returns termination()
+    (discount 0) for every done step: a truncation is told as a termination."""
+    env = suite_gym.wrap_env(_Episodes())
+    env.reset()
+    env.step(np.int64(0))
+    last = env.step(np.int64(0))
+    assert last.step_type == StepType.LAST
+    assert last.observation.tolist() == [2.0, 2.0]
+    assert float(last.discount) == 0.0

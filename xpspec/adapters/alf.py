@@ -114,6 +114,11 @@ dataset saved as a replay-buffer checkpoint by ALF's ``Checkpointer``; recorded 
 the online items stored, the items of the online and offline mini-batches ``_hybrid_update``
 received, the offline buffer's items and the global counter.
 
+**Env** (``run_env``, :mod:`xpspec.adapters.alf_env`): each toy env (its Gymnasium face in the
+gym 0.15 API ALF calls) wrapped by ``suite_gym.wrap_env`` (``AlfGymWrapper``), batched in
+process by ``BatchEnvironmentWrapper`` under ``TensorWrapper``, stepped as
+``RLAlgorithm._sync_unroll`` steps its env; recorded: every ``TimeStep`` ALF returned.
+
 **Relabel** (``run_relabel``): a ``ReplayBuffer(keep_episodic_info=True)`` of ``Experience``
 with dict observations (``observation``, ``achieved_goal``, ``desired_goal``), drawn by
 ``get_batch(batch_size, 2)`` (ALF asserts windows of 2) and relabeled by
@@ -162,6 +167,7 @@ from xpspec.kit.steps import steps_from_columns
 from xpspec.protocol.adapter import PROTOCOL_VERSION, AdapterInfo, Unsupported
 from xpspec.protocol.env_spec import EnvSpec
 from xpspec.protocol.scenario import (
+    EnvScenario,
     LearnerScenario,
     OfflineScenario,
     RecurrentScenario,
@@ -282,8 +288,8 @@ def _dist_version(name: str) -> str:
 class ALFAdapter:
     """Adapter over ALF (see the module docstring): capabilities trainer (with its global
     counter and its ``after_update``/``after_train_iter`` hooks, and checkpoint), replay (with
-    priorities and importance weights), learner (PPO), relabel, recurrent, stack and offline
-    (hybrid training)."""
+    priorities and importance weights), learner (PPO), relabel, recurrent, stack, offline
+    (hybrid training) and env (ALF's Gym wrapping)."""
 
     fresh_process_per_operation = True
     """ALF's configuration, global counter, env and trainer progress are process-wide."""
@@ -315,6 +321,7 @@ class ALFAdapter:
                 "importance-weights",  # the loss weights Algorithm._aggregate_loss applies
                 "checkpoint",  # RLTrainer's Checkpointer, the replay buffer's included
                 "offline",  # hybrid training on a replay-buffer checkpoint (offline_buffer_dir)
+                "env",  # the toy gym env through suite_gym.wrap_env / AlfGymWrapper
             ),
             issue_tracker="https://github.com/HorizonRobotics/alf/issues",
             notes=(
@@ -344,6 +351,16 @@ class ALFAdapter:
 
     def smoke(self) -> None:
         _operation(_smoke)
+
+    def run_env(self, scenario: EnvScenario) -> Trace:
+        """The toy gym envs through ALF's ``suite_gym.wrap_env`` and in-process batching
+        (:mod:`xpspec.adapters.alf_env`)."""
+        from xpspec.adapters.alf_env import env_problem, run_env
+
+        problem = env_problem(scenario)
+        if problem is not None:
+            raise problem
+        return _operation(partial(run_env, scenario))
 
     def run_trainer(self, scenario: TrainerScenario) -> Trace:
         problem = trainer_problem(scenario)
