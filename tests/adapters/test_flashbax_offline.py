@@ -11,25 +11,13 @@ pytest.importorskip("flashbax")
 
 import flashbax as fbx
 
+from tests.adapters.offline_runs import SCENARIO
 from xpspec.adapters import flashbax_offline
 from xpspec.adapters.flashbax import FlashbaxAdapter
 from xpspec.conformance.checks.base import CheckFailure, Context
 from xpspec.conformance.checks.offline import check_items_unchanged, check_mix_ratio
 from xpspec.protocol.adapter import Unsupported
-from xpspec.protocol.env_spec import EnvSpec
 from xpspec.protocol.scenario import OfflineScenario
-from xpspec.protocol.schedule import FixedSchedule
-
-SCENARIO = OfflineScenario(
-    EnvSpec(num_envs=2, schedules=(FixedSchedule(3),)),
-    offline=((2, 0, 0), (2, 0, 1), (2, 0, 2), (3, 0, 0), (3, 0, 1)),
-    updates=3,
-    steps_per_update=2,
-    batch_size=5,
-    offline_weight=2,
-    online_weight=1,
-    capacity=3,
-)
 
 
 def _run(scenario: OfflineScenario = SCENARIO):  # type: ignore[no-untyped-def]
