@@ -8,8 +8,6 @@ the restored trainer. Skipped when ALF is not on the path."""
 from __future__ import annotations
 
 import pickle
-import subprocess
-import sys
 import textwrap
 from collections.abc import Iterator
 from dataclasses import replace
@@ -20,6 +18,7 @@ import pytest
 
 alf_adapter = pytest.importorskip("xpspec.adapters.alf")  # ModuleNotFoundError without ALF
 
+from tests.adapters.alf_runs import run_patched  # noqa: E402
 from xpspec.adapters import alf_checkpoint  # noqa: E402
 from xpspec.conformance.catalog import CATALOG  # noqa: E402
 from xpspec.conformance.harness import connect  # noqa: E402
@@ -74,31 +73,17 @@ def test_the_restored_trainer_runs_one_iteration_before_it_loads(adapter: Any) -
 def _perturbed(tmp_path: Path, load: str) -> Trace:
     """``resume-plain`` run in a new interpreter whose ``Checkpointer.load`` is ``load`` (the
     body of ``def load(self, *args, **kwargs)``, ``original`` being ALF's)."""
-    out = tmp_path / "trace.pickle"
     body = textwrap.indent(textwrap.dedent(load).strip(), "    ")
-    script = "\n".join(
+    patch = "\n".join(
         [
-            "import pickle",
-            "import torch",
             "from alf.utils.checkpoint_utils import Checkpointer",
-            "from xpspec.adapters.alf import ALFAdapter",
-            "from xpspec.conformance.catalog import CATALOG",
             "original = Checkpointer.load",
             "def load(self, *args, **kwargs):",
             body,
             "Checkpointer.load = load",
-            "adapter = ALFAdapter()",
-            "adapter.prepare()",
-            'trace = adapter.run_trainer(CATALOG["resume-plain"])',
-            f"with open({str(out)!r}, 'wb') as f:",
-            "    pickle.dump(trace, f)",
         ]
     )
-    subprocess.run([sys.executable, "-c", script], check=True, timeout=300)
-    with open(out, "rb") as f:
-        trace = pickle.load(f)
-    assert isinstance(trace, Trace)
-    return trace
+    return run_patched(tmp_path, patch, "run_trainer", CATALOG["resume-plain"])
 
 
 def test_corrupted_buffer_files_are_what_the_restored_buffer_holds(tmp_path: Path) -> None:

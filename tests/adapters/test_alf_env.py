@@ -7,8 +7,6 @@ computed. Skipped when ALF is not on the path."""
 from __future__ import annotations
 
 import pickle
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -18,12 +16,13 @@ import pytest
 
 pytest.importorskip("xpspec.adapters.alf")  # ModuleNotFoundError without ALF
 
+from tests.adapters.alf_runs import run_patched
 from xpspec.conformance.checks.base import CheckFailure, Context
 from xpspec.conformance.checks.timesteps import check_auto_reset, check_step_fields
 from xpspec.conformance.harness import connect
 from xpspec.protocol.adapter import Unsupported
 from xpspec.protocol.env_spec import EnvSpec
-from xpspec.protocol.scenario import EnvScenario, scenario_to_json
+from xpspec.protocol.scenario import EnvScenario
 from xpspec.protocol.schedule import CycleSchedule, EpisodePlan
 from xpspec.protocol.step_type import StepType
 from xpspec.protocol.trace import EnvStep, Trace
@@ -98,29 +97,15 @@ def test_a_perturbed_termination_shows_in_the_discounts(tmp_path: Path) -> None:
     """Perturbation: ALF's ``termination`` (as AlfGymWrapper calls it) gives discount 1: the
     terminated LASTs are recorded with discount 1 and timestep.discount fails on the first of
     them, where the unperturbed run fails only on the truncated one."""
-    out = tmp_path / "trace.pickle"
-    script = "\n".join(
-        [
-            "import pickle",
-            "from xpspec.adapters.alf import ALFAdapter",
-            "from xpspec.protocol.scenario import scenario_from_json",
-            "import alf.environments.alf_gym_wrapper as w",
-            "original = w.ds.termination",
-            "def termination(*args, **kwargs):",
-            "    ts = original(*args, **kwargs)",
-            "    return ts._replace(discount=ts.discount * 0 + 1)",
-            "w.ds.termination = termination",
-            "adapter = ALFAdapter()",
-            "adapter.prepare()",
-            f"trace = adapter.run_env(scenario_from_json({scenario_to_json(SCENARIO)!r}))",
-            f"with open({str(out)!r}, 'wb') as f:",
-            "    pickle.dump(trace, f)",
-        ]
-    )
-    subprocess.run([sys.executable, "-c", script], check=True, timeout=300)
-    with open(out, "rb") as f:
-        trace = pickle.load(f)
-    assert isinstance(trace, Trace)
+    patch = """
+        import alf.environments.alf_gym_wrapper as w
+        original = w.ds.termination
+        def termination(*args, **kwargs):
+            ts = original(*args, **kwargs)
+            return ts._replace(discount=ts.discount * 0 + 1)
+        w.ds.termination = termination
+        """
+    trace = run_patched(tmp_path, patch, "run_env", SCENARIO)
     assert [s[3] for s in _steps(trace, 0)] == [1.0] * 8
     with pytest.raises(CheckFailure, match=r"discount of \(0, 2, 2\) \(LAST, terminated\)"):
         check_step_fields(SCENARIO, trace, _context(trace))

@@ -8,9 +8,6 @@ path."""
 from __future__ import annotations
 
 import pickle
-import subprocess
-import sys
-import textwrap
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -20,6 +17,7 @@ import pytest
 
 pytest.importorskip("xpspec.adapters.alf")  # ModuleNotFoundError without ALF
 
+from tests.adapters.alf_runs import run_patched
 from xpspec.conformance.checks.base import CheckFailure, Context
 from xpspec.conformance.checks.offline import (
     check_items_unchanged,
@@ -106,34 +104,8 @@ def test_what_alf_cannot_express_is_unsupported(adapter: Any) -> None:
 
 
 def _perturbed(tmp_path: Path, patch: str) -> Trace:
-    """``SCENARIO`` run in a new interpreter after ``patch`` (statements run once ALF is
-    imported)."""
-    out = tmp_path / "trace.pickle"
-    script = "\n".join(
-        [
-            "import pickle",
-            "import torch",
-            "from xpspec.adapters.alf import ALFAdapter",
-            "from xpspec.protocol.scenario import scenario_from_json",
-            textwrap.dedent(patch).strip(),
-            "adapter = ALFAdapter()",
-            "adapter.prepare()",
-            f"trace = adapter.run_offline(scenario_from_json({_json(SCENARIO)!r}))",
-            f"with open({str(out)!r}, 'wb') as f:",
-            "    pickle.dump(trace, f)",
-        ]
-    )
-    subprocess.run([sys.executable, "-c", script], check=True, timeout=300)
-    with open(out, "rb") as f:
-        trace = pickle.load(f)
-    assert isinstance(trace, Trace)
-    return trace
-
-
-def _json(sc: OfflineScenario) -> str:
-    from xpspec.protocol.scenario import scenario_to_json
-
-    return scenario_to_json(sc)
+    """``SCENARIO`` run in a new interpreter after ``patch``."""
+    return run_patched(tmp_path, patch, "run_offline", SCENARIO)
 
 
 def test_a_perturbed_offline_sample_shows_in_the_trace(tmp_path: Path) -> None:
