@@ -37,7 +37,6 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import gymnasium
 import numpy as np
 import torch
 from d3rlpy.algos import DQNConfig
@@ -55,27 +54,9 @@ from xpspec.kit.items import decode_items, item_columns
 from xpspec.kit.release import producer
 from xpspec.protocol.scenario import StackScenario
 from xpspec.protocol.trace import Event, Item, Stacked, Trace
-from xpspec.refimpl.toy_envs.gym_env import ToyEnv
+from xpspec.refimpl.toy_envs.gym_env import LastObservation, ToyEnv
 
 __all__ = ["run_stack"]
-
-
-class _RawTap(gymnasium.Wrapper[Any, Any, Any, Any]):
-    """Pass-through wrapper that keeps the raw observation its env returned last."""
-
-    def __init__(self, env: gymnasium.Env[Any, Any]) -> None:
-        super().__init__(env)
-        self.last: Any = None
-
-    def reset(self, **kwargs: Any) -> Any:
-        obs, info = self.env.reset(**kwargs)
-        self.last = obs
-        return obs, info
-
-    def step(self, action: Any) -> Any:
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        self.last = obs
-        return obs, reward, terminated, truncated, info
 
 
 @dataclass()
@@ -122,7 +103,7 @@ def run_stack(scenario: StackScenario) -> Trace:
     events: list[Event] = []
     header: dict[str, Any] = {"producer": producer("d3rlpy")}
     with _silenced(scenario.seed):
-        tap = _RawTap(ToyEnv(scenario.env, 0, scenario.seed))
+        tap = LastObservation(ToyEnv(scenario.env, 0, scenario.seed))
         env = FrameStack(tap, num_stack=k)
         buffer = _buffer(env, scenario.capacity, k)
         algo = _algo()

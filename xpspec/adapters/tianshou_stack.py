@@ -38,7 +38,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import gymnasium
 import numpy as np
 import tianshou
 from gymnasium.wrappers import FrameStackObservation
@@ -51,30 +50,12 @@ from xpspec.kit.items import decode_items, item_columns
 from xpspec.protocol.env_spec import EnvSpec
 from xpspec.protocol.scenario import StackScenario
 from xpspec.protocol.trace import Event, Item, Stacked, Trace
-from xpspec.refimpl.toy_envs.gym_env import make_env_fns, toy_action_space
+from xpspec.refimpl.toy_envs.gym_env import LastObservation, make_env_fns, toy_action_space
 
 __all__ = ["run_stack"]
 
 _PADDING = {"repeat-first": "reset", "zeros": "zero"}
 """``FrameStackObservation(padding_type=...)`` per scenario padding."""
-
-
-class _RawTap(gymnasium.Wrapper):
-    """Pass-through wrapper that keeps the raw observation its env returned last."""
-
-    def __init__(self, env: Any) -> None:
-        super().__init__(env)
-        self.last: Any = None
-
-    def reset(self, **kwargs: Any) -> Any:
-        obs, info = self.env.reset(**kwargs)
-        self.last = obs
-        return obs, info
-
-    def step(self, action: Any) -> Any:
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        self.last = obs
-        return obs, reward, terminated, truncated, info
 
 
 class _StackPolicy(Policy):
@@ -108,7 +89,7 @@ def run_stack(scenario: StackScenario) -> Trace:
     b = spec.num_envs
     events: list[Event] = []
     with _seeded(scenario.seed):
-        taps = [_RawTap(fn()) for fn in make_env_fns(spec, scenario.seed)]
+        taps = [LastObservation(fn()) for fn in make_env_fns(spec, scenario.seed)]
         stacked = [
             FrameStackObservation(tap, k, padding_type=_PADDING[scenario.padding]) for tap in taps
         ]

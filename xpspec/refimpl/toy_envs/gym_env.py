@@ -38,6 +38,7 @@ from xpspec.protocol.schedule import EpisodePlan
 
 __all__ = [
     "TOY_ENV_ID",
+    "LastObservation",
     "ToyEnv",
     "make_env_fns",
     "register_envs",
@@ -162,6 +163,25 @@ class ToyEnv(gymnasium.Env[Observation, np.int64]):
 
     def _info(self) -> dict[str, Any]:
         return {"item": self.item, "task_id": self.toy_spec.task_id(self.env_index, self._episode)}
+
+
+class LastObservation(gymnasium.Wrapper[Any, Any, Any, Any]):
+    """A pass-through wrapper keeping in :attr:`last` the raw observation its env returned
+    last, for an adapter that reads which time step a framework's wrapper above it saw."""
+
+    def __init__(self, env: gymnasium.Env[Any, Any]) -> None:
+        super().__init__(env)
+        self.last: Any = None
+
+    def reset(self, **kwargs: Any) -> Any:
+        obs, info = self.env.reset(**kwargs)
+        self.last = obs
+        return obs, info
+
+    def step(self, action: Any) -> Any:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.last = obs
+        return obs, reward, terminated, truncated, info
 
 
 def make_env_fns(spec: EnvSpec, seed: int = 0) -> list[Callable[[], ToyEnv]]:
