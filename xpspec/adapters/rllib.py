@@ -438,6 +438,20 @@ def _replay_support(sc: ReplayScenario) -> None:
         )
 
 
+def _fill(runner: Any, buffer: Any, budget: int, sampled: int, events: list[Event]) -> int:
+    """Sample ``runner`` one timestep per env at a time into ``buffer`` until ``budget`` env
+    steps are sampled (``sampled`` of them already), each chunk's store recorded in
+    ``events``; returns the env steps sampled."""
+    while sampled < budget:
+        chunks = runner.sample(num_timesteps=1)
+        buffer.add(chunks)
+        sampled += sum(len(chunk) for chunk in chunks)
+        store = _store(chunks)
+        if store is not None:
+            events.append(store)
+    return sampled
+
+
 def _store(chunks: Sequence[Any]) -> Store | None:
     steps = [s for chunk in chunks for s in _new_steps(chunk)]
     return store(0, steps) if steps else None
@@ -501,15 +515,8 @@ def _run_replay(sc: ReplayScenario) -> Trace:
         buffer: Any = EpisodeReplayBuffer(capacity=sc.capacity * sc.env.num_envs)
         limit = max(_DRAW_LIMIT, 50 * sc.batch_size * sc.sampling.window_length)
         buffer.rng = _BoundedRng(np.random.default_rng(sc.seed), limit)
-        budget, sampled = _env_steps(sc.env, sc.seed, sc.fill_steps), 0
         try:
-            while sampled < budget:
-                chunks = runner.sample(num_timesteps=1)
-                buffer.add(chunks)
-                sampled += sum(len(chunk) for chunk in chunks)
-                store = _store(chunks)
-                if store is not None:
-                    events.append(store)
+            _fill(runner, buffer, _env_steps(sc.env, sc.seed, sc.fill_steps), 0, events)
         finally:
             runner.stop()
         if buffer.get_num_timesteps() == 0:

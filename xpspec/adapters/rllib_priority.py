@@ -50,7 +50,7 @@ with warnings.catch_warnings():  # RLlib's import warns of its own deprecated mo
         PrioritizedEpisodeReplayBuffer,
     )
 
-from xpspec.adapters.rllib import _DRAW_LIMIT, _SOURCE, _config, _env_steps, _seeded, _store
+from xpspec.adapters.rllib import _DRAW_LIMIT, _SOURCE, _config, _env_steps, _fill, _seeded
 from xpspec.kit.items import decode_item, item_columns
 from xpspec.protocol.adapter import Unsupported
 from xpspec.protocol.priority import PrioritySpec
@@ -158,14 +158,9 @@ def run_prioritized(sc: ReplayScenario) -> Trace:
 
         def fill(vector_steps: int) -> None:
             nonlocal sampled
-            budget = _env_steps(sc.env, sc.seed, vector_steps)
-            while sampled < budget:
-                chunks = runner.sample(num_timesteps=1)
-                buffer.add(chunks)
-                sampled += sum(len(chunk) for chunk in chunks)
-                stored = _store(chunks)
-                if stored is not None:
-                    events.append(stored)
+            sampled = _fill(
+                runner, buffer, _env_steps(sc.env, sc.seed, vector_steps), sampled, events
+            )
 
         try:
             fill(sc.fill_steps)
