@@ -18,7 +18,7 @@ pytest.importorskip("xpspec.adapters.alf")  # ModuleNotFoundError without ALF
 
 from tests.adapters.alf_runs import run_patched
 from xpspec.conformance.checks.base import CheckFailure, Context
-from xpspec.conformance.checks.timesteps import check_auto_reset, check_step_fields
+from xpspec.conformance.checks.timesteps import check_auto_reset, check_discount, check_step_types
 from xpspec.conformance.harness import connect
 from xpspec.protocol.adapter import Unsupported
 from xpspec.protocol.env_spec import EnvSpec
@@ -75,7 +75,8 @@ def test_the_time_steps_are_alfs(adapter: Any) -> None:
     with pytest.raises(CheckFailure, match="first step of env 0"):
         check_auto_reset(SCENARIO, trace, ctx)
     with pytest.raises(CheckFailure, match=r"discount of \(0, 3, 1\) \(LAST, truncated\)"):
-        check_step_fields(SCENARIO, trace, ctx)
+        check_discount(SCENARIO, trace, ctx)
+    check_step_types(SCENARIO, trace, ctx)  # ALF's step types are the spec's
 
 
 def test_same_step_auto_reset_is_unsupported(adapter: Any) -> None:
@@ -108,7 +109,7 @@ def test_a_perturbed_termination_shows_in_the_discounts(tmp_path: Path) -> None:
     trace = run_patched(tmp_path, patch, "run_env", SCENARIO)
     assert [s[3] for s in _steps(trace, 0)] == [1.0] * 8
     with pytest.raises(CheckFailure, match=r"discount of \(0, 2, 2\) \(LAST, terminated\)"):
-        check_step_fields(SCENARIO, trace, _context(trace))
+        check_discount(SCENARIO, trace, _context(trace))
 
 
 def test_runs_are_deterministic(adapter: Any) -> None:

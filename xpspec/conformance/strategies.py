@@ -303,7 +303,8 @@ _CONCERNS: dict[str, dict[str, Any]] = {
 _EVERYWHERE = frozenset(
     {
         "item-identity",
-        "step-fields",
+        "step-types",
+        "discount",
         "auto-reset",
         "state-reset",
         "loss-mask",

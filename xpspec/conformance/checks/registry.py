@@ -84,10 +84,11 @@ from xpspec.conformance.checks.stack import (
 )
 from xpspec.conformance.checks.timesteps import (
     check_auto_reset,
+    check_discount,
     check_identity,
     check_loss_mask,
     check_state_reset,
-    check_step_fields,
+    check_step_types,
 )
 from xpspec.conformance.checks.train_accounting import (
     check_after_train_iter,
@@ -174,14 +175,8 @@ _SYNCED = _cfg(
 
 TRAINER_CHECKS: tuple[Check, ...] = (
     Check("item-identity", ("timestep.identity",), "trainer", "invariant", check_identity, _ANY),
-    Check(
-        "step-fields",
-        ("timestep.step-types", "timestep.discount"),
-        "trainer",
-        "invariant",
-        check_step_fields,
-        _ANY,
-    ),
+    Check("step-types", ("timestep.step-types",), "trainer", "invariant", check_step_types, _ANY),
+    Check("discount", ("timestep.discount",), "trainer", "invariant", check_discount, _ANY),
     Check("auto-reset", ("timestep.auto-reset",), "trainer", "invariant", check_auto_reset, _ANY),
     Check(
         "state-reset",
@@ -508,13 +503,8 @@ def _prioritized(s: Scenario) -> bool:
 
 ENV_CHECKS: tuple[Check, ...] = (
     Check("env-identity", ("timestep.identity",), "env", "invariant", check_identity),
-    Check(
-        "env-step-fields",
-        ("timestep.step-types", "timestep.discount"),
-        "env",
-        "invariant",
-        check_step_fields,
-    ),
+    Check("env-step-types", ("timestep.step-types",), "env", "invariant", check_step_types),
+    Check("env-discount", ("timestep.discount",), "env", "invariant", check_discount),
     Check("env-auto-reset", ("timestep.auto-reset",), "env", "invariant", check_auto_reset),
 )
 

@@ -15,10 +15,11 @@ from xpspec.protocol.trace import EnvStep, Exclude, Hold, Item, RunEnd, Store, T
 
 __all__ = [
     "check_auto_reset",
+    "check_discount",
     "check_identity",
     "check_loss_mask",
     "check_state_reset",
-    "check_step_fields",
+    "check_step_types",
 ]
 
 
@@ -53,21 +54,33 @@ def check_identity(scenario: Scenario, trace: Trace, ctx: Context) -> None:
             raise first[cls]
 
 
-def check_step_fields(scenario: Scenario, trace: Trace, ctx: Context) -> None:
-    """timestep.step-types and timestep.discount: each unrolled item's fields vs its plan."""
+def _want_type(t: int, length: int) -> StepType:
+    return StepType.FIRST if t == 0 else StepType.LAST if t == length else StepType.MID
+
+
+def check_step_types(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """timestep.step-types: each unrolled item's step type vs its episode's plan."""
+    plans = Plans(scenario.env, scenario.seed)
+    for it, (env, episode, t), e, i in env_items(trace):
+        plan = plans(env, episode)
+        want = _want_type(t, plan.length)
+        if e.step_type[i] != want:
+            raise CheckFailure(
+                f"iteration {it}: step type of {(env, episode, t)} (episode of {plan.length} transitions)",
+                want.name,
+                StepType(e.step_type[i]).name if e.step_type[i] in (0, 1, 2) else e.step_type[i],
+            )
+
+
+def check_discount(scenario: Scenario, trace: Trace, ctx: Context) -> None:
+    """timestep.discount: each unrolled item's discount vs how its episode ends (0 only at the
+    LAST of a terminated episode), and its reward vs the toy env's (0 at FIRST). Judged apart
+    from the step types, so a wrong discount leaves ``timestep.step-types`` its own verdict."""
     sc = scenario
     plans = Plans(sc.env, sc.seed)
     for it, (env, episode, t), e, i in env_items(trace):
         plan = plans(env, episode)
-        want_type = (
-            StepType.FIRST if t == 0 else StepType.LAST if t == plan.length else StepType.MID
-        )
-        if e.step_type[i] != want_type:
-            raise CheckFailure(
-                f"iteration {it}: step type of {(env, episode, t)} (episode of {plan.length} transitions)",
-                want_type.name,
-                StepType(e.step_type[i]).name if e.step_type[i] in (0, 1, 2) else e.step_type[i],
-            )
+        want_type = _want_type(t, plan.length)
         want_discount = 0.0 if (want_type == StepType.LAST and plan.ending == "terminated") else 1.0
         if e.discount[i] != want_discount:
             raise CheckFailure(
