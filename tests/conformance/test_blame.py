@@ -69,6 +69,23 @@ def test_an_exact_schedule_difference_is_charged_to_its_own_clause() -> None:
     assert exact.downstream_of == "train.warmup-gate"  # type: ignore[attr-defined]
 
 
+def test_a_declared_finding_is_charged_to_the_clause_of_its_first_violation(
+    tmp_path: Path,
+) -> None:
+    """A deviation carries its charge as a failure does, so the matrix can tell the clause the
+    check stopped at from the check's other clauses, which it never judged."""
+    from xpspec.conformance.expectations import Expectations
+
+    toml = tmp_path / "e.toml"
+    toml.write_text('[[finding]]\nclauses = ["train.warmup-gate"]\nreason = "gate off by one"\n')
+    mutant = next(m for m in MUTANTS if m.name == "warmup-ignores-first")
+    session = Session(MutantAdapter(mutant), mutant.name, Expectations.load(toml))
+    check = CHECKS["exact-schedule"]
+    exact = session.evaluate(check, "warmup-b3", CATALOG["warmup-b3"])
+    assert (exact.status, exact.variant) == ("deviation", "finding")  # type: ignore[attr-defined]
+    assert len(check.clauses) > 1 and exact.charged == ("train.warmup-gate",)  # type: ignore[attr-defined]
+
+
 def test_a_comparison_with_a_broken_rerun_is_downstream_of_the_rerun_cause() -> None:
     name = next(
         n

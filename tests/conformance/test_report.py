@@ -413,3 +413,43 @@ def test_the_summary_counts_findings_apart_from_reproduced_deviations(tmp_path: 
     records[2]["variant"] = "plain"
     path.write_text("\n".join(json.dumps(r) for r in records) + "\n")
     assert summarise(read_run(path).results) == {"x": {"finding": 1, "deviation": 1}}
+
+
+def _two_clause_run(path: Path, charged: list[str], variant: str, other: str) -> Path:
+    """One check of clauses x.a and x.b: a deviation on scenario s1 charged to ``charged``,
+    and ``other`` on scenario s2."""
+    head = {"type": "header", "adapter": "a", "framework": "a", "framework_version": "1"}
+    result = {"type": "result", "check": "c", "clauses": ["x.a", "x.b"], "message": "m"}
+    lines = [
+        {**head, "suite": "s", "spec": "0.1", "profile": "ci"},
+        {**result, "scenario": "s1", "status": "deviation", "variant": variant, "charged": charged},
+        {**result, "scenario": "s2", "status": other, "variant": ""},
+        {"type": "footer", "status": "complete", "counts": {}},
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in lines) + "\n")
+    return path
+
+
+def test_a_finding_of_one_clause_is_no_verdict_on_its_checks_other_clause(tmp_path: Path) -> None:
+    # The check stopped at x.a's declared finding: it never judged x.b there.
+    doc = build_compliance(
+        [_two_clause_run(tmp_path / "r.jsonl", ["x.a"], "finding", "cut-short")], ["x.a", "x.b"]
+    )
+    jsonschema.validate(doc, SCHEMA)
+    assert doc["clauses"]["x.a"]["a"]["status"] == "deviation"
+    b = doc["clauses"]["x.b"]["a"]
+    assert (b["status"], b["stopped_at"]) == ("cut-short", "x.a")
+    assert "| `x.b` | cut short (x.a) |" in render_markdown(doc)
+    # A run of the check that went to its end earns x.b its pass.
+    doc = build_compliance(
+        [_two_clause_run(tmp_path / "p.jsonl", ["x.a"], "finding", "pass")], ["x.a", "x.b"]
+    )
+    assert doc["clauses"]["x.b"]["a"]["status"] == "pass"
+
+
+def test_a_deviation_charged_to_every_clause_or_reproduced_stays_on_each(tmp_path: Path) -> None:
+    for charged, variant in ((["x.a", "x.b"], "finding"), (["x.a"], "some-variant"), ([], "")):
+        doc = build_compliance(
+            [_two_clause_run(tmp_path / "r.jsonl", charged, variant, "pass")], ["x.a", "x.b"]
+        )
+        assert doc["clauses"]["x.b"]["a"]["status"] == "deviation", (charged, variant)

@@ -47,8 +47,8 @@ class Outcome:
     level: str = "MUST"
     """``SHOULD`` when every clause of the check is SHOULD-level: its failure is a warning."""
     charged: tuple[str, ...] = ()
-    """For a failure: the clauses it is charged to (those of ``clauses`` the first violation
-    belongs to)."""
+    """For a failure or a deviation: the clauses it is charged to (those of ``clauses`` the
+    check's first violation belongs to; the check stopped there, so it judged no other)."""
     downstream_of: str = ""
     """For a failure: the clause of the earlier failure it follows from ("" if it is the
     cause), see :mod:`xpspec.conformance.blame`."""
@@ -417,11 +417,9 @@ class Session:
         except CheckFailure as exc:
             note = difference_note(consulted[0], trace) if consulted else ""
             outcome = self._judge(check, name, scenario, trace, exc, out, note)
-            return (
-                self._blame(check, scenario, exc, reruns, outcome)
-                if outcome.status == "fail"
-                else outcome
-            )
+            if outcome.status == "fail":
+                return self._blame(check, scenario, exc, reruns, outcome)
+            return replace(outcome, charged=check.charged(exc))
         except (Unsupported, AdapterError) as exc:  # a re-run inside the check
             status: Status = "not-applicable" if isinstance(exc, Unsupported) else exc.status
             return out(status, str(exc))
@@ -542,8 +540,7 @@ class Session:
     ) -> Outcome:
         """Charge a failure to its clause, and mark it downstream of the scenario's cause
         (or of the cause in another run the check compared with) when that is not itself."""
-        charged = (exc.clause,) if exc.clause in check.clauses else check.clauses
-        outcome = replace(outcome, charged=charged)
+        outcome = replace(outcome, charged=check.charged(exc))
         own = self._key(scenario)
         for other in reruns:
             if self._key(other) == own:

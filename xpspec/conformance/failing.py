@@ -67,7 +67,7 @@ def failure_of(check: Check, exc: CheckFailure) -> Failure:
     """``check``'s failure ``exc`` as blame ranks it: charged to the clause of its first
     violation (all the check's clauses when it names none of them)."""
     order = {c.id: i for i, c in enumerate(ClauseRegistry.load().clauses)}
-    charged = (exc.clause,) if exc.clause in check.clauses else check.clauses
+    charged = check.charged(exc)
     return Failure(
         check.name,
         charged,

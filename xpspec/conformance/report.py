@@ -206,6 +206,15 @@ def column(run: RunReport, aliases: dict[str, tuple[str, ...]] | None = None) ->
                 "variant": r.get("variant", ""),
                 "level": r.get("level", "MUST"),
             }
+            stopped_at = _stopped_at(r, clause, aliases)
+            if stopped_at:
+                cell.update(
+                    status="cut-short",
+                    stopped_at=stopped_at,
+                    message=f"no verdict: the check stopped at the declared deviation of "
+                    f"{stopped_at} before judging this clause",
+                    variant="",
+                )
             if r["status"] == "fail":
                 cause = _downstream(r, clause, aliases)
                 if cause:
@@ -310,6 +319,19 @@ def _downstream(
     if clause in charged or any(clause in (aliases or {}).get(c, ()) for c in charged):
         return ""
     return str(charged[0])
+
+
+def _stopped_at(
+    result: dict[str, Any], clause: str, aliases: dict[str, tuple[str, ...]] | None = None
+) -> str:
+    """For a deviation no variant reproduces (a finding, or one accepted on its reason alone)
+    and one of its check's clauses: the clause its first violation is charged to when that is
+    another ("" otherwise). The check stopped there and never judged ``clause``, so the
+    outcome is no verdict on ``clause``. A deviation a variant reproduces is the variant's,
+    and a result without ``charged`` (an older run) is charged to every clause."""
+    if result["status"] != "deviation" or result.get("variant") not in ("finding", ""):
+        return ""
+    return _downstream(result, clause, aliases) if result.get("charged") else ""
 
 
 def should_miss(result: dict[str, Any]) -> bool:

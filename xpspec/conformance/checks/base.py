@@ -102,3 +102,8 @@ class Check:
     """The check judges a trace as a whole, one the framework ended early included (a second
     run must give the same bytes, stop and all); any other check that passes on a stopped run
     saw only what came before the stop, and the engine does not count it a pass."""
+
+    def charged(self, exc: CheckFailure) -> tuple[str, ...]:
+        """The clauses ``exc`` is charged to: the one its first violation names, or every
+        clause of the check when it names none of them."""
+        return (exc.clause,) if exc.clause in self.clauses else self.clauses

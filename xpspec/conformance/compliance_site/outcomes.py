@@ -65,9 +65,10 @@ LOOKS: tuple[Look, ...] = (
         "cut-short",
         "✂",
         "cut short",
-        "every run that could judge the clause was ended by the framework raising (a finding the "
-        "expectations file declares) before the clause could be judged on all of it: no verdict, "
-        "and no pass",
+        "every run that could judge the clause stopped before it was judged on all of it: the "
+        "framework ended the run by raising (a finding the expectations file declares), or the "
+        "check stopped at a declared finding of another of its clauses (the cell names that "
+        "clause): no verdict, and no pass",
     ),
     Look("error", "⚠", "ERROR", "the adapter raised, or returned something malformed: no verdict"),
     Look("crash", "☠", "CRASH", "the adapter's worker process died: no verdict"),
@@ -115,10 +116,13 @@ def classify(cell: Mapping[str, Any]) -> str:
 
 def cell_note(cell: Mapping[str, Any]) -> str:
     """What a cell says beyond its outcome: the spec variant a deviation follows, the clause
-    a downstream failure follows from ("" for none)."""
+    a downstream failure follows from, the clause a check stopped at before judging a cut-short
+    cell's ("" for none)."""
     key = classify(cell)
     if key == "downstream":
         return str(cell["downstream_of"])
+    if key == "cut-short":
+        return str(cell.get("stopped_at", ""))
     return "" if key in ("finding", "should-miss") else str(cell.get("variant") or "")
 
 
