@@ -377,6 +377,18 @@ def test_a_bptt_sequence_runs_from_an_episodes_final_observation_into_the_next()
     ]
 
 
+def test_sequences_are_padded_to_the_longest_piece_not_to_max_seq_len() -> None:
+    """recurrent.contiguous: prepare_sequence_tensors zero-pads the sequences to the longest
+    one (RolloutBuffer._pad_sequences with target_length=None, components/rollout_buffer.py),
+    so when no piece of rows between done rows reaches max_seq_len every sequence is shorter
+    than max_seq_len. The rows of the test above with max_seq_len 4: sequences of 3."""
+    agent = _recurrent_ppo(2, 6, 4)
+    buffer = agent.rollout_buffer
+    buffer.prepare_sequence_tensors()
+    assert (buffer.num_sequences, buffer.max_sequence_length) == (3, 3)
+    assert buffer.padded_data["observations"].shape[0] == 3 * 3
+
+
 # -- preprocessing in a ReplayBuffer subclass's add ------------------------------------------------
 class _Ramp(_Counter):
     """A ``_Counter`` whose reward into step ``t`` is ``t``."""
