@@ -79,9 +79,7 @@ def test_every_epoch_trains_every_sequence_in_mini_batches() -> None:
     assert [(s.draw, s.index) for s in sequences] == [(d, i) for d in range(6) for i in (0, 1)]
     expected = Counter(_expected(0) + _expected(1))
     for epoch in (0, 1):
-        got = Counter(
-            (s.items, s.state_in, s.loss_mask) for s in sequences if s.draw // 3 == epoch
-        )
+        got = Counter((s.items, s.state_in, s.loss_mask) for s in sequences if s.draw // 3 == epoch)
         assert got == expected
 
 
@@ -89,7 +87,7 @@ def test_a_shorter_max_seq_len_chunks_an_episode_and_leaves_out_its_rest() -> No
     # max_seq_len 3: the piece of rows 3 .. 6 (4 rows) gives one chunk of 3 (rows 3 .. 5);
     # row 6 (t = 2 of episode 1) is in no sequence (BPTTSequenceType.CHUNKED).
     sequences = _sequences(run_recurrent(_scenario(sequence_length=3, draws=1)))
-    env0 = sorted((s.items for s in sequences if s.items[0] is not None and s.items[0][0] == 0))
+    env0 = sorted(s.items for s in sequences if s.items[0] is not None and s.items[0][0] == 0)
     assert env0 == sorted(
         [
             ((0, 0, 0), (0, 0, 1), (0, 0, 2)),

@@ -264,11 +264,11 @@ def run_recurrent(scenario: RecurrentScenario) -> Trace:
             masks.append(out.pad_mask.detach().numpy().copy())
             return out
 
-        ppo_module.RolloutSequenceMinibatch.from_tensordict = recorded_batch  # type: ignore[method-assign]
+        ppo_module.RolloutSequenceMinibatch.from_tensordict = recorded_batch
         try:
             agent.learn()
         finally:
-            ppo_module.RolloutSequenceMinibatch.from_tensordict = from_tensordict  # type: ignore[method-assign]
+            ppo_module.RolloutSequenceMinibatch.from_tensordict = from_tensordict
     rollout = [c for c in recorder.calls if c.phase == "rollout"]
     training = [c for c in recorder.calls if c.phase == "train"]
     events = _env_steps(rollout, log, sc.steps) + _sequences(training, masks)
