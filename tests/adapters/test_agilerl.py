@@ -61,6 +61,7 @@ def test_info_names_the_installed_versions() -> None:
         "nstep",
         "priorities",
         "importance-weights",
+        "recurrent",
     )
     ADAPTER.smoke()
 

@@ -318,6 +318,77 @@ def test_ppo_normalises_advantages_over_every_row_with_the_sample_std() -> None:
     assert not torch.allclose(normalized.reshape(-1), population, atol=1e-3)
 
 
+# -- recurrent PPO: the rollout's hidden state and the BPTT sequences ------------------------------
+def _recurrent_ppo(length: int, n_steps: int, max_seq_len: int) -> Any:
+    """AgileRL's recurrent PPO (its default LSTM encoder) after one collect_rollouts_recurrent
+    of ``n_steps`` on one env of terminated episodes of ``length`` steps."""
+    from agilerl.algorithms import PPO
+    from agilerl.rollouts import collect_rollouts_recurrent
+
+    torch.manual_seed(0)
+    env = gymnasium.vector.SyncVectorEnv([lambda: _Counter(length, terminated=True)])
+    agent = PPO(
+        env.single_observation_space,
+        env.single_action_space,
+        num_envs=1,
+        learn_step=n_steps,
+        recurrent=True,
+        max_seq_len=max_seq_len,
+        net_config={"encoder_config": {"hidden_state_size": 8}},
+    )
+    collect_rollouts_recurrent(agent, env, n_steps=n_steps)
+    return agent
+
+
+def test_the_rollout_resets_the_hidden_state_at_an_episodes_final_observation() -> None:
+    """timestep.state-reset: collect_rollouts_recurrent sets an env's hidden state back to
+    get_initial_hidden_state (zeros) after a step that returned terminated or truncated
+    (rollouts/on_policy.py, _collect_rollouts), and under Gymnasium's NEXT_STEP autoreset the
+    next observation is the episode's final one: the policy acts there from the initial state
+    and on the next episode's first observation from the state after it. Episodes of two
+    steps: rows observe t = 0, 1, 2, 0, 1, 2; the stored states (the ones the policy acted
+    with) are the initial one at rows 0, 2 and 5, and not at row 3, the second episode's
+    first."""
+    agent = _recurrent_ppo(2, 6, 3)
+    rows = agent.rollout_buffer.buffer
+    assert rows["observations"][:, 0, 0].tolist() == [0.0, 1.0, 2.0, 0.0, 1.0, 2.0]
+    states = torch.cat([v[:, 0].reshape(6, -1) for v in rows["hidden_states"].values()], dim=1)
+    initial = [bool((row == 0).all()) for row in states]
+    assert initial == [True, False, True, False, False, True]
+
+
+def test_a_bptt_sequence_runs_from_an_episodes_final_observation_into_the_next() -> None:
+    """recurrent.contiguous: RolloutBuffer.prepare_sequence_tensors splits each env's rows
+    after every done row (components/rollout_buffer.py), and collect_rollouts_recurrent
+    stores the row of an episode's final observation after its done row: that row starts the
+    next piece, followed by the next episode's first rows, so one training sequence holds
+    the end of one episode and the start of the next. Episodes of two steps, six rows (t = 0,
+    1, 2, 0, 1, 2; done at rows 1 and 4): the sequences observe [0, 1], [2, 0, 1] and [2],
+    zero-padded to 3 and flagged in pad_mask."""
+    agent = _recurrent_ppo(2, 6, 3)
+    buffer = agent.rollout_buffer
+    buffer.prepare_sequence_tensors()
+    padded = buffer.padded_data.view(buffer.num_sequences, buffer.max_sequence_length)
+    assert padded["observations"][..., 0].tolist() == [[0, 1, 0], [2, 0, 1], [2, 0, 0]]
+    assert padded["pad_mask"].tolist() == [
+        [True, True, False],
+        [True, True, True],
+        [True, False, False],
+    ]
+
+
+def test_sequences_are_padded_to_the_longest_piece_not_to_max_seq_len() -> None:
+    """recurrent.contiguous: prepare_sequence_tensors zero-pads the sequences to the longest
+    one (RolloutBuffer._pad_sequences with target_length=None, components/rollout_buffer.py),
+    so when no piece of rows between done rows reaches max_seq_len every sequence is shorter
+    than max_seq_len. The rows of the test above with max_seq_len 4: sequences of 3."""
+    agent = _recurrent_ppo(2, 6, 4)
+    buffer = agent.rollout_buffer
+    buffer.prepare_sequence_tensors()
+    assert (buffer.num_sequences, buffer.max_sequence_length) == (3, 3)
+    assert buffer.padded_data["observations"].shape[0] == 3 * 3
+
+
 # -- preprocessing in a ReplayBuffer subclass's add ------------------------------------------------
 class _Ramp(_Counter):
     """A ``_Counter`` whose reward into step ``t`` is ``t``."""

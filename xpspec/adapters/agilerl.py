@@ -10,7 +10,10 @@ by a user's ``ReplayBuffer`` subclass handed to it as ``memory``
 (:mod:`xpspec.adapters.agilerl_preprocess`); and ``PPO``'s rollout
 buffer GAE, advantage normalisation and mini-batch updates (capability ``learner``, see
 :mod:`xpspec.adapters.agilerl_learner`), with ``MultiStepReplayBuffer``'s n-step targets as
-``RainbowDQN.learn`` trains on them (observable ``nstep``, :mod:`xpspec.adapters.agilerl_nstep`). Nothing of AgileRL is
+``RainbowDQN.learn`` trains on them (observable ``nstep``, :mod:`xpspec.adapters.agilerl_nstep`);
+and recurrent ``PPO`` with a counting recurrent encoder handed to it as its actor and critic
+network, one ``collect_rollouts_recurrent`` and one BPTT ``PPO.learn`` (capability
+``recurrent``, :mod:`xpspec.adapters.agilerl_recurrent`). Nothing of AgileRL is
 re-implemented; sources are cited as ``file:function`` under the installed ``agilerl``
 package. ``agilerl.algorithms`` imports ``peft`` (an optional dependency of AgileRL's
 ``llm`` extras), so the ``adapter-agilerl`` extra installs it too.
@@ -72,6 +75,7 @@ import torch
 
 from xpspec.adapters.agilerl_checkpoint import run_checkpointed
 from xpspec.adapters.agilerl_learner import run_learner
+from xpspec.adapters.agilerl_recurrent import run_recurrent
 from xpspec.adapters.agilerl_rows import StoredRows, as_numpy
 from xpspec.adapters.agilerl_trainer import run_trainer
 from xpspec.kit.events import store
@@ -81,7 +85,12 @@ from xpspec.kit.release import check_release, producer
 from xpspec.protocol.adapter import PROTOCOL_VERSION, AdapterInfo, Unsupported
 from xpspec.protocol.env_spec import EnvSpec
 from xpspec.protocol.sampling import SamplingSpec
-from xpspec.protocol.scenario import LearnerScenario, ReplayScenario, TrainerScenario
+from xpspec.protocol.scenario import (
+    LearnerScenario,
+    RecurrentScenario,
+    ReplayScenario,
+    TrainerScenario,
+)
 from xpspec.protocol.trace import Event, Priorities, Prioritized, Sampled, Trace
 from xpspec.refimpl.toy_envs.gym_env import make_env_fns
 
@@ -261,12 +270,14 @@ class AgileRLAdapter:
                 "nstep",
                 "priorities",
                 "importance-weights",
+                "recurrent",
             ),
             issue_tracker="https://github.com/AgileRL/AgileRL/issues",
             notes=(
                 "train_off_policy with a tiny DQN; ReplayBuffer sampled by its Sampler; one "
                 "collect_rollouts and PPO.learn with the toy value as critic; MultiStepReplayBuffer "
-                "and one RainbowDQN.learn for n-step targets"
+                "and one RainbowDQN.learn for n-step targets; recurrent PPO with a counting "
+                "encoder as its actor and critic network for recurrent"
             ),
             extra_versions={
                 "torch": torch.__version__,
@@ -299,3 +310,8 @@ class AgileRLAdapter:
         if scenario.priority is not None:
             return _run_prioritized(scenario)
         return _run_replay(scenario)
+
+    def run_recurrent(self, scenario: RecurrentScenario) -> Trace:
+        """One ``collect_rollouts_recurrent`` and one BPTT ``PPO.learn`` of a recurrent PPO
+        with a counting encoder (:mod:`xpspec.adapters.agilerl_recurrent`)."""
+        return run_recurrent(scenario)
