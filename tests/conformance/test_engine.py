@@ -9,6 +9,7 @@ from xpspec.conformance.checks import ALL_CHECKS
 from xpspec.conformance.engine import GENERATED, Session
 from xpspec.conformance.expectations import Deviation, Expectations
 from xpspec.conformance.harness import load_adapter
+from xpspec.protocol.trace import Trace
 
 SCENARIO = CATALOG["plain-u2-b3"]
 CHECK = next(c for c in ALL_CHECKS if c.name == "conservation")
@@ -212,6 +213,25 @@ def test_undeclared_observable_makes_its_checks_not_applicable() -> None:
     outcome = _evaluate_check("tests.conformance.third_party:External", check)
     assert outcome.status == "not-applicable" and "'hooks'" in outcome.message
     assert _evaluate_check("refimpl", check).status == "pass"
+
+
+def test_a_trace_whose_policy_holds_no_state_is_not_judged_on_state_reset() -> None:
+    """An adapter that declares ``state`` for some rows and runs others with a stateless
+    policy says so in the trace header's ``stateless``: state-reset is not applicable there,
+    where the stand-in states would otherwise fail (or pass by construction)."""
+    from tests.conformance.zoo import MUTANTS, MutantAdapter
+
+    mutant = next(m for m in MUTANTS if m.name == "no-state-reset")
+
+    class Stateless(MutantAdapter):
+        def run_trainer(self, scenario):  # type: ignore[no-untyped-def]
+            trace = super().run_trainer(scenario)
+            return Trace(trace.events, {**trace.header, "stateless": "a Q-network, no state"})
+
+    check = next(c for c in ALL_CHECKS if c.name == "state-reset")
+    outcome = Session(Stateless(mutant), "m").evaluate(check, "plain-u2-b3", SCENARIO)
+    assert outcome.status == "not-applicable"
+    assert "holds no state: a Q-network, no state" in outcome.message
 
 
 def _evaluate_check(path: str, check):  # type: ignore[no-untyped-def]

@@ -155,13 +155,16 @@ def derived_schemas() -> dict[str, dict[str, Any]]:
         "$id": "https://xpspec.invalid/schemas/trace-header.schema.json",
         "title": "trace-header",
         "description": "The first line of a trace: its format, and what produced it. "
-        "'stopped' says why the framework ended the run early (the exception and where).",
+        "'stopped' says why the framework ended the run early (the exception and where); "
+        "'stateless' why the run's policy holds no state (a declared 'state' is not judged "
+        "on it).",
         "type": "object",
         "required": ["format"],
         "properties": {
             "format": {"const": TRACE_FORMAT},
             "producer": {"type": "string"},
             "stopped": {"type": "string"},
+            "stateless": {"type": "string"},
         },
     }
     return {

@@ -9,6 +9,7 @@ from xpspec.conformance.checks.views import (
     items_of,
     trainer_scenario,
 )
+from xpspec.protocol.adapter import Unsupported
 from xpspec.protocol.scenario import Scenario
 from xpspec.protocol.step_type import StepType
 from xpspec.protocol.trace import EnvStep, Exclude, Hold, Item, RunEnd, Store, Trace
@@ -108,7 +109,12 @@ def check_auto_reset(scenario: Scenario, trace: Trace, ctx: Context) -> None:
 
 
 def check_state_reset(scenario: Scenario, trace: Trace, ctx: Context) -> None:
-    """timestep.state-reset: the toy policy's state counts steps since FIRST, so state == t."""
+    """timestep.state-reset: the toy policy's state counts steps since FIRST, so state == t.
+    A trace whose header says ``stateless`` (a run of an adapter that declares ``state`` with a
+    policy that holds none, and why) has no state to judge: not applicable."""
+    stateless = trace.header.get("stateless")
+    if stateless:
+        raise Unsupported(f"the run's policy holds no state: {stateless}")
     for it, item, e, i in env_items(trace):
         if e.policy_state[i] != item[2]:
             raise CheckFailure(
