@@ -189,3 +189,17 @@ def test_the_schedule_is_ppo_rnns(monkeypatch: pytest.MonkeyPatch) -> None:
     trace = ADAPTER.run_trainer(_scenario())
     assert [e.unroll_steps for e in trace.of_kind("iteration")] == [8]
     assert [c.iteration for c in trace.of_kind("train_call")] == [1]
+
+
+def test_chunks_of_one_item_follow_the_memory_order_epoch_after_epoch() -> None:
+    # T = 1: Memory.sample_all returns the rows in memory order (timestep after timestep,
+    # every env in each), cut into mini_batches = 4 / 2 slices; learning_epochs = 2 repeats
+    # them.
+    scenario = _scenario(
+        unroll_length=Fraction(2), capacity=2, mini_batch_length=1, num_updates_per_train_iter=2
+    )
+    trace = ADAPTER.run_trainer(scenario)
+    first = [u.windows for u in trace.of_kind("update") if u.iteration == 1]
+    assert first == [(((0, 0, 0),), ((1, 0, 0),)), (((0, 0, 1),), ((1, 0, 1),))] * 2
+    check_whole_buffer(scenario, trace, _context())
+    check_updates_per_call(scenario, trace, _context())
