@@ -52,6 +52,7 @@ def test_info_names_the_installed_version_and_configuration() -> None:
         "replay",
         "learner",
         "update-counter",
+        "state",
         "recurrent",
         "checkpoint",
     }
@@ -296,7 +297,7 @@ def test_trainer_is_deterministic() -> None:
     [
         ({"unroll_length": Fraction(1, 2)}, "update_interval"),
         ({"mini_batch_length": 2}, "single rows"),
-        ({"whole_buffer": True}, "whole-buffer"),
+        ({"whole_buffer": True}, "memory_size = rollouts"),
         ({"initial_collect_steps": 4, "warmup_gate": "size>="}, "buffer size"),
         ({"mode": "on-policy", "unroll_length": Fraction(2)}, "on-policy"),
         ({"num_iterations": 3, "num_env_steps": 4}, "after the env-step budget"),

@@ -597,6 +597,49 @@ def test_ppo_rnn_stores_the_state_its_policy_returned_instead_of_the_one_it_rece
     assert stored == [0.0, 2.0, 3.0, 1.0, 2.0, 3.0]
 
 
+class _ObservedValue(_Value):
+    """V(o) = o: the value of an observation is the step count it shows."""
+
+    def compute(self, inputs: dict[str, Any], role: str = "") -> tuple[torch.Tensor, dict]:
+        return inputs["observations"][:, :1].clone(), {}
+
+
+def test_time_limit_bootstrap_stores_the_reward_bootstrapped_from_the_acted_observation() -> None:
+    """With time_limit_bootstrap, PPO_RNN.record_transition adds discount_factor * values *
+    truncated to the rewards before the memory's add_samples, values being the value model's
+    output for the observations acted on (agents/torch/ppo/ppo_rnn.py): the memory holds
+    r + gamma * V(o_t) at the transition that truncated, neither the env's reward r nor
+    r + gamma * V(o_t+1) of the final observation."""
+    venv = gymnasium.vector.SyncVectorEnv([_Counter])
+    env = wrap_env(venv, wrapper="gymnasium", verbose=False)
+    memory = RandomMemory(memory_size=4, num_envs=1, device="cpu")
+    agent = PPO_RNN(
+        models={"policy": _CountingRNN(env, 1), "value": _ObservedValue(env)},
+        memory=memory,
+        observation_space=env.observation_space,
+        action_space=env.action_space,
+        device="cpu",
+        cfg=PPO_CFG(
+            rollouts=100,
+            discount_factor=0.5,
+            time_limit_bootstrap=True,
+            experiment={"write_interval": 0, "checkpoint_interval": 0},
+        ),
+    )
+    trainer_cfg = {"timesteps": 4, "headless": True, "disable_progressbar": True}
+    SequentialTrainer(
+        env=env, agents=agent, cfg={**trainer_cfg, "close_environment_at_exit": False}
+    ).train()
+    observations = memory.get_tensor_by_name("observations")[:, 0, 0].tolist()
+    truncated = memory.get_tensor_by_name("truncated")[:, 0, 0].tolist()
+    rewards = memory.get_tensor_by_name("rewards")[:, 0, 0].tolist()
+    assert observations == [0.0, 1.0, 2.0, 0.0]
+    assert truncated == [False, True, False, False]
+    # the env's rewards are 1, 1, 0 (the reset transition), 1; the truncating one gets
+    # 0.5 * V(1) = 0.5 added, not 0.5 * V(2) = 1
+    assert rewards == [1.0, 1.5, 0.0, 1.0]
+
+
 def test_the_documented_model_resets_after_a_terminated_row_so_a_first_carries_on() -> None:
     """In PPO_RNN.update the documented recurrent model zeroes a sequence's state after a
     position whose sampled terminated flag is set: the transition into an episode's final

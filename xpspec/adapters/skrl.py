@@ -9,17 +9,20 @@ is the adapter's; each registered configuration has its own module and expectati
 Offered: ``env``, ``trainer`` (:mod:`xpspec.adapters.skrl_trainer`: DQN's collect/update
 accounting, ``update_interval``, ``gradient_steps``, ``batch_size``, ``learning_starts``,
 ``rewards_shaper`` and, for exclusion and episode-delayed preprocessing, a user's
-``RandomMemory`` subclass as the agent's memory: :mod:`xpspec.adapters.skrl_preprocess`),
+``RandomMemory`` subclass as the agent's memory: :mod:`xpspec.adapters.skrl_preprocess`; for
+whole-buffer scenarios :mod:`xpspec.adapters.skrl_state`: ``PPO_RNN``'s rollouts, epochs and
+mini-batches with a counting recurrent policy, whose state skrl feeds it: ``state``),
 ``replay``, ``learner``, ``recurrent`` (:mod:`xpspec.adapters.skrl_recurrent`: ``PPO_RNN``
 with a counting recurrent model) and ``checkpoint`` (:mod:`xpspec.adapters.skrl_checkpoint`:
 ``Agent.save`` / ``load`` and ``Memory.save`` / ``load`` around two ``SequentialTrainer``
 runs). Not offered: ``relabel`` (skrl has no
 hindsight relabeling). The observable ``update-counter`` is DQN's ``_update_counter`` (the
-gradient steps so far). ``counter``, ``hooks``, ``state``, ``bootstrap``, ``loss-mask`` and
-``caller-episodes`` are not declared: skrl keys schedules on its timestep (no count of
-iterations) and DQN's ``_update_counter``, has no ``after_update`` /
-``after_train_iter`` hooks, its policies are stateless, PPO appends no bootstrap time step,
-and DQN's loss weighs every sampled row alike (no mask to read).
+gradient steps so far). ``state`` is the state ``PPO_RNN`` hands the counting policy in the
+whole-buffer rows; the DQN row's Q-network gets none (its traces say so in the header's
+``stateless``). ``counter``, ``hooks``, ``bootstrap``, ``loss-mask`` and ``caller-episodes``
+are not declared: skrl keys schedules on its timestep (no count of iterations) and DQN's
+``_update_counter``, has no ``after_update`` / ``after_train_iter`` hooks, PPO appends no
+bootstrap time step, and DQN's loss weighs every sampled row alike (no mask to read).
 
 **Trainer.** See :mod:`xpspec.adapters.skrl_trainer`.
 
@@ -57,6 +60,7 @@ try:
     from skrl.models.torch import CategoricalMixin, DeterministicMixin, Model
 
     from xpspec.adapters.skrl_recurrent import run_recurrent
+    from xpspec.adapters.skrl_state import run_ppo_trainer
     from xpspec.adapters.skrl_trainer import headless_trainer, run_trainer
 except ImportError as exc:  # pragma: no cover - exercised only without the framework
     raise ImportError(
@@ -167,6 +171,7 @@ class SkrlAdapter:
                 "replay",
                 "learner",
                 "update-counter",
+                "state",  # PPO_RNN's whole-buffer trainer row (skrl_state)
                 "recurrent",
                 "checkpoint",
             ),
@@ -174,7 +179,8 @@ class SkrlAdapter:
             notes=(
                 "torch backend: GymnasiumWrapper over the toy vector env (NEXT_STEP autoreset); "
                 f"RandomMemory(replacement={self.config.replacement}); DQN trained by "
-                "SequentialTrainer; one PPO update by SequentialTrainer with "
+                "SequentialTrainer (PPO_RNN with a counting recurrent model for whole-buffer "
+                "scenarios); one PPO update by SequentialTrainer with "
                 f"time_limit_bootstrap={self.config.time_limit_bootstrap}; PPO_RNN with a "
                 "counting recurrent model (skrl's documented RNN model) for recurrent; "
                 "Agent.save/load and Memory.save/load around two SequentialTrainer runs for "
@@ -247,8 +253,13 @@ class SkrlAdapter:
 
     # -- trainer ------------------------------------------------------------------------------
     def run_trainer(self, scenario: TrainerScenario) -> Trace:
-        """One ``SequentialTrainer.train`` of a ``DQN`` agent whose ``RandomMemory`` samples
-        with the configuration's ``replacement`` (:mod:`xpspec.adapters.skrl_trainer`)."""
+        """One ``SequentialTrainer.train``: of ``PPO_RNN`` with a counting recurrent policy for
+        whole-buffer and on-policy scenarios (:mod:`xpspec.adapters.skrl_state`), else of a
+        ``DQN`` agent whose ``RandomMemory`` samples with the configuration's ``replacement``
+        (:mod:`xpspec.adapters.skrl_trainer`)."""
+        cfg = scenario.trainer
+        if cfg.whole_buffer or cfg.mode == "on-policy":
+            return run_ppo_trainer(scenario, self.config.time_limit_bootstrap)
         return run_trainer(scenario, self.config.replacement)
 
     # -- learner ------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from xpspec.adapters.skrl_trainer import _Run, headless_trainer
+from xpspec.adapters.skrl_trainer import STATELESS, _Run, headless_trainer
 from xpspec.kit.items import decode_items
 from xpspec.kit.release import producer
 from xpspec.protocol.trace import Event, Item, IterationEnd, Resume, Trace
@@ -68,7 +68,7 @@ class CheckpointedRun(_Run):
         assert spec is not None
         first = (spec.after_iteration - 1) * self.plan.update_interval + 1
         rest = self.plan.timesteps - first
-        header: dict[str, Any] = {"producer": producer("skrl")}
+        header: dict[str, Any] = {"producer": producer("skrl"), "stateless": STATELESS}
         going = self.train(headless_trainer(self.env, self.agent, first), header)
         resume: Resume | None = None
         if going:

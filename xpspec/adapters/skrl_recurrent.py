@@ -84,10 +84,17 @@ from xpspec.refimpl.toy_envs.gym_vector import ToyVectorEnv
 __all__ = [
     "CountingPolicy",
     "CountingRNN",
+    "EnvLog",
+    "Forward",
     "RecurrentPlan",
     "ResetFlag",
+    "ToyValue",
+    "forward_windows",
+    "recorded_env",
     "recurrent_plan",
+    "rollout_steps",
     "run_recurrent",
+    "toy_observations",
 ]
 
 _VERSION = "2.1.1"
@@ -113,7 +120,7 @@ def _as_numpy(x: Any) -> np.ndarray:
     return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
 
 
-def _toy(model: Model, observations: torch.Tensor) -> torch.Tensor:
+def toy_observations(model: Model, observations: torch.Tensor) -> torch.Tensor:
     """The toy observations ``[N, 3]`` in what a model received: the wrapper flattens a goal
     env's Dict observation, which skrl's ``unflatten_tensorized_space`` gives back
     (``utils/spaces/torch/spaces.py``)."""
@@ -213,7 +220,7 @@ class CountingRNN(torch.nn.Module):
 
 
 @dataclass
-class _Forward:
+class Forward:
     """One training forward of the policy: the items it received ``(N * T)`` and the states
     the module received ``(N, T)``; ``grad`` the gradient its logits got (``None`` until the
     backward pass)."""
@@ -230,10 +237,10 @@ class _Forward:
 @dataclass
 class _Log:
     """What the policy received: per rollout forward the items and states, per training
-    forward a :class:`_Forward`."""
+    forward a :class:`Forward`."""
 
     rollout: list[tuple[list[Item], np.ndarray]] = field(default_factory=list)
-    training: list[_Forward] = field(default_factory=list)
+    training: list[Forward] = field(default_factory=list)
 
 
 class CountingPolicy(CategoricalMixin, Model):
@@ -297,18 +304,18 @@ class CountingPolicy(CategoricalMixin, Model):
         observations = inputs["observations"]
         states = inputs["rnn"][0]
         self.rnn.received.clear()
-        forward: _Forward | None = None
+        forward: Forward | None = None
         if self.training:
             output, h = self._sequences(observations, states, self._resets(inputs))
             received = torch.cat(self.rnn.received, dim=1)
-            items = decode_items(_as_numpy(_toy(self, observations)))
-            forward = _Forward(items, _as_numpy(received))
+            items = decode_items(_as_numpy(toy_observations(self, observations)))
+            forward = Forward(items, _as_numpy(received))
             self.log.training.append(forward)
         else:
             output, h = self.rnn(observations.view(-1, 1, observations.shape[-1]), states)
             self.log.rollout.append(
                 (
-                    decode_items(_as_numpy(_toy(self, observations))),
+                    decode_items(_as_numpy(toy_observations(self, observations))),
                     _as_numpy(self.rnn.received[0][:, 0]),
                 )
             )
@@ -319,7 +326,7 @@ class CountingPolicy(CategoricalMixin, Model):
         return logits, {"rnn": [h]}
 
 
-class _Value(DeterministicMixin, Model):
+class ToyValue(DeterministicMixin, Model):
     """The toy value ``V(o) = t(o)``, not recurrent."""
 
     def __init__(self, env: Wrapper) -> None:
@@ -334,12 +341,12 @@ class _Value(DeterministicMixin, Model):
     def compute(
         self, inputs: dict[str, Any], role: str = ""
     ) -> tuple[torch.Tensor, dict[str, Any]]:
-        return toy_value(_toy(self, inputs["observations"]), 1.0), {}
+        return toy_value(toy_observations(self, inputs["observations"]), 1.0), {}
 
 
 # -- the run ------------------------------------------------------------------------------------
 @dataclass
-class _EnvLog:
+class EnvLog:
     """Per ``step`` of the wrapped env: the actions it got and the flags and rewards it
     returned."""
 
@@ -349,7 +356,7 @@ class _EnvLog:
     truncated: list[np.ndarray] = field(default_factory=list)
 
 
-def _recorded_env(spec: Any, seed: int) -> tuple[Wrapper, _EnvLog]:
+def recorded_env(spec: Any, seed: int) -> tuple[Wrapper, EnvLog]:
     """The toy vector env (next-step autoreset) through skrl's ``wrap_env``, its ``step``
     recorded."""
     env = wrap_env(
@@ -357,7 +364,7 @@ def _recorded_env(spec: Any, seed: int) -> tuple[Wrapper, _EnvLog]:
         wrapper="gymnasium",
         verbose=False,
     )
-    log = _EnvLog()
+    log = EnvLog()
     step = env.step
 
     def stepped(actions: Any) -> Any:
@@ -372,7 +379,7 @@ def _recorded_env(spec: Any, seed: int) -> tuple[Wrapper, _EnvLog]:
     return env, log
 
 
-def _env_steps(policy: CountingPolicy, log: _EnvLog) -> list[Event]:
+def rollout_steps(policy: CountingPolicy, log: EnvLog) -> list[Event]:
     """One ``EnvStep`` per rollout forward: the items and states the policy received, named
     from the flags and reward the env returned with each observation."""
     events: list[Event] = []
@@ -409,26 +416,34 @@ def _sequences(policy: CountingPolicy, plan: RecurrentPlan) -> list[Event]:
             f"({plan.learning_epochs} epochs of {plan.mini_batches} mini-batches), "
             f"got {len(forwards)}"
         )
-    t = plan.sequence_length
     events: list[Event] = []
     for draw, forward in enumerate(forwards):
-        if forward.grad is None:
-            raise RuntimeError(f"PPO_RNN.update: no gradient reached training forward {draw}")
-        # reached: a nonzero gradient (NaN included: skrl's advantage of a one-row memory is
-        # normalised by a NaN std, and its gradient still reaches the position)
-        reached = (forward.grad != 0).any(axis=-1).reshape(-1, t)
+        windows, masks = forward_windows(forward, plan.sequence_length, draw)
         for index, states in enumerate(forward.states):
-            items = tuple(forward.items[index * t : (index + 1) * t])
             events.append(
                 TrainSequence(
-                    draw,
-                    index,
-                    items,
-                    tuple(int(s) for s in states),
-                    tuple(int(m) for m in reached[index]),
+                    draw, index, windows[index], tuple(int(s) for s in states), masks[index]
                 )
             )
     return events
+
+
+def forward_windows(
+    forward: Forward, sequence_length: int, draw: int
+) -> tuple[tuple[tuple[Item, ...], ...], tuple[tuple[int, ...], ...]]:
+    """The sequences of one training forward (``draw``-th of the run) as windows of
+    ``sequence_length`` items, and per position the loss mask observed from skrl's loss: 1
+    where the gradient of the loss reached the position's logits, else 0."""
+    if forward.grad is None:
+        raise RuntimeError(f"PPO_RNN.update: no gradient reached training forward {draw}")
+    t = sequence_length
+    # reached: a nonzero gradient (NaN included: skrl's advantage of a one-row memory is
+    # normalised by a NaN std, and its gradient still reaches the position)
+    reached = (forward.grad != 0).any(axis=-1).reshape(-1, t)
+    windows = tuple(
+        tuple(forward.items[index * t : (index + 1) * t]) for index in range(len(reached))
+    )
+    return windows, tuple(tuple(int(m) for m in row) for row in reached)
 
 
 def run_recurrent(
@@ -440,7 +455,7 @@ def run_recurrent(
     ``scenario`` (module docstring): its rollout, then its one update."""
     plan = recurrent_plan(scenario)
     with seeded_quiet(scenario.seed, ("torch",), _LOGGERS):
-        env, env_log = _recorded_env(scenario.env, scenario.seed)
+        env, env_log = recorded_env(scenario.env, scenario.seed)
         policy = CountingPolicy(env, plan.sequence_length, reset_on)
         memory = RandomMemory(memory_size=plan.timesteps, num_envs=env.num_envs, device="cpu")
         cfg = PPO_CFG(
@@ -452,7 +467,7 @@ def run_recurrent(
             experiment={"write_interval": 0, "checkpoint_interval": 0},
         )
         agent = PPO_RNN(
-            models={"policy": policy, "value": _Value(env)},
+            models={"policy": policy, "value": ToyValue(env)},
             memory=memory,
             observation_space=env.observation_space,
             action_space=env.action_space,
@@ -461,5 +476,5 @@ def run_recurrent(
         )
         trainer = headless_trainer(env, agent, plan.timesteps)
         trainer.train()
-    events = _env_steps(policy, env_log) + _sequences(policy, plan)
+    events = rollout_steps(policy, env_log) + _sequences(policy, plan)
     return Trace(tuple(events), {"producer": producer("skrl")})

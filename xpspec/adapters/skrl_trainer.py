@@ -116,7 +116,7 @@ from xpspec.protocol.trace import (
 )
 from xpspec.refimpl.toy_envs.gym_vector import ToyVectorEnv, step_types_from_gym
 
-__all__ = ["DQNPlan", "dqn_plan", "headless_trainer", "run_trainer"]
+__all__ = ["STATELESS", "DQNPlan", "Shaper", "dqn_plan", "headless_trainer", "run_trainer"]
 
 _VERSION = "2.1.1"
 _SRC = f"skrl {_VERSION}"
@@ -131,6 +131,16 @@ _EMPTY_MEMORY = (
     # RandomMemory.sample's torch.randint(0, 0, ...) (replacement=True)
     "but got from=0 >= to=0",
 )
+
+
+STATELESS = (
+    f"DQN.act hands its Q-network the observations alone ({_SRC}, {_DQN}), so the DQN row's "
+    "policy acts with no state; skrl's off-policy recurrent agent SAC_RNN "
+    "(agents/torch/sac/sac_rnn.py) is not driven yet, and whole-buffer scenarios run "
+    "PPO_RNN with a counting recurrent policy"
+)
+"""The DQN row's trace header ``stateless``: clause ``timestep.state-reset`` has no state to
+judge on its runs."""
 
 
 def headless_trainer(env: Any, agent: Any, timesteps: int) -> SequentialTrainer:
@@ -335,7 +345,7 @@ class _QNetwork(DeterministicMixin, Model):
         return self.linear(inputs["observations"]), {}
 
 
-class _Shaper:
+class Shaper:
     """``rewards_shaper(rewards, timestep, timesteps)``: ``rewards * scale + shift``."""
 
     def __init__(self, scale: float, shift: float) -> None:
@@ -418,7 +428,7 @@ class _Run:
                 batch_size=plan.batch_size,
                 learning_starts=plan.learning_starts,
                 update_interval=plan.update_interval,
-                rewards_shaper=None if plan.shaping is None else _Shaper(*plan.shaping),
+                rewards_shaper=None if plan.shaping is None else Shaper(*plan.shaping),
                 experiment={"write_interval": 0, "checkpoint_interval": 0},
             ),
         )
@@ -611,7 +621,7 @@ class _Run:
         return step
 
     def run(self) -> Trace:
-        header: dict[str, Any] = {"producer": producer("skrl")}
+        header: dict[str, Any] = {"producer": producer("skrl"), "stateless": STATELESS}
         self.train(headless_trainer(self.env, self.agent, self.plan.timesteps), header)
         return Trace(tuple(self._events(stopped="stopped" in header)), header)
 
