@@ -76,6 +76,7 @@ import torch
 from xpspec.adapters.agilerl_checkpoint import run_checkpointed
 from xpspec.adapters.agilerl_learner import run_learner
 from xpspec.adapters.agilerl_recurrent import run_recurrent
+from xpspec.adapters.agilerl_state import run_ppo_trainer
 from xpspec.adapters.agilerl_rows import StoredRows, as_numpy
 from xpspec.adapters.agilerl_trainer import run_trainer
 from xpspec.kit.events import store
@@ -271,13 +272,15 @@ class AgileRLAdapter:
                 "priorities",
                 "importance-weights",
                 "recurrent",
+                "state",  # recurrent PPO's whole-buffer trainer row (agilerl_state)
             ),
             issue_tracker="https://github.com/AgileRL/AgileRL/issues",
             notes=(
                 "train_off_policy with a tiny DQN; ReplayBuffer sampled by its Sampler; one "
                 "collect_rollouts and PPO.learn with the toy value as critic; MultiStepReplayBuffer "
                 "and one RainbowDQN.learn for n-step targets; recurrent PPO with a counting "
-                "encoder as its actor and critic network for recurrent"
+                "encoder as its actor and critic network for recurrent, and trained by train_on_policy "
+                "for whole-buffer trainer scenarios"
             ),
             extra_versions={
                 "torch": torch.__version__,
@@ -292,9 +295,14 @@ class AgileRLAdapter:
         _run_replay(ReplayScenario(EnvSpec(), capacity=2, fill_steps=2, batch_size=2))
 
     def run_trainer(self, scenario: TrainerScenario) -> Trace:
-        """One ``train_off_policy`` run of a DQN agent (:mod:`xpspec.adapters.agilerl_trainer`);
-        with a checkpoint spec, saved and resumed through AgileRL's own API
+        """One ``train_on_policy`` run of a recurrent PPO with the counting encoder for
+        whole-buffer and on-policy scenarios (:mod:`xpspec.adapters.agilerl_state`), else one
+        ``train_off_policy`` run of a DQN agent (:mod:`xpspec.adapters.agilerl_trainer`); with
+        a checkpoint spec, saved and resumed through AgileRL's own API
         (:mod:`xpspec.adapters.agilerl_checkpoint`)."""
+        cfg = scenario.trainer
+        if cfg.whole_buffer or cfg.mode == "on-policy":
+            return run_ppo_trainer(scenario)
         if scenario.checkpoint is not None:
             return run_checkpointed(scenario)
         return run_trainer(scenario)
