@@ -97,9 +97,9 @@ def test_iterations_end_at_the_loops_learn_calls_on_its_bptt_sequences() -> None
     updates = list(trace.of_kind("update"))
     assert [(u.iteration, u.index) for u in updates] == [(1, 0), (1, 1), (2, 0), (2, 1)]
     windows = [set(u.windows) for u in updates]
-    assert windows[0] | windows[1] == {
-        (_item(e, 0, 0), _item(e, 0, 1)) for e in (0, 1)
-    } | {(_item(e, 0, 2), _item(e, 1, 0)) for e in (0, 1)}
+    assert windows[0] | windows[1] == {(_item(e, 0, 0), _item(e, 0, 1)) for e in (0, 1)} | {
+        (_item(e, 0, 2), _item(e, 1, 0)) for e in (0, 1)
+    }
     assert windows[2] | windows[3] == {(_item(e, 1, 1), None) for e in (0, 1)} | {
         (_item(e, 1, 2), _item(e, 2, 0)) for e in (0, 1)
     }

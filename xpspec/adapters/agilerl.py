@@ -13,7 +13,11 @@ buffer GAE, advantage normalisation and mini-batch updates (capability ``learner
 ``RainbowDQN.learn`` trains on them (observable ``nstep``, :mod:`xpspec.adapters.agilerl_nstep`);
 and recurrent ``PPO`` with a counting recurrent encoder handed to it as its actor and critic
 network, one ``collect_rollouts_recurrent`` and one BPTT ``PPO.learn`` (capability
-``recurrent``, :mod:`xpspec.adapters.agilerl_recurrent`). Nothing of AgileRL is
+``recurrent``, :mod:`xpspec.adapters.agilerl_recurrent`), and the same recurrent PPO trained by
+``training/train_on_policy.py:train_on_policy`` for whole-buffer trainer scenarios, whose
+rollout hands the encoder its state (observable ``state``,
+:mod:`xpspec.adapters.agilerl_state`; the DQN row's traces say in their header's
+``stateless`` that its policy holds none). Nothing of AgileRL is
 re-implemented; sources are cited as ``file:function`` under the installed ``agilerl``
 package. ``agilerl.algorithms`` imports ``peft`` (an optional dependency of AgileRL's
 ``llm`` extras), so the ``adapter-agilerl`` extra installs it too.
@@ -76,8 +80,8 @@ import torch
 from xpspec.adapters.agilerl_checkpoint import run_checkpointed
 from xpspec.adapters.agilerl_learner import run_learner
 from xpspec.adapters.agilerl_recurrent import run_recurrent
-from xpspec.adapters.agilerl_state import run_ppo_trainer
 from xpspec.adapters.agilerl_rows import StoredRows, as_numpy
+from xpspec.adapters.agilerl_state import run_ppo_trainer
 from xpspec.adapters.agilerl_trainer import run_trainer
 from xpspec.kit.events import store
 from xpspec.kit.items import decode_items, item_columns, single_item_windows

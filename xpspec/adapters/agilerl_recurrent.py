@@ -81,7 +81,15 @@ from xpspec.protocol.step_type import StepType
 from xpspec.protocol.trace import Event, Item, Trace, TrainSequence
 from xpspec.refimpl.toy_envs.gym_env import make_env_fns
 
-__all__ = ["CountingEncoder", "EncoderCall", "EnvLog", "act_steps", "recorded_env", "run_recurrent", "sequences"]
+__all__ = [
+    "CountingEncoder",
+    "EncoderCall",
+    "EnvLog",
+    "act_steps",
+    "recorded_env",
+    "run_recurrent",
+    "sequences",
+]
 
 _VERSION = "2.58.0"
 _SRC = f"agilerl {_VERSION}"

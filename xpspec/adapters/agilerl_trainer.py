@@ -140,8 +140,8 @@ def loop_config(scenario: TrainerScenario) -> LoopConfig:
     cfg, b = scenario.trainer, scenario.env.num_envs
     if cfg.mode != "off-policy":
         raise _unsupported(
-            "on-policy mode: this adapter drives train_off_policy; AgileRL's on-policy loop "
-            "(training/train_on_policy.py) is not driven"
+            "on-policy mode: the DQN row drives train_off_policy; on-policy and whole-buffer "
+            "scenarios go to the recurrent PPO row (training/train_on_policy.py)"
         )
     if cfg.drain is not None:
         raise _unsupported("drain mode: train_off_policy steps its vector env synchronously")
