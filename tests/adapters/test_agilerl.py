@@ -62,6 +62,7 @@ def test_info_names_the_installed_versions() -> None:
         "priorities",
         "importance-weights",
         "recurrent",
+        "state",
     )
     ADAPTER.smoke()
 

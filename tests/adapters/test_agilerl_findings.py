@@ -319,14 +319,14 @@ def test_ppo_normalises_advantages_over_every_row_with_the_sample_std() -> None:
 
 
 # -- recurrent PPO: the rollout's hidden state and the BPTT sequences ------------------------------
-def _recurrent_ppo(length: int, n_steps: int, max_seq_len: int) -> Any:
+def _recurrent_ppo(length: int, n_steps: int, max_seq_len: int, terminated: bool = True) -> Any:
     """AgileRL's recurrent PPO (its default LSTM encoder) after one collect_rollouts_recurrent
-    of ``n_steps`` on one env of terminated episodes of ``length`` steps."""
+    of ``n_steps`` on one env of episodes of ``length`` steps, terminated or truncated."""
     from agilerl.algorithms import PPO
     from agilerl.rollouts import collect_rollouts_recurrent
 
     torch.manual_seed(0)
-    env = gymnasium.vector.SyncVectorEnv([lambda: _Counter(length, terminated=True)])
+    env = gymnasium.vector.SyncVectorEnv([lambda: _Counter(length, terminated)])
     agent = PPO(
         env.single_observation_space,
         env.single_action_space,
@@ -387,6 +387,35 @@ def test_sequences_are_padded_to_the_longest_piece_not_to_max_seq_len() -> None:
     buffer.prepare_sequence_tensors()
     assert (buffer.num_sequences, buffer.max_sequence_length) == (3, 3)
     assert buffer.padded_data["observations"].shape[0] == 3 * 3
+
+
+def test_the_rollout_buffer_stores_a_truncation_as_done() -> None:
+    """preprocess.identity-is-plain (train_on_policy with a recurrent PPO):
+    collect_rollouts_recurrent stores done = terminated or truncated (rollouts/on_policy.py,
+    _collect_rollouts) and RolloutBuffer.add keeps it as dones, with no truncation column
+    (components/rollout_buffer.py): truncated and terminated episodes of two steps leave the
+    same rows, done at rows 1 and 4 (after t = 1)."""
+    truncated = _recurrent_ppo(2, 6, 3, terminated=False).rollout_buffer.buffer
+    terminated = _recurrent_ppo(2, 6, 3, terminated=True).rollout_buffer.buffer
+    assert truncated["observations"][:, 0, 0].tolist() == [0.0, 1.0, 2.0, 0.0, 1.0, 2.0]
+    assert truncated["dones"][:, 0].tolist() == [False, True, False, False, True, False]
+    assert truncated["dones"].tolist() == terminated["dones"].tolist()
+    # a TensorDict iterates over its batch dimension, not its keys
+    assert not [key for key in truncated.keys() if "trunc" in str(key)]  # noqa: SIM118
+
+
+def test_bptt_chunks_start_after_done_rows_and_leave_remainders_out() -> None:
+    """replay.whole-buffer: prepare_sequence_tensors (components/rollout_buffer.py) splits the
+    rows after every done row and cuts each piece into chunks of max_seq_len from its first
+    row, leaving the remainder out, a shorter piece padded. Six rows t = 0, 1, 2, 0, 1, 2
+    (done at rows 1 and 4) with max_seq_len 2: pieces [0, 1], [2, 0, 1], [2] give the
+    sequences [0, 1], [2, 0] and [2] padded; the row at index 4 (t = 1) is in none, where
+    chunks cut from the oldest row would be [0, 1], [2, 0], [1, 2]."""
+    buffer = _recurrent_ppo(2, 6, 2).rollout_buffer
+    buffer.prepare_sequence_tensors()
+    padded = buffer.padded_data.view(buffer.num_sequences, buffer.max_sequence_length)
+    assert padded["observations"][..., 0].tolist() == [[0, 1], [2, 0], [2, 0]]
+    assert padded["pad_mask"].tolist() == [[True, True], [True, True], [True, False]]
 
 
 # -- preprocessing in a ReplayBuffer subclass's add ------------------------------------------------

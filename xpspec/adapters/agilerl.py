@@ -13,7 +13,11 @@ buffer GAE, advantage normalisation and mini-batch updates (capability ``learner
 ``RainbowDQN.learn`` trains on them (observable ``nstep``, :mod:`xpspec.adapters.agilerl_nstep`);
 and recurrent ``PPO`` with a counting recurrent encoder handed to it as its actor and critic
 network, one ``collect_rollouts_recurrent`` and one BPTT ``PPO.learn`` (capability
-``recurrent``, :mod:`xpspec.adapters.agilerl_recurrent`). Nothing of AgileRL is
+``recurrent``, :mod:`xpspec.adapters.agilerl_recurrent`), and the same recurrent PPO trained by
+``training/train_on_policy.py:train_on_policy`` for whole-buffer trainer scenarios, whose
+rollout hands the encoder its state (observable ``state``,
+:mod:`xpspec.adapters.agilerl_state`; the DQN row's traces say in their header's
+``stateless`` that its policy holds none). Nothing of AgileRL is
 re-implemented; sources are cited as ``file:function`` under the installed ``agilerl``
 package. ``agilerl.algorithms`` imports ``peft`` (an optional dependency of AgileRL's
 ``llm`` extras), so the ``adapter-agilerl`` extra installs it too.
@@ -77,6 +81,7 @@ from xpspec.adapters.agilerl_checkpoint import run_checkpointed
 from xpspec.adapters.agilerl_learner import run_learner
 from xpspec.adapters.agilerl_recurrent import run_recurrent
 from xpspec.adapters.agilerl_rows import StoredRows, as_numpy
+from xpspec.adapters.agilerl_state import run_ppo_trainer
 from xpspec.adapters.agilerl_trainer import run_trainer
 from xpspec.kit.events import store
 from xpspec.kit.items import decode_items, item_columns, single_item_windows
@@ -271,13 +276,15 @@ class AgileRLAdapter:
                 "priorities",
                 "importance-weights",
                 "recurrent",
+                "state",  # recurrent PPO's whole-buffer trainer row (agilerl_state)
             ),
             issue_tracker="https://github.com/AgileRL/AgileRL/issues",
             notes=(
                 "train_off_policy with a tiny DQN; ReplayBuffer sampled by its Sampler; one "
                 "collect_rollouts and PPO.learn with the toy value as critic; MultiStepReplayBuffer "
                 "and one RainbowDQN.learn for n-step targets; recurrent PPO with a counting "
-                "encoder as its actor and critic network for recurrent"
+                "encoder as its actor and critic network for recurrent, and trained by train_on_policy "
+                "for whole-buffer trainer scenarios"
             ),
             extra_versions={
                 "torch": torch.__version__,
@@ -292,9 +299,14 @@ class AgileRLAdapter:
         _run_replay(ReplayScenario(EnvSpec(), capacity=2, fill_steps=2, batch_size=2))
 
     def run_trainer(self, scenario: TrainerScenario) -> Trace:
-        """One ``train_off_policy`` run of a DQN agent (:mod:`xpspec.adapters.agilerl_trainer`);
-        with a checkpoint spec, saved and resumed through AgileRL's own API
+        """One ``train_on_policy`` run of a recurrent PPO with the counting encoder for
+        whole-buffer and on-policy scenarios (:mod:`xpspec.adapters.agilerl_state`), else one
+        ``train_off_policy`` run of a DQN agent (:mod:`xpspec.adapters.agilerl_trainer`); with
+        a checkpoint spec, saved and resumed through AgileRL's own API
         (:mod:`xpspec.adapters.agilerl_checkpoint`)."""
+        cfg = scenario.trainer
+        if cfg.whole_buffer or cfg.mode == "on-policy":
+            return run_ppo_trainer(scenario)
         if scenario.checkpoint is not None:
             return run_checkpointed(scenario)
         return run_trainer(scenario)

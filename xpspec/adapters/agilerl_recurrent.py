@@ -81,7 +81,15 @@ from xpspec.protocol.step_type import StepType
 from xpspec.protocol.trace import Event, Item, Trace, TrainSequence
 from xpspec.refimpl.toy_envs.gym_env import make_env_fns
 
-__all__ = ["CountingEncoder", "run_recurrent"]
+__all__ = [
+    "CountingEncoder",
+    "EncoderCall",
+    "EnvLog",
+    "act_steps",
+    "recorded_env",
+    "run_recurrent",
+    "sequences",
+]
 
 _VERSION = "2.58.0"
 _SRC = f"agilerl {_VERSION}"
@@ -105,7 +113,7 @@ def _count(value: float) -> int:
 
 # -- the counting encoder -------------------------------------------------------------------------
 @dataclass
-class _Call:
+class EncoderCall:
     """One call of the counting encoder: its phase, the observations it received ``[N, L, F]``,
     the state it received at each step ``[N, L]`` and the gradient the loss sent back to each
     step's output ``[N, L]`` (``None`` without a backward pass)."""
@@ -123,7 +131,7 @@ class _Call:
 @dataclass
 class _Recorder:
     phase: Phase = "rollout"
-    calls: list[_Call] = field(default_factory=list)
+    calls: list[EncoderCall] = field(default_factory=list)
 
 
 class CountingEncoder(EvolvableModule):
@@ -161,7 +169,7 @@ class CountingEncoder(EvolvableModule):
             h = h + 1
             outputs.append(h[0])
         y = torch.stack(outputs, 1).reshape(-1, 1) + 0.0 * self.link
-        call = _Call(
+        call = EncoderCall(
             self.recorder.phase,
             xs.detach().numpy().copy(),
             torch.stack(received, 1).numpy().copy(),
@@ -174,7 +182,7 @@ class CountingEncoder(EvolvableModule):
 
 # -- the run ------------------------------------------------------------------------------------
 @dataclass
-class _EnvLog:
+class EnvLog:
     """Per ``step`` of the vector env: the actions it got and the rewards and flags it
     returned."""
 
@@ -184,11 +192,11 @@ class _EnvLog:
     truncated: list[np.ndarray] = field(default_factory=list)
 
 
-def _recorded_env(spec: EnvSpec, seed: int) -> tuple[gymnasium.vector.SyncVectorEnv, _EnvLog]:
+def recorded_env(spec: EnvSpec, seed: int) -> tuple[gymnasium.vector.SyncVectorEnv, EnvLog]:
     """The toy vector env as ``utils/utils.py:make_vect_envs`` builds it (a ``SyncVectorEnv``,
     ``NEXT_STEP`` autoreset), its ``step`` recorded."""
     env = gymnasium.vector.SyncVectorEnv(list(make_env_fns(spec, seed)))
-    log = _EnvLog()
+    log = EnvLog()
     step = env.step
 
     def stepped(actions: Any) -> Any:
@@ -235,7 +243,7 @@ def run_recurrent(scenario: RecurrentScenario) -> Trace:
     _check(scenario)
     sc, b = scenario, scenario.env.num_envs
     with seeded_quiet(sc.seed, ("torch", "numpy")):
-        env, log = _recorded_env(sc.env, sc.seed)
+        env, log = recorded_env(sc.env, sc.seed)
         agent = PPO(
             env.single_observation_space,
             env.single_action_space,
@@ -271,11 +279,11 @@ def run_recurrent(scenario: RecurrentScenario) -> Trace:
             ppo_module.RolloutSequenceMinibatch.from_tensordict = from_tensordict
     rollout = [c for c in recorder.calls if c.phase == "rollout"]
     training = [c for c in recorder.calls if c.phase == "train"]
-    events = _env_steps(rollout, log, sc.steps) + _sequences(training, masks)
+    events = _env_steps(rollout, log, sc.steps) + sequences(training, masks)
     return Trace(tuple(events), {"producer": producer("agilerl")})
 
 
-def _env_steps(calls: list[_Call], log: _EnvLog, steps: int) -> list[Event]:
+def _env_steps(calls: list[EncoderCall], log: EnvLog, steps: int) -> list[Event]:
     """One ``EnvStep`` per ``get_action`` of the rollout (the encoder's first ``steps`` calls;
     the last one values the last observation and acts on nothing)."""
     if len(calls) != steps + 1 or len(log.actions) != steps:
@@ -283,6 +291,17 @@ def _env_steps(calls: list[_Call], log: _EnvLog, steps: int) -> list[Event]:
             f"collect_rollouts_recurrent: expected {steps + 1} encoder calls and {steps} env "
             f"steps, got {len(calls)} and {len(log.actions)}"
         )
+    return act_steps(calls[:steps], log)
+
+
+def act_steps(calls: list[EncoderCall], log: EnvLog) -> list[Event]:
+    """One ``EnvStep`` per act: the ``k``-th of ``calls`` is the encoder's call of
+    ``get_action`` for the env's ``k``-th step (one env from its reset on, no reset after):
+    the items it received, their step types from the flags the env returned before, the
+    reward into them, the state the encoder received and the action the env got."""
+    if len(calls) > len(log.actions):
+        raise RuntimeError(f"expected at most {len(log.actions)} acts, got {len(calls)}")
+    steps = len(calls)
     events: list[Event] = []
     b = len(log.actions[0])
     ended = np.ones(b, dtype=bool)  # before the first observation: the reset
@@ -319,7 +338,7 @@ def _env_steps(calls: list[_Call], log: _EnvLog, steps: int) -> list[Event]:
     return events
 
 
-def _sequences(calls: list[_Call], masks: list[np.ndarray]) -> list[Event]:
+def sequences(calls: list[EncoderCall], masks: list[np.ndarray]) -> list[Event]:
     """One ``TrainSequence`` per sequence of every training forward of the actor's encoder, in
     order, its padding named by the mini-batch's ``pad_mask``."""
     if len(calls) != len(masks):

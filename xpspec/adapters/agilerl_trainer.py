@@ -48,7 +48,8 @@ the task id) and ``OverwriteStepType`` (the buffer stores no step type).
 ``size > learning_delay`` on the capped size); ``num_iterations`` ``I`` -> ``max_steps =
 evo_steps = I * U * B``, ``num_env_steps`` (a multiple of ``B``) -> ``max_steps = evo_steps``.
 The trace's counter is the number of updates so far (the adapter declares no ``counter``
-observable: AgileRL's step counter is updated once per chunk). Policies are stateless.
+observable: AgileRL's step counter is updated once per chunk). The DQN acts with no state:
+its traces say so in the header's ``stateless`` (:data:`STATELESS`).
 """
 
 from __future__ import annotations
@@ -101,12 +102,22 @@ from xpspec.protocol.trace import (
 from xpspec.refimpl.toy_envs.gym_env import make_env_fns
 from xpspec.refimpl.toy_envs.gym_vector import step_types_from_gym
 
-__all__ = ["LoopConfig", "UserBuffer", "loop_config", "run_trainer", "user_buffer"]
+__all__ = ["STATELESS", "LoopConfig", "UserBuffer", "loop_config", "run_trainer", "user_buffer"]
 
 _SRC = "agilerl 2.58.0"
 _LINK = "https://github.com/AgileRL/AgileRL/blob/v2.58.0/agilerl/training/train_off_policy.py"
 _NET = {"encoder_config": {"hidden_size": [8]}}
 """A tiny Q-network: the spec is about experience, not learning."""
+
+
+STATELESS = (
+    f"train_off_policy calls DQN.get_action(obs, epsilon, action_mask=...) with no hidden state "
+    f"({_SRC}, training/train_off_policy.py, algorithms/dqn.py), so the DQN row's policy acts "
+    "with no state; whole-buffer scenarios run train_on_policy with a recurrent PPO, whose "
+    "collect_rollouts_recurrent feeds the state"
+)
+"""The DQN row's trace header ``stateless``: clause ``timestep.state-reset`` has no state to
+judge on its runs."""
 
 
 def _unsupported(reason: str) -> Unsupported:
@@ -129,8 +140,8 @@ def loop_config(scenario: TrainerScenario) -> LoopConfig:
     cfg, b = scenario.trainer, scenario.env.num_envs
     if cfg.mode != "off-policy":
         raise _unsupported(
-            "on-policy mode: this adapter drives train_off_policy; AgileRL's on-policy loop "
-            "(training/train_on_policy.py) is not driven"
+            "on-policy mode: the DQN row drives train_off_policy; on-policy and whole-buffer "
+            "scenarios go to the recurrent PPO row (training/train_on_policy.py)"
         )
     if cfg.drain is not None:
         raise _unsupported("drain mode: train_off_policy steps its vector env synchronously")
@@ -425,7 +436,7 @@ class _Run:
             self.store_kind = "flush"  # after train_off_policy: its rows earn no learn step
             self.memory.flush()
         events = _events(self.log, pending, policy, self._held())
-        return Trace(tuple(events), {"producer": producer("agilerl")})
+        return Trace(tuple(events), {"producer": producer("agilerl"), "stateless": STATELESS})
 
     def _train(self, c: LoopConfig) -> None:
         """``train_off_policy`` for the whole budget, one evolution chunk."""
