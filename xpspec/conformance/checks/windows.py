@@ -11,7 +11,10 @@ from typing import Any
 from xpspec.conformance.checks.base import CheckFailure, Context
 from xpspec.conformance.checks.item_index import shared_index
 from xpspec.conformance.checks.views import (
+    BufferModel,
+    BufferVisitor,
     buffer_shape,
+    buffer_walk,
     stored_items,
     trainer_scenario,
     window_name,
@@ -19,7 +22,7 @@ from xpspec.conformance.checks.views import (
 )
 from xpspec.protocol.scenario import Scenario, TrainerScenario
 from xpspec.protocol.step_type import StepType
-from xpspec.protocol.trace import Item, Trace
+from xpspec.protocol.trace import Item, Trace, Update
 
 __all__ = [
     "check_boundary_policy",
@@ -38,7 +41,8 @@ def check_windows_valid(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     charged to ``replay.eviction``; one of cleared items is ``replay.clear``'s concern."""
     sc = trainer_scenario(scenario)
     _, capacity, clear = buffer_shape(sc)
-    for update, model in windows_with_state(trace, capacity, clear, shared_index(sc.env, sc.seed)):
+
+    def visit(update: Update, model: BufferModel) -> None:
         for window in update.windows:
             located = model.locate(window)
             if located is None:
@@ -75,6 +79,8 @@ def check_windows_valid(scenario: Scenario, trace: Trace, ctx: Context) -> None:
                     iteration=update.iteration,
                 )
 
+    buffer_walk(trace, capacity, clear, shared_index(sc.env, sc.seed), BufferVisitor(visit))
+
 
 def check_boundary_policy(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     """replay.boundary-policy: under ``forbid`` and ``pad`` no window holds an episode
@@ -84,7 +90,8 @@ def check_boundary_policy(scenario: Scenario, trace: Trace, ctx: Context) -> Non
     sc = trainer_scenario(scenario)
     policy = sc.sampling.boundary
     _, capacity, clear = buffer_shape(sc)
-    for update, model in windows_with_state(trace, capacity, clear, shared_index(sc.env, sc.seed)):
+
+    def visit(update: Update, model: BufferModel) -> None:
         for window in update.windows:
             located = model.locate(window)
             name = window if located is None else window_name(located[0], model.position(*located))
@@ -121,6 +128,8 @@ def check_boundary_policy(scenario: Scenario, trace: Trace, ctx: Context) -> Non
                     f"{where}: padding under boundary policy {policy!r}", "no padding", window
                 )
 
+    buffer_walk(trace, capacity, clear, shared_index(sc.env, sc.seed), BufferVisitor(visit))
+
 
 def check_period_anchor(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     """replay.period-anchor: every window starts on the scenario's grid, ``s mod period ==
@@ -129,7 +138,8 @@ def check_period_anchor(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     sc = trainer_scenario(scenario)
     p = sc.sampling.period
     _, capacity, clear = buffer_shape(sc)
-    for update, model in windows_with_state(trace, capacity, clear, shared_index(sc.env, sc.seed)):
+
+    def visit(update: Update, model: BufferModel) -> None:
         for window in update.windows:
             located = model.locate(window)
             if located is None:
@@ -145,6 +155,8 @@ def check_period_anchor(scenario: Scenario, trace: Trace, ctx: Context) -> None:
                     f"≡ {anchor % p} mod {p}",
                     position,
                 )
+
+    buffer_walk(trace, capacity, clear, shared_index(sc.env, sc.seed), BufferVisitor(visit))
 
 
 @dataclass(frozen=True)
@@ -276,7 +288,8 @@ def check_clear(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     are checked against the same buffer model by ``windows-valid``.)"""
     sc = trainer_scenario(scenario)
     _, capacity, clear = buffer_shape(sc)
-    for update, model in windows_with_state(trace, capacity, clear, shared_index(sc.env, sc.seed)):
+
+    def visit(update: Update, model: BufferModel) -> None:
         for window in update.windows:
             removed = [tuple(w) for w in window if w is not None and tuple(w) in model.cleared]
             if removed:
@@ -286,6 +299,8 @@ def check_clear(scenario: Scenario, trace: Trace, ctx: Context) -> None:
                     f"items a clear removed: {removed[:4]}",
                     iteration=update.iteration,
                 )
+
+    buffer_walk(trace, capacity, clear, shared_index(sc.env, sc.seed), BufferVisitor(visit))
     # The clear that kept an item happened at the end of the previous trained call.
     cleared_at: dict[int, int] = {}
     last_trained: int | None = None
