@@ -82,11 +82,11 @@ class _Fates:
                 continue
             if e.kind == "run_end":
                 self.ends.append(cast(RunEnd, e))
-            accounting = e.kind in ("store", "exclude", "run_end")
-            for item in items_of(e):  # type: ignore[arg-type]
-                table.bump(item)
-                if accounting and self.unrolled.get(item) is None:
-                    self._early.add(item)
+            items = items_of(e)  # type: ignore[arg-type]
+            table.bump_all(items)
+            if e.kind in ("store", "exclude", "run_end"):
+                get = self.unrolled.get
+                self._early.update(item for item in items if get(item) is None)
             if e.kind == "env_step":
                 for item, step in zip(items_of(e), e.step_type):
                     if step == StepType.LAST:

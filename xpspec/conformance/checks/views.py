@@ -231,18 +231,20 @@ class BufferModel:
 
     def add(self, event: Store) -> None:
         stored, start, capacity = self.stored, self.start, self.capacity
-        oldest, copies, step_type = self._oldest, self._copies, self.step_type
-        for env, episode, t, st in zip(event.env, event.episode, event.t, event.step_type):
-            item = (env, episode, t)
+        oldest, copies = self._oldest, self._copies
+        items = list(zip(event.env, event.episode, event.t))
+        del items[len(event.step_type) :]  # the items with a step type, as a zip of all four
+        for item in items:
+            env = item[0]
             live = stored[env]
             n = len(live)
             if item not in oldest:
                 oldest[item] = start[env] + n
             copies[item] += 1
             live.append(item)
-            step_type[item] = st
             if n >= capacity:  # one more than it holds
                 self._drop(env)
+        self.step_type.set_all(items, event.step_type)  # read by none of the above
 
     def _drop(self, env: int) -> Item:
         """Remove the oldest live item of ``env`` (evicted or cleared)."""
