@@ -180,10 +180,10 @@ def test_item_bytes_in_bulk_answer_as_item_by_item() -> None:
         for item, value in zip(items, values, strict=True):
             one[item] = value
         for _ in range(3):
-            bulk.bump_all(items + [(1, 5, 0)])
-            for item in items + [(1, 5, 0)]:
+            bulk.bump_all([*items, (1, 5, 0)])
+            for item in [*items, (1, 5, 0)]:
                 one.bump(item)
-        for item in items + [(1, 5, 0), (1, 6, 0)]:
+        for item in [*items, (1, 5, 0), (1, 6, 0)]:
             assert bulk.get(item) == one.get(item), item
         plain = ItemBytes(index)
         for _ in range(256):  # a count crossing the largest in a byte
