@@ -22,7 +22,7 @@ from xpspec.conformance.checks.views import (
 )
 from xpspec.protocol.scenario import Scenario, TrainerScenario
 from xpspec.protocol.step_type import StepType
-from xpspec.protocol.trace import Item, Trace, Update
+from xpspec.protocol.trace import Item, Trace, Update, Window
 
 __all__ = [
     "check_boundary_policy",
@@ -92,22 +92,23 @@ def check_boundary_policy(scenario: Scenario, trace: Trace, ctx: Context) -> Non
     _, capacity, clear = buffer_shape(sc)
 
     def visit(update: Update, model: BufferModel) -> None:
+        step_type = model.step_type.get
         for window in update.windows:
-            located = model.locate(window)
-            name = window if located is None else window_name(located[0], model.position(*located))
-            where = f"update {update.index} of call {update.call}: window {name}"
-            real = stored_items(model, window, where)
-            crosses = any(
-                model.step_type[a] == StepType.LAST or model.step_type[b] == StepType.FIRST
-                for a, b in itertools.pairwise(real)
-            )
-            if policy != "cross" and crosses:
+            real = [(w[0], w[1], w[2]) for w in window if w is not None]
+            types = [step_type(item) for item in real]  # None: never stored
+            if not real or None in types:  # stored_items raises, naming the window
+                stored_items(model, window, _where(update, window, model))
+            if policy != "cross" and any(
+                a == StepType.LAST or b == StepType.FIRST for a, b in itertools.pairwise(types)
+            ):
+                where = _where(update, window, model)
                 raise CheckFailure(
                     f"{where} under boundary policy {policy!r}",
                     "no episode boundary inside",
                     window,
                 )
             if policy == "pad" and len(real) < len(window):
+                where = _where(update, window, model)
                 live = model.live(real[-1][0])
                 if real[-1] not in live:
                     raise CheckFailure(where, "its last item still in the buffer", "evicted")
@@ -125,10 +126,20 @@ def check_boundary_policy(scenario: Scenario, trace: Trace, ctx: Context) -> Non
                     )
             if policy != "pad" and len(real) < len(window):
                 raise CheckFailure(
-                    f"{where}: padding under boundary policy {policy!r}", "no padding", window
+                    f"{_where(update, window, model)}: padding under boundary policy {policy!r}",
+                    "no padding",
+                    window,
                 )
 
     buffer_walk(trace, capacity, clear, shared_index(sc.env, sc.seed), BufferVisitor(visit))
+
+
+def _where(update: Update, window: Window, model: BufferModel) -> str:
+    """A window of ``update`` as boundary-policy's failures name it: by its env and absolute
+    start when the buffer holds its first item, else by its items."""
+    located = model.locate(window)
+    name = window if located is None else window_name(located[0], model.position(*located))
+    return f"update {update.index} of call {update.call}: window {name}"
 
 
 def check_period_anchor(scenario: Scenario, trace: Trace, ctx: Context) -> None:
