@@ -161,6 +161,38 @@ def test_item_bytes_answer_as_a_dictionary_does() -> None:
         assert all(table.get(item) == plain[item] for item in plain)
 
 
+def test_item_bytes_in_bulk_answer_as_item_by_item() -> None:
+    """set_all and bump_all (a store's columns at once) leave the table that ``m[item] =
+    value`` and ``bump`` item by item leave: values in and out of a byte, items numbered and
+    not, items kept aside and brought back, counts crossing 254, rows that must grow."""
+    sc = CATALOG[TRAINER[0]]
+    length = sc.env.episode(sc.seed, 0, 0).length
+    numbered = [(env, k, t) for env in range(2) for k in range(3) for t in range(3)]
+    odd = [(0, 10**9, 3), (5, 1, 1), (0, 0, length + 1), (0, 1, -1), (0, -1, 0), (0, 40, 0)]
+    items = numbered + odd + numbered[:5]
+    values = [(n * 37) % 300 for n in range(len(items))]  # some past a byte: kept aside
+    for index in (ItemIndex(sc.env, sc.seed), None):
+        bulk, one = ItemBytes(index), ItemBytes(index)
+        bulk.set_all(items[:4], values[:4])  # rows not there yet, then grown
+        for item, value in zip(items[:4], values[:4], strict=True):
+            one[item] = value
+        bulk.set_all(items, values)
+        for item, value in zip(items, values, strict=True):
+            one[item] = value
+        for _ in range(3):
+            bulk.bump_all([*items, (1, 5, 0)])
+            for item in [*items, (1, 5, 0)]:
+                one.bump(item)
+        for item in [*items, (1, 5, 0), (1, 6, 0)]:
+            assert bulk.get(item) == one.get(item), item
+        plain = ItemBytes(index)
+        for _ in range(256):  # a count crossing the largest in a byte
+            plain.bump_all([(0, 0, 0), (0, 0, 0)])
+        assert plain.get((0, 0, 0)) == 512
+        plain.set_all([(0, 0, 0)], [7])  # brought back from aside
+        assert plain.get((0, 0, 0)) == 7
+
+
 def test_plans_answer_as_the_env_does_in_any_order() -> None:
     sc = CATALOG[TRAINER[0]]
     plans = Plans(sc.env, sc.seed)

@@ -171,3 +171,71 @@ def test_a_value_that_raised_is_computed_by_each_job_again() -> None:
     raised = LockStep(3).run([lambda: shared_pass.once("k", make) for _ in range(3)])
     assert [type(r) for r in raised].count(RuntimeError) == 1
     assert len(calls) == 3
+
+
+def test_parts_handed_in_together_are_computed_in_one_go(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    opened: list[Path] = []
+    real = shared_pass._Pass.__init__
+
+    def counting(self: shared_pass._Pass, source: shared_pass.Source) -> None:
+        opened.append(source.path)
+        real(self, source)
+
+    monkeypatch.setattr(shared_pass._Pass, "__init__", counting)
+    trace = TraceFile(LONG)
+    made: list[list[str]] = []
+    got: dict[int, object] = {}
+
+    def make(parts: object) -> list[tuple[str, int]]:
+        assert isinstance(parts, list)
+        made.append(list(parts))
+        n = sum(1 for _ in trace.events)  # a pass, joined by the jobs that read meanwhile
+        return [(kind, n) for kind in parts]
+
+    def job(n: int) -> Callable[[], None]:
+        def run() -> None:
+            if n == 3:  # a job that reads on its own while the others hand in their parts
+                got[n] = len(list(trace.of_kind("store")))
+                return
+            got[n] = shared_pass.together(("count", shared_pass.Same(trace)), f"part {n}", make)
+
+        return run
+
+    assert LockStep(5).run([job(n) for n in range(4)]) == [None] * 4
+    assert len(made) == 1 and sorted(made[0]) == ["part 0", "part 1", "part 2"]
+    total = sum(1 for _ in trace.events)
+    assert got == {
+        0: ("part 0", total),
+        1: ("part 1", total),
+        2: ("part 2", total),
+        3: sum(1 for e in trace.events if e.kind == "store"),
+    }
+    assert opened == [LONG]  # the pass of make and the fourth job's, one reading
+    alone = shared_pass.together("count", "mine", make)  # outside a group: its own part
+    assert alone == ("mine", total) and made[-1] == ["mine"]
+
+
+def test_parts_whose_computation_raised_are_each_computed_again() -> None:
+    calls: list[list[int]] = []
+
+    def make(parts: object) -> list[int]:
+        assert isinstance(parts, list)
+        calls.append(list(parts))
+        if len(calls) == 1:
+            raise RuntimeError("the first computation fails")
+        return [p * 10 for p in parts]
+
+    got: dict[int, int] = {}
+
+    def job(n: int) -> Callable[[], None]:
+        def run() -> None:
+            got[n] = shared_pass.together("k", n, make)
+
+        return run
+
+    raised = LockStep(3).run([job(n) for n in range(3)])
+    assert [type(r) for r in raised].count(RuntimeError) == 1
+    assert len(calls) == 3 and sorted(map(len, calls)) == [1, 1, 3]
+    assert len(got) == 2 and all(v == n * 10 for n, v in got.items())

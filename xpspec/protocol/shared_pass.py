@@ -19,6 +19,13 @@ shared. Outside a group (any other thread) a trace file is read as before, pass 
 item of it fills): the first job to ask computes it, the others wait for it (the passes it
 makes go on without them) and are handed the same value, which they must only read. Outside a
 group, or when computing it raised, each caller computes its own.
+
+:func:`together` is :func:`once` for work that serves each job its own part (visitors of one
+model several checks would otherwise each build while reading the same trace): the jobs that
+ask for the same key before the group next stands still (every job waiting) hand their parts
+to the first of them, which computes the value of every part in one go; each is handed its
+own. A job that asks once that value is under way, outside a group, or when computing it
+raised, computes its own part alone.
 """
 
 from __future__ import annotations
@@ -32,9 +39,10 @@ from typing import Any, Protocol, TypeVar
 
 from xpspec.protocol.trace import Event
 
-__all__ = ["CHUNK", "Closeable", "LockStep", "Same", "Source", "current", "once"]
+__all__ = ["CHUNK", "Closeable", "LockStep", "Same", "Source", "current", "once", "together"]
 
 T = TypeVar("T")
+P = TypeVar("P")
 
 CHUNK = 4096
 """Events decoded at a time in a shared pass (the memory of a pass)."""
@@ -53,6 +61,14 @@ def once(key: Hashable, make: Callable[[], T]) -> T:
     same ``key`` (module docstring); outside a group, ``make()``."""
     group = current()
     return make() if group is None else group.once(key, make)
+
+
+def together(key: Hashable, part: P, make: Callable[[Sequence[P]], Sequence[T]]) -> T:
+    """``make(parts)[i]``, computed once for the jobs of the calling thread's group that ask
+    for ``key`` together (module docstring), ``i`` the place of ``part`` among ``parts``;
+    outside a group, ``make([part])[0]``."""
+    group = current()
+    return make([part])[0] if group is None else group.together(key, part, make)
 
 
 class Same:
@@ -79,6 +95,19 @@ class _Once:
         self.value: Any = None
         self.failed = False
         self.waiters: list[int] = []
+
+
+class _Together:
+    """Parts handed in for one value of :func:`together`: the jobs that handed them, in order,
+    whether the parts are closed (being computed), and the values or the error."""
+
+    def __init__(self) -> None:
+        self.parts: list[Any] = []
+        self.jobs: list[int] = []
+        self.closed = False
+        self.done = False
+        self.values: Sequence[Any] = ()
+        self.failed = False
 
 
 _COMPUTING = object()
@@ -163,6 +192,9 @@ class LockStep:
         """Jobs blocked: in a pass for the next chunk of their reader, or its start (None), or
         for a value another job computes (``_COMPUTING``)."""
         self._values: dict[Hashable, _Once] = {}
+        self._together: dict[Hashable, _Together] = {}
+        self._open: list[_Together] = []
+        """Parts still taken in: closed when no job can move on."""
         self._starting: dict[Path, tuple[Source, list[int]]] = {}
         self._started: dict[int, _Reader] = {}
         self._passes: list[_Pass] = []
@@ -196,7 +228,7 @@ class LockStep:
             thread.join()
         for shared in self._passes:
             shared.close()
-        self._passes, self._values = [], {}
+        self._passes, self._values, self._together = [], {}, {}
         return results
 
     def once(self, key: Hashable, make: Callable[[], T]) -> T:
@@ -232,6 +264,51 @@ class LockStep:
                     self._wake[waiter].notify()
                 entry.waiters = []
         return entry.value
+
+    def together(self, key: Hashable, part: P, make: Callable[[Sequence[P]], Sequence[T]]) -> T:
+        """``make(parts)[i]`` for the parts handed in for ``key`` until no job could move on,
+        computed by the first job that handed one (:func:`together`)."""
+        job: int = _local.job
+        with self._lock:
+            entry = self._together.get(key)
+            if entry is None:
+                entry = self._together[key] = _Together()
+                self._open.append(entry)
+            if entry.closed:
+                late = True
+            else:
+                late, place = False, len(entry.parts)
+                entry.parts.append(part)
+                entry.jobs.append(job)
+                self._waiting[job] = _COMPUTING
+                self._dispatch()
+                first = entry.jobs[0] == job
+                while not (entry.closed if first else entry.done):
+                    self._wake[job].wait()
+        if late:
+            return make([part])[0]
+        if not first:
+            if entry.failed:
+                return make([part])[0]  # each meets its own error
+            value: T = entry.values[place]
+            return value
+        try:
+            entry.values = make(entry.parts)
+            if len(entry.values) != len(entry.parts):
+                raise ValueError(
+                    f"together: expected a value per part ({len(entry.parts)}), "
+                    f"got {len(entry.values)}"
+                )
+        except BaseException:
+            entry.failed = True
+            raise
+        finally:
+            with self._lock:
+                entry.done = True
+                for waiter in entry.jobs[1:]:
+                    del self._waiting[waiter]
+                    self._wake[waiter].notify()
+        return entry.values[0]
 
     def events(self, source: Source, kind: str | None = None) -> Iterator[Event]:
         """The events of ``source`` (those of ``kind``, if given), from a pass shared with the
@@ -285,6 +362,16 @@ class LockStep:
                 self._passes.remove(shared)
             if self._live - self._waiting.keys():
                 break
+            if self._open:
+                # No job can move on: the parts handed in so far are all there will be. The
+                # first job of each computes (the others wait on, as for ``once``); the passes
+                # it starts join those the waiting jobs start.
+                for entry in self._open:
+                    entry.closed = True
+                    del self._waiting[entry.jobs[0]]
+                    self._wake[entry.jobs[0]].notify()
+                self._open = []
+                continue
             if not self._starting:
                 # Every job waits and no pass can move: a job waits for one pass while
                 # another job's reader of it is behind, itself waiting for a pass the first

@@ -175,6 +175,50 @@ class ItemBytes:
             row[slot] = 0
             self._aside[item] = value
 
+    def set_all(self, items: Iterable[Item], values: Iterable[int]) -> None:
+        """``m[item] = value`` for each pair, in order (a store's columns at once): an item of
+        an episode numbered already, whose row holds its slot, is written in place; any other
+        goes through ``__setitem__``."""
+        starts_of, rows = self._starts, self._bytes
+        for item, value in zip(items, values):
+            env, episode, t = item
+            starts = starts_of.get(env)
+            row = rows.get(env)
+            if (
+                starts is not None
+                and row is not None
+                and 0 <= episode < len(starts) - 1
+                and t >= 0
+                and 0 <= value < 255
+            ):
+                slot = starts[episode] + t
+                if slot < starts[episode + 1] and slot < len(row):
+                    row[slot] = value + 1
+                    if self._aside:
+                        self._aside.pop(item, None)
+                    continue
+            self[item] = value
+
+    def bump_all(self, items: Iterable[Item]) -> None:
+        """:meth:`bump` each item, in order: an item of an episode numbered already that has a
+        value below 254 in its row is counted in place; any other goes through :meth:`bump`."""
+        starts_of, rows = self._starts, self._bytes
+        for item in items:
+            env, episode, t = item
+            starts = starts_of.get(env)
+            row = rows.get(env)
+            if starts is not None and row is not None and 0 <= episode < len(starts) - 1 and t >= 0:
+                slot = starts[episode] + t
+                if slot < starts[episode + 1] and slot < len(row):
+                    byte = row[slot]  # the value plus one; 0: none here (maybe aside)
+                    if 0 < byte < 255:
+                        row[slot] = byte + 1
+                        continue
+                    if byte == 0 and not self._aside:  # none yet: the value 1
+                        row[slot] = 2
+                        continue
+            self.bump(item)
+
     def add(self, item: Item) -> None:
         self[item] = 1
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from fractions import Fraction
 from itertools import zip_longest
@@ -28,7 +28,7 @@ from xpspec.protocol.preprocessors import (
     RewardTransform,
 )
 from xpspec.protocol.scenario import Scenario, TrainerScenario
-from xpspec.protocol.shared_pass import Same, once
+from xpspec.protocol.shared_pass import Same, once, together
 from xpspec.protocol.step_type import StepType
 from xpspec.protocol.trace import EnvStep, Event, Item, RunEnd, Store, Trace
 
@@ -82,11 +82,11 @@ class _Fates:
                 continue
             if e.kind == "run_end":
                 self.ends.append(cast(RunEnd, e))
-            accounting = e.kind in ("store", "exclude", "run_end")
-            for item in items_of(e):  # type: ignore[arg-type]
-                table.bump(item)
-                if accounting and self.unrolled.get(item) is None:
-                    self._early.add(item)
+            items = items_of(e)  # type: ignore[arg-type]
+            table.bump_all(items)
+            if e.kind in ("store", "exclude", "run_end"):
+                get = self.unrolled.get
+                self._early.update(item for item in items if get(item) is None)
             if e.kind == "env_step":
                 for item, step in zip(items_of(e), e.step_type):
                     if step == StepType.LAST:
@@ -109,6 +109,30 @@ class _Fates:
             if seen.get(item) is None:
                 seen[item] = 0
                 yield item, it
+
+    def visit_unrolled(self, visitor: Callable[[Item, int], None]) -> None:
+        """``visitor(item, first)`` for each of :meth:`unrolled_items`; raise what the visitor
+        raised (raising ends its visit). The checks run together that visit the same fates
+        share one pass over the items (:func:`~xpspec.protocol.shared_pass.together`)."""
+        raised = together(("preprocessing.unrolled", Same(self)), visitor, self._visit)
+        if raised is not None:
+            raise raised
+
+    def _visit(self, visitors: Sequence[Callable[[Item, int], None]]) -> list[Exception | None]:
+        """What each of ``visitors`` raised (None: nothing) on one pass over the items."""
+        raised: list[Exception | None] = [None] * len(visitors)
+        live = list(enumerate(visitors))
+        for item, first in self.unrolled_items():
+            for n, visit in live:
+                try:
+                    visit(item, first)
+                except Exception as exc:
+                    raised[n] = exc
+            if any(raised[n] is not None for n, _ in live):
+                live = [(n, v) for n, v in live if raised[n] is None]
+                if not live:
+                    break
+        return raised
 
     def lost(self, item: Item, first: int) -> tuple[bool, int | None]:
         """Whether ``item`` (first unrolled in iteration ``first``) is lost, unrolled more
@@ -135,10 +159,11 @@ def check_conservation(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     exactly once. An item held in an episode still open at the end and not reported pending
     is left to ``preprocess.pending-at-end``."""
     fates = _fates(scenario, trace)
-    for item, first in fates.unrolled_items():
+
+    def visit(item: Item, first: int) -> None:
         n, accounted = fates.count(fates.unrolled, item), fates.accounted(item)
         if accounted == n:
-            continue
+            return
         lost, iteration = fates.lost(item, first)
         if accounted > n or lost:
             where = {
@@ -152,6 +177,8 @@ def check_conservation(scenario: Scenario, trace: Trace, ctx: Context) -> None:
                 where,
                 iteration=iteration,
             )
+
+    fates.visit_unrolled(visit)
     extra = sorted(fates.never_unrolled())
     if extra:
         raise CheckFailure(
@@ -494,11 +521,14 @@ def check_pending_at_end(scenario: Scenario, trace: Trace, ctx: Context) -> None
     sc = trainer_scenario(scenario)
     fates = _fates(sc, trace)
     held_open: Counter[Item] = Counter()
-    for item, first in fates.unrolled_items():
+
+    def visit(item: Item, first: int) -> None:
         left = fates.count(fates.unrolled, item) - fates.count(fates.stored, item)
         left -= fates.count(fates.excluded, item)
         if left > 0 and not fates.lost(item, first)[0]:  # lost: conservation's concern
             held_open[item] = left
+
+    fates.visit_unrolled(visit)
     ends = fates.ends  # read in the pass that built the fates
     if len(ends) != 1:
         raise CheckFailure("run end events", 1, len(ends))

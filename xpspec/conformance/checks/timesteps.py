@@ -141,8 +141,7 @@ def check_loss_mask(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     stored_type = ItemBytes(shared_index(sc.env, sc.seed))  # a byte per item ever stored
     for e in trace.events:
         if e.kind == "store":
-            for stored, st in zip(items_of(e), e.step_type):
-                stored_type[stored] = st
+            stored_type.set_all(items_of(e), e.step_type)
         elif e.kind == "update":
             for w, window in enumerate(e.windows):
                 for j, item in enumerate(window):

@@ -14,9 +14,10 @@ from xpspec.conformance.checks.base import CheckFailure, Context
 from xpspec.conformance.checks.item_index import shared_index
 from xpspec.conformance.checks.views import (
     BufferModel,
+    BufferVisitor,
     buffer_shape,
+    buffer_walk,
     calls_per_iteration,
-    calls_with_state,
     iterations,
     steps_per_iteration,
     stored_per_iteration,
@@ -25,7 +26,7 @@ from xpspec.conformance.checks.views import (
 from xpspec.protocol.preprocessors import Identity
 from xpspec.protocol.scenario import Scenario, TrainerScenario
 from xpspec.protocol.step_type import StepType
-from xpspec.protocol.trace import Trace
+from xpspec.protocol.trace import Trace, TrainCall
 from xpspec.refimpl.learner import alf_adjusted_mini_batch_size
 
 __all__ = [
@@ -420,11 +421,10 @@ def check_insufficient_data(scenario: Scenario, trace: Trace, ctx: Context) -> N
     sc = trainer_scenario(scenario)
     cfg = sc.trainer
     whole, capacity, clear = buffer_shape(sc)
-    for call, model, fresh in calls_with_state(
-        trace, capacity, clear, shared_index(sc.env, sc.seed)
-    ):
+
+    def visit(call: TrainCall, model: BufferModel, fresh: int) -> None:
         if call.status not in ("no-data", "trained"):
-            continue
+            return
         sizes = {env: model.size(env) for env in range(sc.env.num_envs)}
         empty = (fresh == 0) if clear.mode != "none" else not any(sizes.values())
         if whole:
@@ -458,3 +458,5 @@ def check_insufficient_data(scenario: Scenario, trace: Trace, ctx: Context) -> N
                 "trained (or warmup)" if has_data else "no-data",
                 call.status,
             )
+
+    buffer_walk(trace, capacity, clear, shared_index(sc.env, sc.seed), BufferVisitor(call=visit))

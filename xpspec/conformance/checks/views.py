@@ -13,16 +13,18 @@ from typing import Any, Protocol, TypeVar
 from xpspec.conformance.checks.base import CheckFailure
 from xpspec.conformance.checks.item_index import ItemBytes, ItemIndex
 from xpspec.protocol.scenario import Scenario, TrainerScenario
-from xpspec.protocol.shared_pass import Same, once
+from xpspec.protocol.shared_pass import Same, once, together
 from xpspec.protocol.step_type import StepType
 from xpspec.protocol.trace import EnvStep, Item, Store, Trace, TrainCall, Update, Window
 
 __all__ = [
     "BufferModel",
+    "BufferVisitor",
     "Clearing",
     "Columnar",
     "InIteration",
     "buffer_shape",
+    "buffer_walk",
     "call_statuses",
     "calls_per_iteration",
     "calls_with_state",
@@ -229,18 +231,20 @@ class BufferModel:
 
     def add(self, event: Store) -> None:
         stored, start, capacity = self.stored, self.start, self.capacity
-        oldest, copies, step_type = self._oldest, self._copies, self.step_type
-        for env, episode, t, st in zip(event.env, event.episode, event.t, event.step_type):
-            item = (env, episode, t)
+        oldest, copies = self._oldest, self._copies
+        items = list(zip(event.env, event.episode, event.t))
+        del items[len(event.step_type) :]  # the items with a step type, as a zip of all four
+        for item in items:
+            env = item[0]
             live = stored[env]
             n = len(live)
             if item not in oldest:
                 oldest[item] = start[env] + n
             copies[item] += 1
             live.append(item)
-            step_type[item] = st
             if n >= capacity:  # one more than it holds
                 self._drop(env)
+        self.step_type.set_all(items, event.step_type)  # read by none of the above
 
     def _drop(self, env: int) -> Item:
         """Remove the oldest live item of ``env`` (evicted or cleared)."""
@@ -360,6 +364,82 @@ def calls_with_state(
         elif e.kind == "train_call":
             yield e, model, fresh
             clear_pending = clear.mode != "none" and e.status == "trained"
+
+
+@dataclass(frozen=True)
+class BufferVisitor:
+    """What a check does with the buffer model of :func:`buffer_walk`: ``update`` at each
+    Update event with the model as it was when the update sampled (as
+    :func:`windows_with_state` yields them), ``call`` at each TrainCall event with the model
+    as it was when the call began and the items stored since the last clear (as
+    :func:`calls_with_state` yields them). Raising ends the visitor's walk, as leaving those
+    loops would."""
+
+    update: Callable[[Update, BufferModel], None] | None = None
+    call: Callable[[TrainCall, BufferModel, int], None] | None = None
+
+
+def buffer_walk(
+    trace: Trace, capacity: int, clear: Clearing, index: ItemIndex | None, visitor: BufferVisitor
+) -> None:
+    """Walk ``trace`` with its buffer model, handing the model to ``visitor``; raise what the
+    visitor raised. The checks run together that walk the same trace with the same buffer
+    share one model and one walk, each visitor fed in turn
+    (:func:`~xpspec.protocol.shared_pass.together`): the model is built once rather than once
+    per check. A visitor that raised is left out of the rest of the walk."""
+    key = ("views.buffer_walk", Same(trace), capacity, clear, Same(index))
+    raised = together(key, visitor, lambda vs: _walk(trace, capacity, clear, index, vs))
+    if raised is not None:
+        raise raised
+
+
+def _walk(
+    trace: Trace,
+    capacity: int,
+    clear: Clearing,
+    index: ItemIndex | None,
+    visitors: Sequence[BufferVisitor],
+) -> list[Exception | None]:
+    """What each of ``visitors`` raised (None: nothing) on one walk of ``trace`` with its
+    buffer model; the model changes as in :func:`windows_with_state` and
+    :func:`calls_with_state` (the same model: stores added, a trained call's clear at the
+    first event after it that is neither an update nor an ``after_update`` hook)."""
+    raised: list[Exception | None] = [None] * len(visitors)
+    on_update = [(n, v.update) for n, v in enumerate(visitors) if v.update is not None]
+    on_call = [(n, v.call) for n, v in enumerate(visitors) if v.call is not None]
+    model = BufferModel(capacity, index)
+    clear_pending, fresh = False, 0
+    events: Iterable[Any] = trace.events
+    for e in events:
+        kind = e.kind
+        if clear_pending and kind != "update" and not (kind == "hook" and e.name == "after_update"):
+            model.clear(clear)
+            clear_pending, fresh = False, 0
+        if kind == "store":
+            model.add(e)
+            fresh += len(e.env)
+        elif kind == "update" and on_update:
+            for n, visit in on_update:
+                try:
+                    visit(e, model)
+                except Exception as exc:
+                    raised[n] = exc
+            if any(raised[n] is not None for n, _ in on_update):
+                on_update = [(n, v) for n, v in on_update if raised[n] is None]
+                if not on_update and not on_call:
+                    break
+        elif kind == "train_call":
+            for n, call in on_call:
+                try:
+                    call(e, model, fresh)
+                except Exception as exc:
+                    raised[n] = exc
+            if any(raised[n] is not None for n, _ in on_call):
+                on_call = [(n, c) for n, c in on_call if raised[n] is None]
+                if not on_update and not on_call:
+                    break
+            clear_pending = clear.mode != "none" and e.status == "trained"
+    return raised
 
 
 def trainer_scenario(scenario: Scenario) -> TrainerScenario:

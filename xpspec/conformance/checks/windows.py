@@ -11,7 +11,10 @@ from typing import Any
 from xpspec.conformance.checks.base import CheckFailure, Context
 from xpspec.conformance.checks.item_index import shared_index
 from xpspec.conformance.checks.views import (
+    BufferModel,
+    BufferVisitor,
     buffer_shape,
+    buffer_walk,
     stored_items,
     trainer_scenario,
     window_name,
@@ -19,7 +22,7 @@ from xpspec.conformance.checks.views import (
 )
 from xpspec.protocol.scenario import Scenario, TrainerScenario
 from xpspec.protocol.step_type import StepType
-from xpspec.protocol.trace import Item, Trace
+from xpspec.protocol.trace import Item, Trace, Update, Window
 
 __all__ = [
     "check_boundary_policy",
@@ -38,7 +41,8 @@ def check_windows_valid(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     charged to ``replay.eviction``; one of cleared items is ``replay.clear``'s concern."""
     sc = trainer_scenario(scenario)
     _, capacity, clear = buffer_shape(sc)
-    for update, model in windows_with_state(trace, capacity, clear, shared_index(sc.env, sc.seed)):
+
+    def visit(update: Update, model: BufferModel) -> None:
         for window in update.windows:
             located = model.locate(window)
             if located is None:
@@ -75,6 +79,8 @@ def check_windows_valid(scenario: Scenario, trace: Trace, ctx: Context) -> None:
                     iteration=update.iteration,
                 )
 
+    buffer_walk(trace, capacity, clear, shared_index(sc.env, sc.seed), BufferVisitor(visit))
+
 
 def check_boundary_policy(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     """replay.boundary-policy: under ``forbid`` and ``pad`` no window holds an episode
@@ -84,23 +90,25 @@ def check_boundary_policy(scenario: Scenario, trace: Trace, ctx: Context) -> Non
     sc = trainer_scenario(scenario)
     policy = sc.sampling.boundary
     _, capacity, clear = buffer_shape(sc)
-    for update, model in windows_with_state(trace, capacity, clear, shared_index(sc.env, sc.seed)):
+
+    def visit(update: Update, model: BufferModel) -> None:
+        step_type = model.step_type.get
         for window in update.windows:
-            located = model.locate(window)
-            name = window if located is None else window_name(located[0], model.position(*located))
-            where = f"update {update.index} of call {update.call}: window {name}"
-            real = stored_items(model, window, where)
-            crosses = any(
-                model.step_type[a] == StepType.LAST or model.step_type[b] == StepType.FIRST
-                for a, b in itertools.pairwise(real)
-            )
-            if policy != "cross" and crosses:
+            real = [(w[0], w[1], w[2]) for w in window if w is not None]
+            types = [step_type(item) for item in real]  # None: never stored
+            if not real or None in types:  # stored_items raises, naming the window
+                stored_items(model, window, _where(update, window, model))
+            if policy != "cross" and any(
+                a == StepType.LAST or b == StepType.FIRST for a, b in itertools.pairwise(types)
+            ):
+                where = _where(update, window, model)
                 raise CheckFailure(
                     f"{where} under boundary policy {policy!r}",
                     "no episode boundary inside",
                     window,
                 )
             if policy == "pad" and len(real) < len(window):
+                where = _where(update, window, model)
                 live = model.live(real[-1][0])
                 if real[-1] not in live:
                     raise CheckFailure(where, "its last item still in the buffer", "evicted")
@@ -118,8 +126,20 @@ def check_boundary_policy(scenario: Scenario, trace: Trace, ctx: Context) -> Non
                     )
             if policy != "pad" and len(real) < len(window):
                 raise CheckFailure(
-                    f"{where}: padding under boundary policy {policy!r}", "no padding", window
+                    f"{_where(update, window, model)}: padding under boundary policy {policy!r}",
+                    "no padding",
+                    window,
                 )
+
+    buffer_walk(trace, capacity, clear, shared_index(sc.env, sc.seed), BufferVisitor(visit))
+
+
+def _where(update: Update, window: Window, model: BufferModel) -> str:
+    """A window of ``update`` as boundary-policy's failures name it: by its env and absolute
+    start when the buffer holds its first item, else by its items."""
+    located = model.locate(window)
+    name = window if located is None else window_name(located[0], model.position(*located))
+    return f"update {update.index} of call {update.call}: window {name}"
 
 
 def check_period_anchor(scenario: Scenario, trace: Trace, ctx: Context) -> None:
@@ -129,7 +149,8 @@ def check_period_anchor(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     sc = trainer_scenario(scenario)
     p = sc.sampling.period
     _, capacity, clear = buffer_shape(sc)
-    for update, model in windows_with_state(trace, capacity, clear, shared_index(sc.env, sc.seed)):
+
+    def visit(update: Update, model: BufferModel) -> None:
         for window in update.windows:
             located = model.locate(window)
             if located is None:
@@ -145,6 +166,8 @@ def check_period_anchor(scenario: Scenario, trace: Trace, ctx: Context) -> None:
                     f"≡ {anchor % p} mod {p}",
                     position,
                 )
+
+    buffer_walk(trace, capacity, clear, shared_index(sc.env, sc.seed), BufferVisitor(visit))
 
 
 @dataclass(frozen=True)
@@ -276,7 +299,8 @@ def check_clear(scenario: Scenario, trace: Trace, ctx: Context) -> None:
     are checked against the same buffer model by ``windows-valid``.)"""
     sc = trainer_scenario(scenario)
     _, capacity, clear = buffer_shape(sc)
-    for update, model in windows_with_state(trace, capacity, clear, shared_index(sc.env, sc.seed)):
+
+    def visit(update: Update, model: BufferModel) -> None:
         for window in update.windows:
             removed = [tuple(w) for w in window if w is not None and tuple(w) in model.cleared]
             if removed:
@@ -286,6 +310,8 @@ def check_clear(scenario: Scenario, trace: Trace, ctx: Context) -> None:
                     f"items a clear removed: {removed[:4]}",
                     iteration=update.iteration,
                 )
+
+    buffer_walk(trace, capacity, clear, shared_index(sc.env, sc.seed), BufferVisitor(visit))
     # The clear that kept an item happened at the end of the previous trained call.
     cleared_at: dict[int, int] = {}
     last_trained: int | None = None
