@@ -366,3 +366,21 @@ def test_a_truncated_gym_episode_ends_with_discount_zero() -> None:
     assert last.step_type == StepType.LAST
     assert last.observation.tolist() == [2.0, 2.0]
     assert float(last.discount) == 0.0
+
+
+def test_environment_steps_count_no_first_time_step() -> None:
+    """EnvironmentSteps, the counter RLAlgorithm.get_step_metrics reports, which
+    RLAlgorithm._process_unroll_step feeds every time step an unroll delivers (observe_for_metrics,
+    the asynchronous unroll's included), adds only the non-FIRST steps (EnvironmentSteps.call,
+    alf/metrics/metrics.py): two unrolled steps of three envs, one of them starting its episode
+    in each, count 4 of 6."""
+    from alf.metrics import EnvironmentSteps
+
+    metric = EnvironmentSteps()
+    for types in (
+        (StepType.FIRST, StepType.MID, StepType.LAST),
+        (StepType.MID, StepType.LAST, StepType.FIRST),
+    ):
+        step_type = torch.tensor([int(t) for t in types], dtype=torch.int32)
+        metric(TimeStep(step_type=step_type, reward=torch.zeros(3), discount=torch.ones(3)))
+    assert int(metric.result()) == 4
