@@ -337,6 +337,9 @@ class _Run:
         try:
             trainer.train()
         finally:
+            unroller = getattr(self.alg, "_async_unroller", None)
+            if unroller is not None:  # ALF raised before finish_train closed its worker
+                unroller._worker.terminate()
             alf.close_env()
         if self.arrivals < len(self.sc.arrivals):
             raise RuntimeError(
