@@ -82,6 +82,7 @@ def test_info_and_smoke(adapter: Any) -> None:
         "checkpoint",
         "offline",
         "env",
+        "async",
     } == set(info.capabilities)
     assert info.framework_version == "unknown" or len(info.framework_version) == 8
     adapter.smoke()

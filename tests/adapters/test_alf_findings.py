@@ -366,3 +366,98 @@ def test_a_truncated_gym_episode_ends_with_discount_zero() -> None:
     assert last.step_type == StepType.LAST
     assert last.observation.tolist() == [2.0, 2.0]
     assert float(last.discount) == 0.0
+
+
+def test_environment_steps_count_no_first_time_step() -> None:
+    """EnvironmentSteps, the counter RLAlgorithm.get_step_metrics reports, which
+    RLAlgorithm._process_unroll_step feeds every time step an unroll delivers (observe_for_metrics,
+    the asynchronous unroll's included), adds only the non-FIRST steps (EnvironmentSteps.call,
+    alf/metrics/metrics.py): two unrolled steps of three envs, one of them starting its episode
+    in each, count 4 of 6."""
+    from alf.metrics import EnvironmentSteps
+
+    metric = EnvironmentSteps()
+    for types in (
+        (StepType.FIRST, StepType.MID, StepType.LAST),
+        (StepType.MID, StepType.LAST, StepType.FIRST),
+    ):
+        step_type = torch.tensor([int(t) for t in types], dtype=torch.int32)
+        metric(TimeStep(step_type=step_type, reward=torch.zeros(3), discount=torch.ones(3)))
+    assert int(metric.result()) == 4
+
+
+_COUNTER_CONF = '''
+import alf
+import torch
+from alf.algorithms.rl_algorithm import RLAlgorithm
+from alf.data_structures import AlgStep
+
+
+class CounterAlgorithm(RLAlgorithm):
+    """Acts 0 and reports the global counter the unroll worker received with its weights."""
+
+    def __init__(self, observation_spec, action_spec, reward_spec=alf.TensorSpec(()),
+                 env=None, config=None, debug_summaries=False):
+        super().__init__(observation_spec=observation_spec, action_spec=action_spec,
+                         reward_spec=reward_spec, train_state_spec=(), env=env, config=config,
+                         debug_summaries=debug_summaries)
+
+    def rollout_step(self, time_step, state):
+        batch = time_step.step_type.shape[0]
+        counter = int(alf.summary.get_global_counter())
+        return AlgStep(output=torch.zeros(batch, dtype=torch.int64), state=(),
+                       info=torch.full((batch,), counter))
+
+
+alf.config("create_environment", env_name="CartPole-v0", num_parallel_environments=1,
+           nonparallel=True)
+alf.config("TrainerConfig", algorithm_ctor=CounterAlgorithm, async_unroll=True,
+           unroll_length=1, max_unroll_length=1, unroll_queue_size=1)
+'''
+
+_COUNTER_MAIN = """
+import sys, time
+import alf
+from alf.algorithms.async_unroller import AsyncUnroller
+from alf.algorithms.config import TrainerConfig
+from alf.utils import common
+
+if __name__ == "__main__":
+    conf, root = sys.argv[1], sys.argv[2]
+    common.parse_conf_file(conf)
+    config = TrainerConfig(root_dir=root, conf_file=conf)
+    env = alf.get_env()
+    algorithm = config.algorithm_ctor(observation_spec=env.observation_spec(),
+                                      action_spec=env.action_spec(), env=env, config=config)
+    unroller = AsyncUnroller(algorithm, config)  # sends counter 0; returns once it is loaded
+    time.sleep(2.0)  # the worker fills its queue of one
+    alf.summary.set_global_counter(1)
+    unroller.update_parameter(algorithm)  # returns once the worker has loaded counter 1
+    results = unroller.gather_unroll_results(3, 3)
+    print("counters", [int(r.policy_step.info) for r in results])
+    unroller.close()
+"""
+
+
+def test_the_unroll_worker_runs_one_step_past_its_queue(tmp_path: Path) -> None:
+    """AsyncUnroller's worker computes a step (rollout_step, env.step) before it waits for room
+    in its result queue (_worker, alf/algorithms/async_unroller.py): with unroll_queue_size 1
+    it holds two steps acted with the weights it had, and the first two results gathered after
+    update_parameter were acted before it (the global counter the worker received with the
+    weights names them). A conf file and a script, as ALF's own training runs: the worker is
+    spawned and parses the conf file."""
+    import subprocess
+    import sys
+
+    conf, main, root = tmp_path / "conf.py", tmp_path / "main.py", tmp_path / "root"
+    conf.write_text(_COUNTER_CONF)
+    main.write_text(_COUNTER_MAIN)
+    root.mkdir()
+    out = subprocess.run(
+        [sys.executable, "-W", "ignore", str(main), str(conf), str(root)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    )
+    assert "counters [0, 0, 1]" in out.stdout.splitlines()

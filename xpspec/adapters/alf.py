@@ -119,6 +119,13 @@ gym 0.15 API ALF calls) wrapped by ``suite_gym.wrap_env`` (``AlfGymWrapper``), b
 process by ``BatchEnvironmentWrapper`` under ``TensorWrapper``, stepped as
 ``RLAlgorithm._sync_unroll`` steps its env; recorded: every ``TimeStep`` ALF returned.
 
+**Async** (``run_async``, :mod:`xpspec.adapters.alf_async`): ``RLTrainer`` with
+``async_unroll``, its ``AsyncUnroller`` stepping the batched toy env in a worker process it
+spawns from a Python conf file the adapter writes; each iteration gathers one fragment per
+env, acted with the weights the trainer sent at the start of an iteration; recorded: the
+fragments as ALF's queue delivered them, the toy versioned policy's weight they were acted
+with, the updates and ALF's ``EnvironmentSteps``. Unsupported: a lag bound.
+
 **Relabel** (``run_relabel``): a ``ReplayBuffer(keep_episodic_info=True)`` of ``Experience``
 with dict observations (``observation``, ``achieved_goal``, ``desired_goal``), drawn by
 ``get_batch(batch_size, 2)`` (ALF asserts windows of 2) and relabeled by
@@ -165,6 +172,7 @@ from xpspec.kit.events import hold as hold_event
 from xpspec.kit.items import decode_items, decode_windows, item_columns
 from xpspec.kit.steps import steps_from_columns
 from xpspec.protocol.adapter import PROTOCOL_VERSION, AdapterInfo, Unsupported
+from xpspec.protocol.asynchronous import AsyncScenario
 from xpspec.protocol.env_spec import EnvSpec
 from xpspec.protocol.scenario import (
     EnvScenario,
@@ -289,7 +297,7 @@ class ALFAdapter:
     """Adapter over ALF (see the module docstring): capabilities trainer (with its global
     counter and its ``after_update``/``after_train_iter`` hooks, and checkpoint), replay (with
     priorities and importance weights), learner (PPO), relabel, recurrent, stack, offline
-    (hybrid training) and env (ALF's Gym wrapping)."""
+    (hybrid training), env (ALF's Gym wrapping) and async (``async_unroll``)."""
 
     fresh_process_per_operation = True
     """ALF's configuration, global counter, env and trainer progress are process-wide."""
@@ -322,6 +330,7 @@ class ALFAdapter:
                 "checkpoint",  # RLTrainer's Checkpointer, the replay buffer's included
                 "offline",  # hybrid training on a replay-buffer checkpoint (offline_buffer_dir)
                 "env",  # the toy gym env through suite_gym.wrap_env / AlfGymWrapper
+                "async",  # async_unroll: the AsyncUnroller's worker process, weights per iteration
             ),
             issue_tracker="https://github.com/HorizonRobotics/alf/issues",
             notes=(
@@ -412,6 +421,16 @@ class ALFAdapter:
         if problem is not None:
             raise problem
         return _in_workdir(run_stack, scenario)
+
+    def run_async(self, scenario: AsyncScenario) -> Trace:
+        """``RLTrainer`` under ``async_unroll``, its ``AsyncUnroller`` stepping the toy env in
+        a spawned worker built from a conf file (:mod:`xpspec.adapters.alf_async`)."""
+        from xpspec.adapters.alf_async import async_problem, run_async
+
+        problem = async_problem(scenario)
+        if problem is not None:
+            raise problem
+        return _operation(partial(run_async, scenario))
 
     def run_offline(self, scenario: OfflineScenario) -> Trace:
         """Hybrid training on the dataset saved as a replay-buffer checkpoint
