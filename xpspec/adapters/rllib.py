@@ -749,6 +749,7 @@ class RLlibAdapter:
                 "update-counter",
                 "hooks",
                 "state",
+                "loss-mask",  # the LOSS_MASK DQN's loss receives (rllib_loss_mask)
                 "bootstrap",
                 "caller-episodes",
                 "nstep",
