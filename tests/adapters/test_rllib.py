@@ -551,7 +551,7 @@ def test_trainer_update_counter_is_the_learners_weights_seq_no() -> None:
     [
         ({"unroll_length": Fraction(1, 2)}, Identity(), "rollout_fragment_length"),
         ({"mode": "on-policy"}, Identity(), "on-policy"),
-        ({"mini_batch_length": 2}, Identity(), "n-step"),
+        ({"mini_batch_length": 2}, Identity(), "boundary .cross."),
         ({}, ExcludeSteps(2, 0), "concat_episode"),
     ],
 )
