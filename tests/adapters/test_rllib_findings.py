@@ -403,7 +403,9 @@ def test_finding_impala_counts_the_env_steps_of_a_fetch_before_its_updates() -> 
 # -- offline and hybrid replay: the old API stack's MixedInput ------------------------------------
 def _old_stack(config: Any) -> Any:
     return (
-        config.api_stack(enable_rl_module_and_learner=False, enable_env_runner_and_connector_v2=False)
+        config.api_stack(
+            enable_rl_module_and_learner=False, enable_env_runner_and_connector_v2=False
+        )
         .environment("CartPole-v1")
         .env_runners(num_env_runners=0, rollout_fragment_length=8, batch_mode="complete_episodes")
         .reporting(
@@ -426,9 +428,7 @@ def test_old_stack_ppo_mixes_the_sampler_and_a_dataset_with_mixed_input(tmp_path
 
     ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
     try:
-        ppo = _old_stack(PPOConfig()).training(
-            train_batch_size=32, minibatch_size=16, num_epochs=1
-        )
+        ppo = _old_stack(PPOConfig()).training(train_batch_size=32, minibatch_size=16, num_epochs=1)
         algo = ppo.copy(copy_frozen=False).offline_data(output=str(tmp_path)).build_algo()
         try:
             algo.train()

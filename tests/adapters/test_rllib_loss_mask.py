@@ -6,6 +6,7 @@ Skipped when RLlib is not installed."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from typing import Any
 
 import numpy as np
@@ -63,8 +64,7 @@ def test_windows_are_padded_sequences_masked_as_rllib_masks_them(trace: Trace) -
         # A window is one episode's consecutive time steps.
         firsts = [item for item in window if item is not None]
         assert all(
-            (b.env, b.episode, b.t) == (a.env, a.episode, a.t + 1)
-            for a, b in zip(firsts, firsts[1:])
+            (b[0], b[1], b[2]) == (a[0], a[1], a[2] + 1) for a, b in itertools.pairwise(firsts)
         )
     check_loss_mask(SCENARIO, trace, CONTEXT)
 
@@ -100,7 +100,9 @@ def test_the_mask_is_the_one_rllib_wrote(monkeypatch: pytest.MonkeyPatch) -> Non
         check_loss_mask(SCENARIO, perturbed, CONTEXT)
 
 
-@pytest.mark.parametrize(("boundary", "match"), [("cross", "never runs on"), ("forbid", "burn_in_len")])
+@pytest.mark.parametrize(
+    ("boundary", "match"), [("cross", "never runs on"), ("forbid", "burn_in_len")]
+)
 def test_windows_under_other_boundary_policies_are_unsupported(boundary: Any, match: str) -> None:
     scenario = dataclasses.replace(SCENARIO, sampling=SamplingSpec(boundary=boundary))
     with pytest.raises(Unsupported, match=match):

@@ -160,14 +160,15 @@ class RecordingDQNLearner(DQNTorchLearner):
         out = super()._update(batch)
         if len(self._losses) != 1:
             raise RuntimeError(
-                f"gradient update: expected one loss call for {_MODULE_ID}, "
-                f"got {len(self._losses)}"
+                f"gradient update: expected one loss call for {_MODULE_ID}, got {len(self._losses)}"
             )
         (seen,) = self._losses
         self.log.append(Called("update", seen.windows, seen.loss_mask, counter))
         return out
 
-    def compute_loss_for_module(self, *, module_id: str, config: Any, batch: Any, fwd_out: Any) -> Any:
+    def compute_loss_for_module(
+        self, *, module_id: str, config: Any, batch: Any, fwd_out: Any
+    ) -> Any:
         """DQN's loss, its batch read first: the rows and ``LOSS_MASK`` it applies."""
         self._losses.append(loss_windows(batch))
         return super().compute_loss_for_module(
