@@ -26,7 +26,10 @@ time rank of ``max_seq_len = 1``, and DQN's loss then broadcasts ``TERMINATEDS``
 batch of two or more sequences (reproduced with RLlib alone in
 ``tests/adapters/test_rllib_findings.py``). Windows of one item need sequences of one step,
 so the state lives in the acting copy only; clause ``timestep.state-reset`` is about the
-state the policy acts with.
+state the policy acts with. Windows of two or more items are sequences of ``max_seq_len >= 2``,
+on which the loss works: there the counting module is stateful in both copies
+(:mod:`xpspec.adapters.rllib_loss_mask`), and :class:`StateRecording` reads its acting copy
+the same way.
 
 **Recorded.** The ``policy_state`` of an item is the count the env runner's module received
 with it in its forward pass (:class:`StateRecording`: a
