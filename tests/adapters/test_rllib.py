@@ -90,6 +90,7 @@ def test_info_names_the_installed_versions() -> None:
         "update-counter",
         "hooks",
         "state",
+        "loss-mask",
         "bootstrap",
         "caller-episodes",
         "nstep",
