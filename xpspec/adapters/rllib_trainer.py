@@ -216,9 +216,10 @@ class _SampleHook:
                     new = rewards * float(spec.scale) + float(spec.shift)
                     chunk.set_rewards(new_data=new.astype(np.float32), at_indices=slice(0, None))
         elif isinstance(spec, OverwriteStepType):
-            for chunk in samples:
-                if chunk.is_truncated:
-                    chunk.is_truncated = False  # a truncated LAST becomes an ongoing MID
+            # A truncated LAST becomes an ongoing MID, on a copy: the env runner keeps the
+            # chunk itself for its metrics, and SingleAgentEnvRunner.get_metrics asserts that
+            # every done chunk it kept is still done (env/single_agent_env_runner.py:543).
+            samples[:] = [_not_truncated(chunk) for chunk in samples]
         elif isinstance(spec, (ExcludeEpisodes, ExcludeTasks)):
             kept = []
             for chunk in samples:
@@ -262,6 +263,15 @@ class _SampleHook:
         """The items of the episodes still held, in increasing env order."""
         episodes = sorted(self.held.values(), key=lambda ep: decode_item(ep.get_observations(0)))
         return [s.item for ep in episodes for s in _steps(ep)]
+
+
+def _not_truncated(chunk: Any) -> Any:
+    """``chunk``, or, if it is truncated, a deep copy of it with ``is_truncated`` cleared."""
+    if not chunk.is_truncated:
+        return chunk
+    copied = copy.deepcopy(chunk)
+    copied.is_truncated = False
+    return copied
 
 
 class _SampleRecorder:
