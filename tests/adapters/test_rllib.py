@@ -34,7 +34,7 @@ from xpspec.adapters.rllib import RLlibAdapter
 from xpspec.protocol.adapter import Unsupported
 from xpspec.protocol.config import TrainerConfig
 from xpspec.protocol.env_spec import EnvSpec
-from xpspec.protocol.preprocessors import EpisodeDelayed, ExcludeSteps, Identity
+from xpspec.protocol.preprocessors import EpisodeDelayed, ExcludeSteps, Identity, OverwriteStepType
 from xpspec.protocol.sampling import SamplingSpec
 from xpspec.protocol.scenario import EnvScenario, LearnerScenario, ReplayScenario, TrainerScenario
 from xpspec.protocol.schedule import FixedSchedule
@@ -90,6 +90,7 @@ def test_info_names_the_installed_versions() -> None:
         "update-counter",
         "hooks",
         "state",
+        "loss-mask",
         "bootstrap",
         "caller-episodes",
         "nstep",
@@ -551,7 +552,7 @@ def test_trainer_update_counter_is_the_learners_weights_seq_no() -> None:
     [
         ({"unroll_length": Fraction(1, 2)}, Identity(), "rollout_fragment_length"),
         ({"mode": "on-policy"}, Identity(), "on-policy"),
-        ({"mini_batch_length": 2}, Identity(), "n-step"),
+        ({"mini_batch_length": 2}, Identity(), "boundary .cross."),
         ({}, ExcludeSteps(2, 0), "concat_episode"),
     ],
 )
@@ -563,6 +564,23 @@ def test_trainer_refuses_what_dqn_cannot_express(
     )
     with pytest.raises(Unsupported, match=match):
         ADAPTER.run_trainer(scenario)
+
+
+def test_overwriting_a_truncated_last_leaves_the_env_runners_chunks_alone() -> None:
+    # on_sample_end clears is_truncated on a copy: the env runner keeps the chunk itself for
+    # its metrics and SingleAgentEnvRunner.get_metrics asserts every done chunk it kept is
+    # still done (it raised AssertionError in the next train() when the chunk was changed).
+    scenario = TrainerScenario(
+        EnvSpec(1, (FixedSchedule(2, "truncated"),)),
+        TrainerConfig(num_iterations=6),
+        OverwriteStepType("MID", "truncated-last"),
+    )
+    trace = ADAPTER.run_trainer(scenario)
+    assert sum(1 for _ in trace.of_kind("iteration_end")) == 6
+    stored = {
+        (k, t): st for e in trace.of_kind("store") for k, t, st in zip(e.episode, e.t, e.step_type)
+    }
+    assert stored[(0, 2)] == M and stored[(1, 2)] == M  # each truncated LAST stored as MID
 
 
 # -- findings: RLlib 2.60.0 alone -----------------------------------------------------------------

@@ -255,6 +255,65 @@ def test_finding_dqn_loss_breaks_on_sequences_of_one_step() -> None:
         learner.update(episodes=sequences, timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: 16})
 
 
+def _dqn_sequences_of_a_short_chunk() -> tuple[Any, list[Any], Any]:
+    """DQN with RLlib's LSTM encoder (max_seq_len 3) on CartPole; one chunk of 2 transitions
+    (observations t = 0, 1, 2) in an EpisodeReplayBuffer, sampled as DQN's training_step
+    samples a stateful module (batch_length_T = max_seq_len, lookback 1) for
+    train_batch_size_per_learner = 4 * (3 + 1), the timesteps of 4 full sequences."""
+    from ray.rllib.algorithms.dqn import DQNConfig
+    from ray.rllib.utils.replay_buffers.episode_replay_buffer import EpisodeReplayBuffer
+
+    config = (
+        DQNConfig()
+        .environment("CartPole-v1")
+        .env_runners(num_env_runners=0, rollout_fragment_length=2)
+        .rl_module(model_config={"use_lstm": True, "lstm_cell_size": 8, "max_seq_len": 3})
+        .training(train_batch_size_per_learner=16)
+    )
+    runner = SingleAgentEnvRunner(config=config)
+    try:
+        (chunk,) = runner.sample(num_timesteps=2, force_reset=True)
+        learner = config.build_learner(env=runner.env)
+    finally:
+        runner.stop()
+    assert (len(chunk), chunk.is_done) == (2, False)
+    buffer = EpisodeReplayBuffer(capacity=1000)
+    buffer.rng = np.random.default_rng(0)
+    buffer.add([chunk])
+    sequences = buffer.sample(
+        num_items=16, n_step=1, batch_length_T=3, lookback=1, sample_episodes=True
+    )
+    return chunk, sequences, learner
+
+
+def test_finding_dqn_counts_sequences_in_timesteps_so_clipped_ones_add_windows() -> None:
+    # train_batch_size_per_learner is a number of timesteps: _sample_episodes adds
+    # len(sequence) + 1 per sequence, so sequences clipped at the stored episode's newest step
+    # (1 or 2 transitions, not 3) make a batch of more than 4 sequences.
+    _, sequences, _ = _dqn_sequences_of_a_short_chunk()
+    lengths = [len(s) for s in sequences]
+    assert set(lengths) <= {1, 2}
+    assert sum(n + 1 for n in lengths) >= 16 and len(sequences) > 4
+
+
+def test_finding_dqn_sequences_pad_before_the_newest_stored_observation() -> None:
+    # A sequence is a slice of transitions: the chunk's newest observation (t = 2, stored in
+    # the buffer with the chunk) is never one of its positions, so a sequence starting at
+    # t = 1 holds one real position and is padded at t = 2; the learner connector gives it
+    # SEQ_LENS 1 and LOSS_MASK [1, 0, 0].
+    chunk, sequences, learner = _dqn_sequences_of_a_short_chunk()
+    assert all(s.t_started + len(s) <= len(chunk) for s in sequences)
+    assert any(s.t_started == 1 for s in sequences)
+    batch = learner._learner_connector(
+        rl_module=learner.module, batch={}, episodes=sequences, shared_data={}
+    )
+    columns = batch[next(iter(batch))]
+    lengths = np.asarray(columns[Columns.SEQ_LENS]).tolist()
+    mask = np.asarray(columns[Columns.LOSS_MASK]).astype(int).tolist()
+    assert sorted(lengths) == sorted(len(s) for s in sequences)
+    assert [1, 0, 0] in mask and all(sum(m) == n for m, n in zip(mask, lengths))
+
+
 # -- asynchronous actors: IMPALA on a local Ray cluster ----------------------------------------
 def _impala(num_env_runners: int, fragment: int, learner_class: Any = None) -> Any:
     from ray.rllib.algorithms.impala import IMPALAConfig
@@ -337,5 +396,79 @@ def test_finding_impala_counts_the_env_steps_of_a_fetch_before_its_updates() -> 
             assert seen == [16, 16]
         finally:
             algo.stop()
+    finally:
+        ray.shutdown()
+
+
+# -- offline and hybrid replay: the old API stack's MixedInput ------------------------------------
+def _old_stack(config: Any) -> Any:
+    return (
+        config.api_stack(
+            enable_rl_module_and_learner=False, enable_env_runner_and_connector_v2=False
+        )
+        .environment("CartPole-v1")
+        .env_runners(num_env_runners=0, rollout_fragment_length=8, batch_mode="complete_episodes")
+        .reporting(
+            min_time_s_per_iteration=0,
+            min_sample_timesteps_per_iteration=0,
+            min_train_timesteps_per_iteration=0,
+        )
+        .debugging(seed=0)
+    )
+
+
+def test_old_stack_ppo_mixes_the_sampler_and_a_dataset_with_mixed_input(tmp_path: Any) -> None:
+    # The online + offline mix RLlib 2.60.0 has: on the old API stack, config.input_ = {
+    # "sampler": p, path: q} makes the RolloutWorker read through ShuffledInput(MixedInput),
+    # which picks one source per batch with those probabilities (offline/mixed_input.py,
+    # evaluation/rollout_worker.py). On the new stack a dict is no offline input
+    # (AlgorithmConfig.is_offline needs a path or a list of paths), so no OfflineData is built.
+    import ray
+    from ray.rllib.offline import MixedInput, ShuffledInput
+
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        ppo = _old_stack(PPOConfig()).training(train_batch_size=32, minibatch_size=16, num_epochs=1)
+        algo = ppo.copy(copy_frozen=False).offline_data(output=str(tmp_path)).build_algo()
+        try:
+            algo.train()
+        finally:
+            algo.stop()
+        mixed = ppo.copy(copy_frozen=False).offline_data(
+            input_={"sampler": 0.5, f"{tmp_path}/*.json": 0.5}
+        )
+        assert not mixed.is_offline
+        algo = mixed.build_algo()
+        try:
+            reader = algo.env_runner.input_reader
+            assert isinstance(reader, ShuffledInput) and isinstance(reader.child, MixedInput)
+            assert algo.train()["training_iteration"] == 1
+        finally:
+            algo.stop()
+    finally:
+        ray.shutdown()
+
+
+def test_finding_old_stack_dqn_cannot_build_its_replay_buffer() -> None:
+    # DQN on the old API stack with the replay buffer config its own validation error asks
+    # for: validate_buffer_config replaces replay_buffer_config["type"] by the buffer class
+    # (utils/replay_buffers/utils.py), and Algorithm._create_local_replay_buffer_if_necessary
+    # then tests `"EpisodeReplayBuffer" in` that class (algorithms/algorithm.py): TypeError.
+    import ray
+    from ray.rllib.algorithms.dqn import DQNConfig
+
+    config = _old_stack(DQNConfig()).training(
+        replay_buffer_config={
+            "type": "MultiAgentPrioritizedReplayBuffer",
+            "prioritized_replay_alpha": 0.6,
+            "prioritized_replay_beta": 0.4,
+            "prioritized_replay_eps": 1e-6,
+        },
+        train_batch_size=8,
+    )
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        with pytest.raises(TypeError, match="argument of type 'ABCMeta' is not iterable"):
+            config.build_algo()
     finally:
         ray.shutdown()

@@ -86,7 +86,10 @@ what that copy holds before and after the call (``caller_episode``).
   each chunk added to the stored episode, and seeds RLlib's ``default_rng(seed=None)``);
   updates from the learner class of ``config.training(learner_class=...)`` (a
   ``DQNTorchLearner`` whose ``_update`` keeps its batch's observations: a window of one item
-  per sampled transition). The module is the user's stateful counting module (observable
+  per sampled transition; for windows of ``W >= 2`` items under boundary ``pad``, DQN's
+  sequences of ``max_seq_len = W`` with the ``LOSS_MASK`` its loss received, observable
+  ``loss-mask``, :mod:`xpspec.adapters.rllib_loss_mask`). The module is the user's stateful
+  counting module (observable
   ``state``, :mod:`xpspec.adapters.rllib_state`): each time step's ``policy_state`` is the
   count the env runner's module received with it, as ``AddStatesFromEpisodesToBatch`` fed
   it; DQN then samples sequences of one transition, which its buffer counts as two
@@ -155,8 +158,9 @@ what that copy holds before and after the call (``caller_episode``).
 
 **Not expressed** (:class:`~xpspec.protocol.adapter.Unsupported`): in the trainer, on-policy mode
 (only DQN's loop is driven), drain mode, fractional unroll lengths, ``num_env_steps`` budgets,
-whole-buffer training, windows longer than one item, period grids and non-uniform
-distributions; per-step exclusion (a chunk with steps cut out is no episode, and
+whole-buffer training, windows of two or more items under boundary ``cross`` or ``forbid``
+(DQN's sequences are padded slices of one episode, :mod:`xpspec.adapters.rllib_loss_mask`),
+period grids and non-uniform distributions; per-step exclusion (a chunk with steps cut out is no episode, and
 ``SingleAgentEpisode.concat_episode`` requires the chunk to start where the stored episode
 ends); in replay, period grids and non-uniform distributions, same-step env specs, and
 samplers that do not terminate: n-step sampling (the batch counter of ``_sample_episodes``
@@ -749,6 +753,7 @@ class RLlibAdapter:
                 "update-counter",
                 "hooks",
                 "state",
+                "loss-mask",  # the LOSS_MASK DQN's loss receives (rllib_loss_mask)
                 "bootstrap",
                 "caller-episodes",
                 "nstep",

@@ -26,7 +26,10 @@ time rank of ``max_seq_len = 1``, and DQN's loss then broadcasts ``TERMINATEDS``
 batch of two or more sequences (reproduced with RLlib alone in
 ``tests/adapters/test_rllib_findings.py``). Windows of one item need sequences of one step,
 so the state lives in the acting copy only; clause ``timestep.state-reset`` is about the
-state the policy acts with.
+state the policy acts with. Windows of two or more items are sequences of ``max_seq_len >= 2``,
+on which the loss works: there the counting module is stateful in both copies
+(:mod:`xpspec.adapters.rllib_loss_mask`), and :class:`StateRecording` reads its acting copy
+the same way.
 
 **Recorded.** The ``policy_state`` of an item is the count the env runner's module received
 with it in its forward pass (:class:`StateRecording`: a
@@ -72,13 +75,13 @@ class ActingStateQModule(CountingQModule):
         return {QF_PREDS: self._head(embeddings), QF_TARGET_NEXT_PREDS: target[QF_PREDS]}
 
 
-def sequence_timesteps(transitions: int) -> int:
-    """``train_batch_size_per_learner`` for ``transitions`` sampled transitions: with
-    ``batch_length_T`` set, ``EpisodeReplayBuffer._sample_episodes`` counts a sequence of
-    ``n`` transitions as ``n + 1`` timesteps toward ``num_items`` (``B += actual_length -
-    episode_ts + 1``, ``utils/replay_buffers/episode_replay_buffer.py``), so sequences of one
-    transition count 2 each."""
-    return transitions * (_SEQ_LEN + 1)
+def sequence_timesteps(sequences: int, length: int = _SEQ_LEN) -> int:
+    """``train_batch_size_per_learner`` for ``sequences`` sampled sequences of ``length``
+    transitions: with ``batch_length_T`` set, ``EpisodeReplayBuffer._sample_episodes`` counts
+    a sequence of ``n`` transitions as ``n + 1`` timesteps toward ``num_items`` (``B +=
+    actual_length - episode_ts + 1``, ``utils/replay_buffers/episode_replay_buffer.py``), so
+    sequences of one transition count 2 each."""
+    return sequences * (length + 1)
 
 
 def stateful_module() -> tuple[RLModuleSpec, dict[str, Any]]:
@@ -94,9 +97,9 @@ class StateRecording:
 
     def __init__(self, algo: Any) -> None:
         module = algo.env_runner.module
-        if not (isinstance(module, ActingStateQModule) and module.is_stateful()):
+        if not (isinstance(module, CountingQModule) and module.is_stateful()):
             raise TypeError(
-                f"env runner module: expected a stateful ActingStateQModule, got {module!r}"
+                f"env runner module: expected a stateful CountingQModule, got {module!r}"
             )
         self.recorder = Recorder()
         module.recorder = self.recorder

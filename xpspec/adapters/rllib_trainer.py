@@ -35,16 +35,21 @@ with warnings.catch_warnings():  # RLlib's import warns of its own deprecated mo
     import ray
     from ray.rllib.algorithms.dqn import DQNConfig
     from ray.rllib.algorithms.dqn.torch.dqn_torch_learner import DQNTorchLearner
-    from ray.rllib.core.columns import Columns
     from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
     from ray.rllib.utils.replay_buffers.episode_replay_buffer import EpisodeReplayBuffer
     from ray.tune.registry import register_env
 
 from xpspec.adapters.rllib import _new_steps, _seeded, _steps, _ToyVectorEnv, _with_action
-from xpspec.adapters.rllib_state import StateRecording, sequence_timesteps, stateful_module
+from xpspec.adapters.rllib_loss_mask import (
+    LossWindows,
+    loss_windows,
+    sequence_config,
+    sequence_support,
+)
+from xpspec.adapters.rllib_state import StateRecording
 from xpspec.kit.events import env_step, exclude, hold, run_end, store
 from xpspec.kit.exclusion import exclusion_reason, selects
-from xpspec.kit.items import decode_item, decode_items, single_item_windows
+from xpspec.kit.items import decode_item
 from xpspec.protocol.adapter import Unsupported
 from xpspec.protocol.preprocessors import (
     EpisodeDelayed,
@@ -65,6 +70,7 @@ from xpspec.protocol.trace import (
     Trace,
     TrainCall,
     Update,
+    Window,
 )
 from xpspec.refimpl.toy_envs.gym_env import toy_action_space, toy_observation_space
 
@@ -118,25 +124,29 @@ class RecordingEpisodeReplayBuffer(EpisodeReplayBuffer):
 @dataclass(frozen=True)
 class Called:
     """One call RLlib made into the user's code, in call order: a gradient update (``update``,
-    with its batch's observations and the counter read when RLlib made it) or a hook
-    (``after_update``, ``after_train_iter``)."""
+    with the windows and loss mask its loss received and the counter read when RLlib made
+    it) or a hook (``after_update``, ``after_train_iter``)."""
 
     name: Literal["update", "after_update", "after_train_iter"]
-    items: tuple[Item, ...] = ()
+    windows: tuple[Window, ...] = ()
+    loss_mask: tuple[tuple[int, ...], ...] = ()
     counter: int = 0
 
 
 class RecordingDQNLearner(DQNTorchLearner):
     """DQN's torch learner that logs, in the order RLlib calls them, every gradient update
-    (``TorchLearner._update`` is one optimizer step) with its batch's observations and the
-    counter ``read_counter`` returns at that moment, and every call of the documented hook
-    ``Learner.after_gradient_based_update`` (``core/learner/learner.py``; ``Learner.update``
-    calls it once, after its minibatch loop)."""
+    (``TorchLearner._update`` is one optimizer step) with the windows and loss mask of the
+    batch its loss received (:func:`~xpspec.adapters.rllib_loss_mask.loss_windows`, read in
+    ``compute_loss_for_module``) and the counter ``read_counter`` returns at that moment,
+    and every call of the documented hook ``Learner.after_gradient_based_update``
+    (``core/learner/learner.py``; ``Learner.update`` calls it once, after its minibatch
+    loop)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.log: list[Called] = []
         self.read_counter: Callable[[], int] = self.weights_seq_no
+        self._losses: list[LossWindows] = []
 
     def weights_seq_no(self) -> int:
         """RLlib's count of this learner's ``update`` calls, as its state reports it
@@ -145,9 +155,25 @@ class RecordingDQNLearner(DQNTorchLearner):
         return int(self.get_state(components=[])[WEIGHTS_SEQ_NO])
 
     def _update(self, batch: dict[str, Any]) -> Any:
-        items = tuple(decode_items(batch[_MODULE_ID][Columns.OBS]))
-        self.log.append(Called("update", items, self.read_counter()))
-        return super()._update(batch)
+        counter = self.read_counter()
+        self._losses.clear()
+        out = super()._update(batch)
+        if len(self._losses) != 1:
+            raise RuntimeError(
+                f"gradient update: expected one loss call for {_MODULE_ID}, got {len(self._losses)}"
+            )
+        (seen,) = self._losses
+        self.log.append(Called("update", seen.windows, seen.loss_mask, counter))
+        return out
+
+    def compute_loss_for_module(
+        self, *, module_id: str, config: Any, batch: Any, fwd_out: Any
+    ) -> Any:
+        """DQN's loss, its batch read first: the rows and ``LOSS_MASK`` it applies."""
+        self._losses.append(loss_windows(batch))
+        return super().compute_loss_for_module(
+            module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
+        )
 
     def after_gradient_based_update(self, *, timesteps: dict[str, Any]) -> None:
         super().after_gradient_based_update(timesteps=timesteps)
@@ -190,9 +216,10 @@ class _SampleHook:
                     new = rewards * float(spec.scale) + float(spec.shift)
                     chunk.set_rewards(new_data=new.astype(np.float32), at_indices=slice(0, None))
         elif isinstance(spec, OverwriteStepType):
-            for chunk in samples:
-                if chunk.is_truncated:
-                    chunk.is_truncated = False  # a truncated LAST becomes an ongoing MID
+            # A truncated LAST becomes an ongoing MID, on a copy: the env runner keeps the
+            # chunk itself for its metrics, and SingleAgentEnvRunner.get_metrics asserts that
+            # every done chunk it kept is still done (env/single_agent_env_runner.py:543).
+            samples[:] = [_not_truncated(chunk) for chunk in samples]
         elif isinstance(spec, (ExcludeEpisodes, ExcludeTasks)):
             kept = []
             for chunk in samples:
@@ -236,6 +263,15 @@ class _SampleHook:
         """The items of the episodes still held, in increasing env order."""
         episodes = sorted(self.held.values(), key=lambda ep: decode_item(ep.get_observations(0)))
         return [s.item for ep in episodes for s in _steps(ep)]
+
+
+def _not_truncated(chunk: Any) -> Any:
+    """``chunk``, or, if it is truncated, a deep copy of it with ``is_truncated`` cleared."""
+    if not chunk.is_truncated:
+        return chunk
+    copied = copy.deepcopy(chunk)
+    copied.is_truncated = False
+    return copied
 
 
 class _SampleRecorder:
@@ -290,12 +326,7 @@ def _support(sc: TrainerScenario) -> int:
             "(EpisodeReplayBuffer.sample)",
             dqn,
         )
-    if cfg.mini_batch_length != 1:
-        raise _unsupported(
-            f"windows of {cfg.mini_batch_length}: DQN's training_step samples n-step "
-            "transitions (batch_length_T = 0 for a stateless module), not sequences",
-            dqn,
-        )
+    sequence_support(sc)  # windows of two or more items: DQN's padded sequences
     buffer_py = "utils/replay_buffers/episode_replay_buffer.py"
     if sc.sampling.period != 1 or sc.sampling.distribution != "uniform-windows":
         raise _unsupported(
@@ -345,8 +376,9 @@ def _not_expressed(spec: PreprocessorSpec) -> tuple[str, str]:
 def _config(sc: TrainerScenario, u: int, hook: _SampleHook, recorder: _SampleRecorder) -> DQNConfig:
     cfg, b = sc.trainer, sc.env.num_envs
     batch = cfg.mini_batch_size or b
-    module, model_config = stateful_module()  # a stateful module: observable "state"
-    timesteps = sequence_timesteps(batch)  # what RLlib counts for `batch` sequences of one step
+    # A stateful module (observable "state"), sequences of mini_batch_length transitions and
+    # what RLlib counts for `batch` of them (rllib_loss_mask).
+    module, model_config, timesteps = sequence_config(cfg.mini_batch_length, batch)
     native = Fraction(timesteps, u * b)  # dqn.py:calculate_rr_weights, one local runner
     intensity = float(native * cfg.num_updates_per_train_iter)
     config = (
@@ -524,9 +556,8 @@ class _Run:
             if c.name == "after_update" or c.name == "after_train_iter":
                 self.events.append(Hook(iteration, c.name))
                 continue
-            windows = single_item_windows(list(c.items))
             self.events.append(
-                Update(iteration, self.calls, index, c.counter, windows, ((1,),) * len(c.items))
+                Update(iteration, self.calls, index, c.counter, c.windows, c.loss_mask)
             )
             index += 1
         self.calls += 1
