@@ -16,9 +16,10 @@ import torch
 from agilerl.algorithms import PPO
 from agilerl.components.rollout_buffer import RolloutBuffer
 
+from tests.adapters.whole_buffer_runs import reference_context, whole_buffer_scenario
 from xpspec.adapters.agilerl import AgileRLAdapter
 from xpspec.adapters.agilerl_state import ppo_plan
-from xpspec.conformance.checks.base import CheckFailure, Context
+from xpspec.conformance.checks.base import CheckFailure
 from xpspec.conformance.checks.timesteps import check_state_reset
 from xpspec.conformance.checks.train_accounting import check_updates_per_call
 from xpspec.conformance.checks.windows import check_whole_buffer
@@ -26,43 +27,11 @@ from xpspec.protocol.adapter import Unsupported
 from xpspec.protocol.config import TrainerConfig
 from xpspec.protocol.env_spec import EnvSpec
 from xpspec.protocol.preprocessors import RewardTransform
-from xpspec.protocol.scenario import Scenario, TrainerScenario
+from xpspec.protocol.scenario import TrainerScenario
 from xpspec.protocol.schedule import FixedSchedule
-from xpspec.protocol.trace import Trace
-from xpspec.refimpl import train
 
 F, M, L = 0, 1, 2
 ADAPTER = AgileRLAdapter()
-
-
-def _scenario(preprocess: Any = None, **knobs: object) -> TrainerScenario:
-    """Two envs, terminated episodes of 2 transitions (items t = 0 .. 2); whole-buffer
-    training with clearing of a ring of u = 4 items, chunks of 2, two iterations."""
-    values: dict[str, object] = {
-        "num_iterations": 2,
-        "unroll_length": Fraction(4),
-        "whole_buffer": True,
-        "clear": "all",
-        "capacity": 4,
-        "mini_batch_length": 2,
-    }
-    values.update(knobs)
-    config = TrainerConfig(**values)  # type: ignore[arg-type]
-    env = EnvSpec(2, (FixedSchedule(2),))
-    if preprocess is None:
-        return TrainerScenario(env, config)
-    return TrainerScenario(env, config, preprocess)
-
-
-def _context() -> Context:
-    def reference(scenario: Scenario) -> Trace:
-        assert isinstance(scenario, TrainerScenario)
-        return train(scenario.env, scenario.trainer, scenario.preprocess, seed=scenario.seed).trace
-
-    def rerun(scenario: Scenario) -> Trace:
-        raise AssertionError("no re-run expected")
-
-    return Context(reference, rerun)
 
 
 def _item(env: int, episode: int, t: int) -> tuple[int, int, int]:
@@ -73,14 +42,14 @@ def test_the_policy_state_is_the_state_the_rollout_handed_the_encoder() -> None:
     # collect_rollouts_recurrent resets the state after the step into t = 2 (the LAST): the
     # policy acts on t = 2 from 0 and on the next episode's t = 0 from 1 (timestep.state-reset
     # finding); the state goes on from one collection to the next (t = 1 of iteration 2: 2).
-    trace = ADAPTER.run_trainer(_scenario())
+    trace = ADAPTER.run_trainer(whole_buffer_scenario())
     steps = list(trace.of_kind("env_step"))
     assert [s.t for s in steps] == [(t, t) for t in (0, 1, 2, 0, 1, 2, 0, 1)]
     assert [s.step_type[0] for s in steps] == [F, M, L, F, M, L, F, M]
     assert [s.policy_state for s in steps] == [(p, p) for p in (0, 1, 0, 1, 2, 0, 1, 2)]
     assert "stateless" not in trace.header
     with pytest.raises(CheckFailure, match="policy state"):
-        check_state_reset(_scenario(), trace, _context())
+        check_state_reset(whole_buffer_scenario(), trace, reference_context())
 
 
 def test_iterations_end_at_the_loops_learn_calls_on_its_bptt_sequences() -> None:
@@ -88,7 +57,7 @@ def test_iterations_end_at_the_loops_learn_calls_on_its_bptt_sequences() -> None
     # per env are t = 0, 1, 2, 0 (done after t = 1): pieces [0, 1] and [2, 0]; iteration 2's
     # t = 1, 2, 0, 1 (done at its first row): pieces [1] (padded) and [2, 0, 1], cut to [2, 0]
     # (its t = 1 left out). Two sequences a mini-batch, one epoch: two updates a call.
-    trace = ADAPTER.run_trainer(_scenario())
+    trace = ADAPTER.run_trainer(whole_buffer_scenario())
     assert [e.unroll_steps for e in trace.of_kind("iteration")] == [4, 4]
     assert [(c.iteration, c.status, c.stored_total) for c in trace.of_kind("train_call")] == [
         (1, "trained", 8),
@@ -105,9 +74,9 @@ def test_iterations_end_at_the_loops_learn_calls_on_its_bptt_sequences() -> None
     }
     masks = {w: m for u in updates for w, m in zip(u.windows, u.loss_mask, strict=True)}
     assert all(m == ((1, 0) if w[1] is None else (1, 1)) for w, m in masks.items())
-    check_updates_per_call(_scenario(), trace, _context())
+    check_updates_per_call(whole_buffer_scenario(), trace, reference_context())
     with pytest.raises(CheckFailure, match="whole-buffer call 1"):
-        check_whole_buffer(_scenario(), trace, _context())
+        check_whole_buffer(whole_buffer_scenario(), trace, reference_context())
     (end,) = trace.of_kind("run_end")
     assert (end.iterations, end.env_steps, end.env) == (2, 16, ())
 
@@ -115,7 +84,7 @@ def test_iterations_end_at_the_loops_learn_calls_on_its_bptt_sequences() -> None
 def test_stores_are_read_back_from_the_rollout_buffer() -> None:
     # one done flag: the LAST follows a done row (discount 0, reward 2), the next episode's
     # first row the LAST's reset row (FIRST, reward 0)
-    trace = ADAPTER.run_trainer(_scenario())
+    trace = ADAPTER.run_trainer(whole_buffer_scenario())
     stores = list(trace.of_kind("store"))
     assert [s.step_type[0] for s in stores] == [F, M, L, F, M, L, F, M]
     assert [s.reward[0] for s in stores[:4]] == [0.0, 1.0, 2.0, 0.0]
@@ -141,7 +110,7 @@ def test_what_agilerl_cannot_express_is_unsupported(knobs: dict[str, object], ma
     knobs = dict(knobs)
     preprocess = knobs.pop("preprocess", None)
     with pytest.raises(Unsupported, match=match):
-        ADAPTER.run_trainer(_scenario(preprocess, **knobs))
+        ADAPTER.run_trainer(whole_buffer_scenario(preprocess, **knobs))
 
 
 def test_a_one_row_rollout_is_unsupported() -> None:
@@ -154,10 +123,10 @@ def test_a_one_row_rollout_is_unsupported() -> None:
 
 
 def test_the_plan_is_agilerls_configuration() -> None:
-    plan = ppo_plan(_scenario(num_updates_per_train_iter=3, mini_batch_size=1))
+    plan = ppo_plan(whole_buffer_scenario(num_updates_per_train_iter=3, mini_batch_size=1))
     assert (plan.n_steps, plan.max_seq_len, plan.update_epochs) == (4, 2, 3)
     assert (plan.batch_size, plan.max_steps) == (1, 16)
-    assert ppo_plan(_scenario(num_iterations=0, num_env_steps=16)).max_steps == 16
+    assert ppo_plan(whole_buffer_scenario(num_iterations=0, num_env_steps=16)).max_steps == 16
 
 
 def test_the_dqn_rows_traces_say_their_policy_holds_no_state() -> None:
@@ -165,7 +134,7 @@ def test_the_dqn_rows_traces_say_their_policy_holds_no_state() -> None:
     trace = ADAPTER.run_trainer(sampled)
     assert "DQN.get_action" in trace.header["stateless"]
     with pytest.raises(Unsupported, match="holds no state"):
-        check_state_reset(sampled, trace, _context())
+        check_state_reset(sampled, trace, reference_context())
 
 
 def test_a_rollout_that_resets_at_first_passes_the_state_check(
@@ -196,10 +165,10 @@ def test_a_rollout_that_resets_at_first_passes_the_state_check(
         return result
 
     monkeypatch.setattr(PPO, "get_action", get_action)
-    trace = ADAPTER.run_trainer(_scenario())
+    trace = ADAPTER.run_trainer(whole_buffer_scenario())
     steps = list(trace.of_kind("env_step"))
     assert [s.policy_state for s in steps] == [(t, t) for t in (0, 1, 2, 0, 1, 2, 0, 1)]
-    check_state_reset(_scenario(), trace, _context())
+    check_state_reset(whole_buffer_scenario(), trace, reference_context())
 
 
 def test_chunks_cut_from_the_oldest_row_pass_the_whole_buffer_check(
@@ -219,16 +188,16 @@ def test_chunks_cut_from_the_oldest_row_pass_the_whole_buffer_check(
             self.buffer["dones"] = dones
 
     monkeypatch.setattr(RolloutBuffer, "prepare_sequence_tensors", prepare)
-    trace = ADAPTER.run_trainer(_scenario())
+    trace = ADAPTER.run_trainer(whole_buffer_scenario())
     assert all(None not in w for u in trace.of_kind("update") for w in u.windows)
-    check_whole_buffer(_scenario(), trace, _context())
-    check_updates_per_call(_scenario(), trace, _context())
+    check_whole_buffer(whole_buffer_scenario(), trace, reference_context())
+    check_updates_per_call(whole_buffer_scenario(), trace, reference_context())
 
 
 def test_the_schedule_is_the_loops() -> None:
     # learn_step and the budget are AgileRL's: three iterations of 2 vector steps from
     # num_env_steps = 12 (ceil(evo_steps / learn_step) collections of n_steps = 2).
-    scenario = _scenario(num_iterations=0, num_env_steps=12, unroll_length=Fraction(2))
+    scenario = whole_buffer_scenario(num_iterations=0, num_env_steps=12, unroll_length=Fraction(2))
     trace = ADAPTER.run_trainer(scenario)
     assert [e.unroll_steps for e in trace.of_kind("iteration")] == [2, 2, 2]
     assert [c.stored_total for c in trace.of_kind("train_call")] == [4, 8, 12]
