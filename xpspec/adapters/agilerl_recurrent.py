@@ -86,6 +86,7 @@ __all__ = [
     "EncoderCall",
     "EnvLog",
     "act_steps",
+    "counting_ppo",
     "recorded_env",
     "run_recurrent",
     "sequences",
@@ -237,6 +238,32 @@ def _check(sc: RecurrentScenario) -> None:
         )
 
 
+def counting_ppo(
+    env: Any, num_envs: int, n_steps: int, batch_size: int, update_epochs: int, max_seq_len: int
+) -> tuple[Any, CountingEncoder]:
+    """A recurrent ``PPO`` (chunked BPTT sequences of ``max_seq_len``) whose actor and critic
+    networks are counting encoders, learning every ``n_steps`` steps of each env, and the
+    actor's encoder as PPO holds it (PPO deep-copies the networks it is given)."""
+    agent = PPO(
+        env.single_observation_space,
+        env.single_action_space,
+        num_envs=num_envs,
+        learn_step=n_steps * num_envs,
+        batch_size=batch_size,
+        update_epochs=update_epochs,
+        actor_network=CountingEncoder("actor_encoder"),
+        critic_network=CountingEncoder("critic_encoder"),
+        share_encoders=False,
+        recurrent=True,
+        max_seq_len=max_seq_len,
+        bptt_sequence_type="chunked",
+    )
+    encoder = agent.actor.encoder
+    if not isinstance(encoder, CountingEncoder):
+        raise TypeError(f"PPO's actor encoder: expected a CountingEncoder, got {encoder!r}")
+    return agent, encoder
+
+
 def run_recurrent(scenario: RecurrentScenario) -> Trace:
     """One ``collect_rollouts_recurrent`` and one ``PPO.learn`` of a recurrent PPO with the
     counting encoder on ``scenario`` (module docstring)."""
@@ -244,23 +271,7 @@ def run_recurrent(scenario: RecurrentScenario) -> Trace:
     sc, b = scenario, scenario.env.num_envs
     with seeded_quiet(sc.seed, ("torch", "numpy")):
         env, log = recorded_env(sc.env, sc.seed)
-        agent = PPO(
-            env.single_observation_space,
-            env.single_action_space,
-            num_envs=b,
-            learn_step=sc.steps * b,
-            batch_size=sc.batch_size,
-            update_epochs=sc.draws,
-            actor_network=CountingEncoder("actor_encoder"),
-            critic_network=CountingEncoder("critic_encoder"),
-            share_encoders=False,
-            recurrent=True,
-            max_seq_len=sc.sequence_length,
-            bptt_sequence_type="chunked",
-        )
-        encoder = agent.actor.encoder  # PPO deep-copies the networks it is given
-        if not isinstance(encoder, CountingEncoder):
-            raise TypeError(f"PPO's actor encoder: expected a CountingEncoder, got {encoder!r}")
+        agent, encoder = counting_ppo(env, b, sc.steps, sc.batch_size, sc.draws, sc.sequence_length)
         recorder = encoder.recorder
         collect_rollouts_recurrent(agent, env, n_steps=sc.steps)
         recorder.phase = "train"

@@ -63,6 +63,7 @@ from xpspec.adapters.agilerl_recurrent import (
     CountingEncoder,
     EncoderCall,
     act_steps,
+    counting_ppo,
     recorded_env,
     sequences,
 )
@@ -367,23 +368,9 @@ def run_ppo_trainer(scenario: TrainerScenario) -> Trace:
     b = scenario.env.num_envs
     with seeded_quiet(scenario.seed, ("torch", "numpy")):
         env, env_log = recorded_env(scenario.env, scenario.seed)
-        agent = PPO(
-            env.single_observation_space,
-            env.single_action_space,
-            num_envs=b,
-            learn_step=plan.n_steps * b,
-            batch_size=plan.batch_size,
-            update_epochs=plan.update_epochs,
-            actor_network=CountingEncoder("actor_encoder"),
-            critic_network=CountingEncoder("critic_encoder"),
-            share_encoders=False,
-            recurrent=True,
-            max_seq_len=plan.max_seq_len,
-            bptt_sequence_type="chunked",
+        agent, encoder = counting_ppo(
+            env, b, plan.n_steps, plan.batch_size, plan.update_epochs, plan.max_seq_len
         )
-        encoder = agent.actor.encoder  # PPO deep-copies the networks it is given
-        if not isinstance(encoder, CountingEncoder):
-            raise TypeError(f"PPO's actor encoder: expected a CountingEncoder, got {encoder!r}")
         log = _record(agent, encoder)
         from_tensordict = ppo_module.RolloutSequenceMinibatch.from_tensordict
 
