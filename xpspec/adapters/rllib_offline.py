@@ -19,11 +19,12 @@ from its ``vector_index``), no remote env runners, ``num_envs_per_env_runner=num
 ``rollout_fragment_length = batch_size / num_envs``, ``batch_mode="truncate_episodes"``,
 ``train_batch_size = minibatch_size = batch_size``, one epoch, and ``input_ = {"sampler": p,
 "<dir>/*.json": 1 - p}`` with ``p = online_weight / (offline_weight + online_weight)`` (the
-complement, so that the values add up to exactly 1.0 as ``MixedInput.__init__`` requires). ``RolloutWorker`` builds
-``ShuffledInput(MixedInput(...))`` from that dict (``evaluation/rollout_worker.py``), and
-``MixedInput.next`` picks one source per call with those probabilities
-(``np.random.choice(self.choices, p=self.p)``, ``offline/mixed_input.py``): a sampler
-fragment of ``batch_size`` env steps or one dataset line. ``synchronous_parallel_sample``
+complement, so that the values add up to exactly 1.0 as ``MixedInput.__init__`` requires).
+``RolloutWorker`` builds ``ShuffledInput(MixedInput(...))`` from that dict
+(``evaluation/rollout_worker.py``), and ``MixedInput.next`` picks one source per call with
+those probabilities (``np.random.choice(self.choices, p=self.p)``, ``offline/mixed_input.py``)
+and returns that source's whole batch: a fragment of the sampler (one sub-env's
+``rollout_fragment_length`` steps, as the runs show) or one dataset line. ``synchronous_parallel_sample``
 calls ``RolloutWorker.sample()`` until the train batch has ``batch_size`` env steps. One
 update is one ``Algorithm.train()``.
 
@@ -236,18 +237,18 @@ def run_offline(sc: OfflineScenario) -> Trace:
         raise problem
     recorder = _Recorder(sc.env.num_envs)
     callbacks = type("_Recording", (_RecordingCallbacks,), {"recorder": recorder})
-    with seeded_quiet(sc.seed, ("torch", "numpy"), ("ray", "ray.rllib")):
-        with tempfile.TemporaryDirectory(prefix="xpspec-rllib-offline-") as dataset:
-            write_dataset(sc, dataset)
-            ray.init(
-                num_cpus=1, include_dashboard=False, log_to_driver=False, configure_logging=False
-            )
+    with (
+        seeded_quiet(sc.seed, ("torch", "numpy"), ("ray", "ray.rllib")),
+        tempfile.TemporaryDirectory(prefix="xpspec-rllib-offline-") as dataset,
+    ):
+        write_dataset(sc, dataset)
+        ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        try:
+            register_env(_ENV_NAME, _ToyEnvCreator(sc.env, sc.seed))
+            algo = _config(sc, dataset, callbacks).build_algo()
             try:
-                register_env(_ENV_NAME, _ToyEnvCreator(sc.env, sc.seed))
-                algo = _config(sc, dataset, callbacks).build_algo()
-                try:
-                    return _run(sc, algo, recorder)
-                finally:
-                    algo.stop()
+                return _run(sc, algo, recorder)
             finally:
-                ray.shutdown()
+                algo.stop()
+        finally:
+            ray.shutdown()
