@@ -113,8 +113,10 @@ def test_what_rllib_cannot_express_is_unsupported() -> None:
         ADAPTER.run_offline(replace(SCENARIO, online_after=1))
     with pytest.raises(Unsupported, match="no schedule"):
         ADAPTER.run_offline(replace(SCENARIO, online_every=2))
-    with pytest.raises(Unsupported, match="rollout_fragment_length"):
+    with pytest.raises(Unsupported, match="validate_train_batch_size_vs_rollout_fragment_length"):
         ADAPTER.run_offline(replace(SCENARIO, batch_size=5))
+    with pytest.raises(Unsupported, match="keeps no online buffer"):
+        ADAPTER.run_offline(replace(SCENARIO, capacity=1))  # fragments of two steps
 
 
 def test_a_perturbed_dataset_reader_shows_in_the_trace(monkeypatch: pytest.MonkeyPatch) -> None:

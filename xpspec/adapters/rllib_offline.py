@@ -38,7 +38,9 @@ after the update, read back by the ``MixedInput``'s own ``JsonReader.read_all_fi
 sampler, so the number of env steps before an update is RLlib's, not ``steps_per_update``.
 
 **Not expressible** (:class:`~xpspec.protocol.adapter.Unsupported`): an online part that
-starts late or skips updates (``MixedInput`` has no schedule) and a
+starts late or skips updates (``MixedInput`` has no schedule), an online ring of ``capacity``
+items per env smaller than one sampler fragment (PPO keeps no online buffer: it trains on the
+fragments as returned, ``batch_size / num_envs`` steps of one env each), and a
 ``batch_size`` that is not a multiple of ``num_envs`` (``validate_train_batch_size_vs_
 rollout_fragment_length`` in ``algorithms/algorithm_config.py`` rejects it).
 """
@@ -97,6 +99,16 @@ def offline_problem(sc: OfflineScenario) -> Unsupported | None:
             "train_batch_size that num_envs_per_env_runner x rollout_fragment_length cannot "
             "reach (AlgorithmConfig.validate_train_batch_size_vs_rollout_fragment_length)",
             f"{_SOURCE}/algorithms/algorithm_config.py",
+        )
+    fragment = sc.batch_size // sc.env.num_envs
+    if sc.capacity < fragment:
+        return Unsupported(
+            f"capacity {sc.capacity} per env, batch_size {sc.batch_size} with "
+            f"{sc.env.num_envs} envs: old-stack PPO in RLlib 2.60.0 keeps no online buffer; it "
+            f"trains on its sampler's fragments as returned, {fragment} steps of one env each "
+            "(rollout_fragment_length = batch_size / num_envs, evaluation/rollout_worker.py), "
+            "so an online ring holding fewer items per env than a fragment cannot be expressed",
+            f"{_SOURCE}/evaluation/rollout_worker.py",
         )
     return None
 
