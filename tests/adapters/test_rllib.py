@@ -101,6 +101,7 @@ def test_info_names_the_installed_versions() -> None:
         "stack",
         "checkpoint",
         "async",
+        "offline",
     }
     ADAPTER.smoke()
 

@@ -472,3 +472,24 @@ def test_finding_old_stack_dqn_cannot_build_its_replay_buffer() -> None:
             config.build_algo()
     finally:
         ray.shutdown()
+
+
+def test_finding_mixed_input_takes_each_batch_from_one_source() -> None:
+    # MixedInput.next draws one source per call with the dict's probabilities and returns that
+    # source's whole batch (np.random.choice(self.choices, p=self.p), offline/mixed_input.py):
+    # at 0.5 : 0.5, batches of four rows are all from one source, never two from each.
+    from ray.rllib.offline import InputReader, IOContext, MixedInput
+    from ray.rllib.policy.sample_batch import SampleBatch
+
+    class Rows(InputReader):
+        def __init__(self, source: int) -> None:
+            self.source = source
+
+        def next(self) -> SampleBatch:
+            return SampleBatch({"source": np.full(4, self.source)})
+
+    np.random.seed(0)
+    mixed = MixedInput({lambda ioctx: Rows(0): 0.5, lambda ioctx: Rows(1): 0.5}, IOContext())
+    batches = [mixed.next()["source"].tolist() for _ in range(8)]
+    assert all(len(set(rows)) == 1 for rows in batches)
+    assert {rows[0] for rows in batches} == {0, 1}

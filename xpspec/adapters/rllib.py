@@ -113,6 +113,9 @@ what that copy holds before and after the call (``caller_episode``).
 - ``run_async``: IMPALA's own ``training_step`` with one remote env runner per actor on a local
   Ray cluster, the toy versioned policy as an RLModule whose weight a toy loss raises by one
   per update, each item's version RLlib's ``WEIGHTS_SEQ_NO`` (:mod:`xpspec.adapters.rllib_async`).
+- ``run_offline``: the old API stack's PPO reading through ``MixedInput`` from its sampler and
+  a dataset ``JsonWriter`` wrote, each update's items read from the ``train_batch`` of the
+  ``on_learn_on_batch`` callback (:mod:`xpspec.adapters.rllib_offline`).
 - Hooks (observable ``hooks``), recorded where RLlib calls the user's code, in call order:
   ``after_update`` is the learner's ``after_gradient_based_update`` (the documented
   override point of ``core/learner/learner.py``, where DQN's own ``DQNLearner`` updates its
@@ -216,6 +219,7 @@ from xpspec.protocol.env_spec import EnvSpec
 from xpspec.protocol.scenario import (
     EnvScenario,
     LearnerScenario,
+    OfflineScenario,
     RecurrentScenario,
     ReplayScenario,
     StackScenario,
@@ -729,7 +733,7 @@ def _version(package: str) -> str:
 
 class RLlibAdapter:
     """RLlib 2.60.0 behind the xpspec protocol (capabilities env, trainer, replay, learner,
-    recurrent, priorities, stack, checkpoint, async)."""
+    recurrent, priorities, stack, checkpoint, async, offline)."""
 
     fresh_process_per_operation = True
     """A trainer run starts and shuts down a Ray instance in its own process."""
@@ -764,6 +768,7 @@ class RLlibAdapter:
                 "stack",
                 "checkpoint",
                 "async",
+                "offline",  # old-stack PPO through MixedInput (rllib_offline)
             ),
             issue_tracker="https://github.com/ray-project/ray/issues",
             notes=(
@@ -834,3 +839,10 @@ class RLlibAdapter:
         from xpspec.adapters.rllib_async import run_async
 
         return run_async(scenario)
+
+    def run_offline(self, scenario: OfflineScenario) -> Trace:
+        """Old-API-stack PPO reading through ``MixedInput`` from its sampler and a dataset
+        written by ``JsonWriter`` (:mod:`xpspec.adapters.rllib_offline`)."""
+        from xpspec.adapters.rllib_offline import run_offline
+
+        return run_offline(scenario)
