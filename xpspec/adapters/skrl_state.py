@@ -56,7 +56,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
-import torch
 from skrl.agents.torch.ppo import PPO_CFG, PPO_RNN
 from skrl.memories.torch import RandomMemory
 
@@ -68,14 +67,13 @@ from xpspec.adapters.skrl_recurrent import (
     rollout_steps,
     toy_observations,
 )
-from xpspec.adapters.skrl_trainer import Shaper, headless_trainer
+from xpspec.adapters.skrl_trainer import Shaper, as_numpy, headless_trainer, unsupported
 from xpspec.kit.events import run_end, store
 from xpspec.kit.items import decode_items
 from xpspec.kit.quiet import seeded_quiet
 from xpspec.kit.release import producer
 from xpspec.kit.rewards import affine_reward
 from xpspec.kit.steps import NextStepRows, Step
-from xpspec.protocol.adapter import Unsupported
 from xpspec.protocol.preprocessors import Identity
 from xpspec.protocol.scenario import TrainerScenario
 from xpspec.protocol.trace import (
@@ -91,23 +89,12 @@ from xpspec.protocol.trace import (
 
 __all__ = ["PPOPlan", "ppo_plan", "run_ppo_trainer"]
 
-_VERSION = "2.1.1"
-_SRC = f"skrl {_VERSION}"
-_LINK = "https://github.com/Toni-SM/skrl/tree/2.1.1/skrl"
 _PPO_RNN = "agents/torch/ppo/ppo_rnn.py"
 _SAMPLE_ALL = "memories/torch/base.py:Memory.sample_all"
 _LOGGERS = ("skrl",)
 _ENTROPY_SCALE = 0.01
 """So that the gradient of the loss reaches every position it covers (as in the recurrent
 row)."""
-
-
-def _unsupported(reason: str, where: str) -> Unsupported:
-    return Unsupported(f"{reason} ({_SRC}, {where})", f"{_LINK}/{where.partition(':')[0]}")
-
-
-def _as_numpy(x: Any) -> np.ndarray:
-    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
 
 
 # -- the configuration ----------------------------------------------------------------------------
@@ -130,20 +117,20 @@ def _refuse_ring(scenario: TrainerScenario) -> None:
     cfg = scenario.trainer
     u, t = int(cfg.unroll_length), cfg.mini_batch_length
     if cfg.mode == "on-policy":
-        raise _unsupported(
+        raise unsupported(
             "on-policy mode: the spec's on-policy training keeps an unroll's newest item for "
             "the next call's first chunk (clearing keep-one-step), while PPO_RNN's memory of "
             "rollouts rows is rewritten from row 0 by every rollout and keeps none",
             "memories/torch/base.py:Memory.add_samples",
         )
     if not cfg.whole_buffer:
-        raise _unsupported(
+        raise unsupported(
             "sampled mode: PPO_RNN.update trains on every row of its memory "
             "(Memory.sample_all), never on mini-batches drawn at random",
             f"{_PPO_RNN}:PPO_RNN.update",
         )
     if cfg.clear == "keep-one-step":
-        raise _unsupported(
+        raise unsupported(
             "clearing keep-one-step: PPO_RNN's memory of rollouts rows is rewritten from row 0 "
             "by every rollout and keeps no row for the next update",
             "memories/torch/base.py:Memory.add_samples",
@@ -151,7 +138,7 @@ def _refuse_ring(scenario: TrainerScenario) -> None:
     # clearing all keeps nothing of a ring of u or more; no clearing needs a ring of exactly u
     refilled = cfg.capacity >= u if cfg.clear == "all" else cfg.capacity == u
     if not refilled:
-        raise _unsupported(
+        raise unsupported(
             f"a ring of {cfg.capacity} items per env with clearing {cfg.clear!r} and "
             f"unroll_length {u}: PPO_RNN.update trains on all memory_size rows "
             "(Memory.sample_all) every rollouts timesteps, and compute_gae reads them as one "
@@ -160,7 +147,7 @@ def _refuse_ring(scenario: TrainerScenario) -> None:
             f"{_PPO_RNN}:compute_gae",
         )
     if u % t:
-        raise _unsupported(
+        raise unsupported(
             f"mini_batch_length {t} not dividing unroll_length {u}: the documented recurrent "
             "model views a mini-batch as (-1, sequence_length) rows of one env, and the "
             "memory keeps no remainder for the next update",
@@ -173,19 +160,19 @@ def ppo_plan(scenario: TrainerScenario) -> PPOPlan:
     express."""
     cfg, b = scenario.trainer, scenario.env.num_envs
     if cfg.drain is not None:
-        raise _unsupported(
+        raise unsupported(
             "drain mode: Trainer.train steps the vector env synchronously, one step per timestep",
             "trainers/torch/base.py:Trainer.train",
         )
     if scenario.env.autoreset != "next-step":
-        raise _unsupported(
+        raise unsupported(
             "same-step autoreset: the trainer operation drives Gymnasium's default next-step "
             "vector env",
             "envs/wrappers/torch/gymnasium_envs.py:GymnasiumWrapper",
         )
     u = cfg.unroll_length
     if u.denominator != 1:
-        raise _unsupported(
+        raise unsupported(
             f"unroll_length {u}: PPO_RNN.post_interaction updates when _rollout % rollouts "
             "== 0, an integer number of timesteps",
             f"{_PPO_RNN}:PPO_RNN.post_interaction",
@@ -193,33 +180,33 @@ def ppo_plan(scenario: TrainerScenario) -> PPOPlan:
     _refuse_ring(scenario)
     rollouts, t = int(u), cfg.mini_batch_length
     if rollouts * b < 2:
-        raise _unsupported(
+        raise unsupported(
             "a memory of one row: compute_gae normalises the advantages by their "
             "Bessel-corrected std, NaN for one row",
             f"{_PPO_RNN}:compute_gae",
         )
     chunks, size = rollouts * b // t, cfg.mini_batch_size or b
     if chunks % size:
-        raise _unsupported(
+        raise unsupported(
             f"mini_batch_size {size} of {chunks} chunks: mini_batches is a count, and "
             "Memory.sample_all cuts the rows into parts that differ by a row (T > 1, "
             "np.array_split) or drops the remainder (T = 1) unless they divide evenly",
             _SAMPLE_ALL,
         )
     if cfg.initial_collect_steps:
-        raise _unsupported(
+        raise unsupported(
             f"a warm-up of {cfg.initial_collect_steps} items: PPO_CFG has no learning_starts, "
             "PPO_RNN.post_interaction updates after every rollout",
             f"{_PPO_RNN}:PPO_RNN.post_interaction",
         )
     if cfg.counter_mode not in ("per-iteration", "per-iteration-after"):
-        raise _unsupported(
+        raise unsupported(
             f"counter_mode {cfg.counter_mode!r}: PPO_RNN counts no gradient steps (its "
             "_rollout counts timesteps), so it has no counter per mini-batch or train call",
             f"{_PPO_RNN}:PPO_RNN.post_interaction",
         )
     if scenario.checkpoint is not None:
-        raise _unsupported(
+        raise unsupported(
             "a checkpoint spec: the PPO_RNN row drives no Agent.save / load (not yet; "
             "the DQN row does)",
             "agents/torch/base.py:Agent.save",
@@ -230,21 +217,21 @@ def ppo_plan(scenario: TrainerScenario) -> PPOPlan:
     except TypeError:
         shaping = None
         if not isinstance(p, Identity):
-            raise _unsupported(
+            raise unsupported(
                 f"preprocessing {type(p).__name__}: PPO_CFG's rewards_shaper maps the rewards "
                 "of a vector step, and PPO_RNN.record_transition hands the memory every "
                 "transition (no user memory drives the PPO_RNN row)",
                 f"{_PPO_RNN}:PPO_RNN.record_transition",
             ) from None
     if cfg.num_env_steps and cfg.env_step_count != "all":
-        raise _unsupported(
+        raise unsupported(
             "an env-step budget of non-FIRST items: the trainer's timesteps count every "
             "vector step",
             "trainers/torch/base.py:Trainer.train",
         )
     if cfg.num_iterations:
         if cfg.num_env_steps and (cfg.num_iterations - 1) * rollouts * b >= cfg.num_env_steps:
-            raise _unsupported(
+            raise unsupported(
                 "training iterations after the env-step budget: the trainer steps the env on "
                 "every timestep, and timesteps is its only budget",
                 "trainers/torch/base.py:Trainer.train",
@@ -279,13 +266,13 @@ def _record(policy: CountingPolicy, memory: RandomMemory, agent: PPO_RNN) -> _Lo
     add, update = memory.add_samples, agent.update
 
     def value(name: str, row: int) -> np.ndarray:
-        return _as_numpy(memory.get_tensor_by_name(name)[row])
+        return as_numpy(memory.get_tensor_by_name(name)[row])
 
     def add_samples(**tensors: Any) -> None:
         add(**tensors)
         row = (memory.memory_index - 1) % memory.memory_size
         observations = toy_observations(policy, memory.get_tensor_by_name("observations")[row])
-        items = decode_items(_as_numpy(observations))
+        items = decode_items(as_numpy(observations))
         rewards, terminated = value("rewards", row), value("terminated", row)
         truncated = value("truncated", row)
         steps = []

@@ -116,7 +116,16 @@ from xpspec.protocol.trace import (
 )
 from xpspec.refimpl.toy_envs.gym_vector import ToyVectorEnv, step_types_from_gym
 
-__all__ = ["STATELESS", "DQNPlan", "Shaper", "dqn_plan", "headless_trainer", "run_trainer"]
+__all__ = [
+    "STATELESS",
+    "DQNPlan",
+    "Shaper",
+    "as_numpy",
+    "dqn_plan",
+    "headless_trainer",
+    "run_trainer",
+    "unsupported",
+]
 
 _VERSION = "2.1.1"
 _SRC = f"skrl {_VERSION}"
@@ -158,11 +167,13 @@ def headless_trainer(env: Any, agent: Any, timesteps: int) -> SequentialTrainer:
     )
 
 
-def _unsupported(reason: str, where: str) -> Unsupported:
+def unsupported(reason: str, where: str) -> Unsupported:
+    """``Unsupported`` with ``reason``, citing ``where`` (``file:function`` under skrl's package)."""
     return Unsupported(f"{reason} ({_SRC}, {where})", f"{_LINK}/{where.partition(':')[0]}")
 
 
-def _as_numpy(x: Any) -> np.ndarray:
+def as_numpy(x: Any) -> np.ndarray:
+    """A tensor or array-like as a NumPy array (on the CPU)."""
     return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
 
 
@@ -191,56 +202,56 @@ def dqn_plan(scenario: TrainerScenario) -> DQNPlan:
     express."""
     cfg, b = scenario.trainer, scenario.env.num_envs
     if cfg.mode != "off-policy":
-        raise _unsupported(
+        raise unsupported(
             "on-policy mode: the trainer operation drives skrl's off-policy DQN, and skrl's "
             "PPO.update trains on rows (Memory.sample_all with sequence_length 1), never on "
             "the chunks of mini_batch_length items of the spec's on-policy mode",
             "agents/torch/ppo/ppo.py:PPO.update",
         )
     if cfg.drain is not None:
-        raise _unsupported(
+        raise unsupported(
             "drain mode: Trainer.train steps the vector env synchronously, one step per timestep",
             "trainers/torch/base.py:Trainer.train",
         )
     if scenario.env.autoreset != "next-step" or scenario.env.goals:
-        raise _unsupported(
+        raise unsupported(
             "same-step autoreset or goal observations: the trainer operation drives a "
             "next-step vector env of plain observations (Gymnasium's default)",
             "envs/wrappers/torch/gymnasium_envs.py:GymnasiumWrapper",
         )
     u = cfg.unroll_length
     if u.denominator != 1:
-        raise _unsupported(
+        raise unsupported(
             f"unroll_length {u}: post_interaction updates when timestep % update_interval == 0, "
             "an integer number of timesteps",
             f"{_DQN}:DQN.post_interaction",
         )
     if cfg.whole_buffer:
-        raise _unsupported(
+        raise unsupported(
             "whole-buffer training: DQN.update samples batch_size rows at random",
             f"{_DQN}:DQN.update",
         )
     if cfg.mini_batch_length != 1:
-        raise _unsupported(
+        raise unsupported(
             f"mini_batch_length {cfg.mini_batch_length}: DQN.update samples single rows "
             "(memory.sample with sequence_length 1)",
             f"{_DQN}:DQN.update",
         )
     s = scenario.sampling
     if s.period != 1 or s.distribution != "uniform-windows":
-        raise _unsupported(
+        raise unsupported(
             f"sampling with period {s.period} and distribution {s.distribution!r}: "
             "RandomMemory.sample draws any stored row uniformly, with no configuration of either",
             "memories/torch/random.py:RandomMemory.sample",
         )
     if cfg.warmup_gate == "size>=":
-        raise _unsupported(
+        raise unsupported(
             "warm-up gate on the buffer size: post_interaction compares the timestep with "
             "learning_starts",
             f"{_DQN}:DQN.post_interaction",
         )
     if cfg.num_env_steps and cfg.env_step_count != "all":
-        raise _unsupported(
+        raise unsupported(
             "an env-step budget of non-FIRST items: the trainer's timesteps count every "
             "vector step",
             "trainers/torch/base.py:Trainer.train",
@@ -248,7 +259,7 @@ def dqn_plan(scenario: TrainerScenario) -> DQNPlan:
     n = int(u)
     if cfg.num_iterations:
         if cfg.num_env_steps and (cfg.num_iterations - 1) * n * b >= cfg.num_env_steps:
-            raise _unsupported(
+            raise unsupported(
                 "training iterations after the env-step budget: the trainer steps the env on "
                 "every timestep, and timesteps is its only budget",
                 "trainers/torch/base.py:Trainer.train",
@@ -289,7 +300,7 @@ def _user_memory(
     p, b = scenario.preprocess, scenario.env.num_envs
     name = type(p).__name__
     if isinstance(p, ExcludeTasks):
-        raise _unsupported(
+        raise unsupported(
             f"preprocessing {name}: the task id is in the env's infos, and "
             "DQN.record_transition passes the memory's add_samples the observations, states, "
             "actions, rewards, next observations and terminated flags only, never infos",
@@ -297,7 +308,7 @@ def _user_memory(
         )
     if isinstance(p, (*EXCLUSIONS, EpisodeDelayed)):
         if b > 1 and timesteps > scenario.trainer.capacity:
-            raise _unsupported(
+            raise unsupported(
                 f"preprocessing {name} with {b} envs and more timesteps ({timesteps}) than "
                 f"capacity ({scenario.trainer.capacity}): a memory that leaves out or holds "
                 "back one env's row adds rows one at a time, which Memory.add_samples writes "
@@ -307,7 +318,7 @@ def _user_memory(
                 "memories/torch/base.py:Memory.add_samples",
             )
         if scenario.trainer.initial_collect_steps:
-            raise _unsupported(
+            raise unsupported(
                 f"preprocessing {name} with a warm-up of {scenario.trainer.initial_collect_steps} "
                 "stored items: post_interaction compares the timestep with learning_starts, and "
                 "a memory that leaves out or holds back rows stores fewer rows than the "
@@ -319,7 +330,7 @@ def _user_memory(
         return ExcludingMemory, (("rule", p),)
     if isinstance(p, (Identity, RewardTransform)):
         return None, ()
-    raise _unsupported(
+    raise unsupported(
         f"preprocessing {name}: neither DQN_CFG's rewards_shaper (which maps the rewards of a "
         "vector step) nor the memory can change a time step's type: the memory stores no step "
         "type, only each transition's terminated flag (DQN.init creates no truncated tensor), "
@@ -464,7 +475,7 @@ class _Run:
             if self.current is None:
                 none = np.zeros(len(self.gym_rows), dtype=bool)
                 self.current = self._named(obs, none.astype(np.float64), none, none)
-            elif decode_items(_as_numpy(obs)) != [s.item for s in self.current]:
+            elif decode_items(as_numpy(obs)) != [s.item for s in self.current]:
                 if not self.renamed_at_reset:
                     raise AssertionError("the wrapper's reset returned a new observation mid-run")
                 none = np.zeros(len(self.gym_rows), dtype=bool)
@@ -475,7 +486,7 @@ class _Run:
 
         def step_env(actions: torch.Tensor) -> Any:
             assert self.current is not None, "a step before the trainer's reset"
-            acts = _as_numpy(actions).reshape(-1).tolist()
+            acts = as_numpy(actions).reshape(-1).tolist()
             acted = tuple(
                 Step(s.item, s.step_type, s.reward, s.discount, action=int(a))
                 for s, a in zip(self.current, acts)
@@ -495,7 +506,7 @@ class _Run:
             out = sample(names, **kwargs)
             if self.call is None:
                 raise AssertionError("memory.sample outside DQN.update")
-            observations = _as_numpy(out[0][names.index("observations")])
+            observations = as_numpy(out[0][names.index("observations")])
             windows = single_item_windows(decode_items(observations))
             self._settle()
             self.call.updates.append((windows, _UNSETTLED))
@@ -584,13 +595,13 @@ class _Run:
 
     def _named(self, obs: Any, reward: Any, terminated: Any, truncated: Any) -> list[Step]:
         """The time steps the wrapper returned: step types from the Gymnasium flags."""
-        term = _as_numpy(terminated).reshape(-1).astype(bool)
-        trunc = _as_numpy(truncated).reshape(-1).astype(bool)
+        term = as_numpy(terminated).reshape(-1).astype(bool)
+        trunc = as_numpy(truncated).reshape(-1).astype(bool)
         types = step_types_from_gym(term, trunc, self.gym_rows).tolist()
-        rewards = _as_numpy(reward).reshape(-1).astype(np.float64).tolist()
+        rewards = as_numpy(reward).reshape(-1).astype(np.float64).tolist()
         self.gym_rows = term | trunc
         discounts = np.where(term, 0.0, 1.0).tolist()
-        return steps_from_columns(decode_items(_as_numpy(obs)), types, rewards, discounts)
+        return steps_from_columns(decode_items(as_numpy(obs)), types, rewards, discounts)
 
     def _stored_row(self) -> tuple[Step, ...]:
         """The row ``add_samples`` has just written (index ``memory_index - 1``), read back
@@ -611,7 +622,7 @@ class _Run:
         names = memory.get_tensor_names()
 
         def value(name: str) -> Any:
-            return _as_numpy(memory.get_tensor_by_name(name)[row, column]).reshape(-1)
+            return as_numpy(memory.get_tensor_by_name(name)[row, column]).reshape(-1)
 
         (item,) = decode_items(value("observations").reshape(1, -1))
         annotation = float(value("annotations")[0]) if "annotations" in names else 0.0
